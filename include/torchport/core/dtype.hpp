@@ -1,0 +1,66 @@
+#pragma once
+/// \file
+/// Element types: torch's full set, spelled the way safetensors spells them.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace torchport {
+
+/// The element type of a tensor. The set is torch's (every dtype `torch.save`
+/// can write), named as in safetensors' header (`F32`, `BF16`, `I64`, `BOOL`).
+enum class DType : std::uint8_t {
+  BOOL,
+  U8,
+  I8,
+  I16,
+  U16,
+  I32,
+  U32,
+  I64,
+  U64,
+  F16,
+  BF16,
+  F32,
+  F64,
+  C32,  ///< complex32 (two f16), torch.complex32 / chalf
+  C64,  ///< complex64 (two f32)
+  C128, ///< complex128 (two f64)
+  F8_E4M3,
+  F8_E5M2,
+  F8_E4M3FNUZ,
+  F8_E5M2FNUZ,
+};
+
+/// Number of dtypes, for tables indexed by `DType`.
+inline constexpr int kDTypeCount = static_cast<int>(DType::F8_E5M2FNUZ) + 1;
+
+/// Bytes per element.
+std::size_t dtype_size(DType d) noexcept;
+/// Natural alignment of one element (a complex number aligns as its component).
+std::size_t dtype_alignment(DType d) noexcept;
+/// The safetensors spelling: "F32", "BF16", "BOOL", "C64", "F8_E4M3", ...
+std::string_view dtype_name(DType d) noexcept;
+/// Parses a safetensors spelling (case-sensitive, as the format requires).
+std::optional<DType> dtype_from_name(std::string_view name) noexcept;
+/// Parses a user's spelling: safetensors names in any case, plus torch's
+/// (`float32`, `bfloat16`, `half`, `float`, `int64`, `long`, ...).
+std::optional<DType> dtype_parse(std::string_view name) noexcept;
+/// torch's attribute name: "float32", "bfloat16", "complex64", "float8_e4m3fn", ...
+std::string_view dtype_torch_name(DType d) noexcept;
+/// torch's legacy typed storage class for `d` ("FloatStorage"), or empty when
+/// the dtype only exists as UntypedStorage + dtype (u16/u32/u64, float8).
+std::string_view dtype_storage_class(DType d) noexcept;
+/// Maps a torch dtype attribute name (`float32`, `half`, `long`, `float8_e5m2`) to a DType.
+std::optional<DType> dtype_from_torch_name(std::string_view name) noexcept;
+/// Maps a typed storage class name (`FloatStorage`, `BFloat16Storage`) to its DType.
+std::optional<DType> dtype_from_storage_class(std::string_view name) noexcept;
+
+bool is_floating(DType d) noexcept;  ///< F16, BF16, F32, F64 and the F8 kinds
+bool is_complex(DType d) noexcept;   ///< C32, C64, C128
+bool is_integer(DType d) noexcept;   ///< signed and unsigned integers, not BOOL
+bool is_signed_integer(DType d) noexcept;
+
+}  // namespace torchport

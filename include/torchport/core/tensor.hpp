@@ -1,0 +1,179 @@
+#pragma once
+/// \file
+/// `Tensor`: a typed, strided view of a `Storage`.
+
+#include <complex>
+#include <cstring>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "torchport/core/dtype.hpp"
+#include "torchport/core/half.hpp"
+#include "torchport/core/storage.hpp"
+
+namespace torchport {
+
+/// Sizes or strides, in elements (torch's convention).
+using Shape = std::vector<std::int64_t>;
+
+/// The dtype of a C++ element type (`float` -> F32, `Half` -> F16, ...).
+template <class T>
+constexpr DType dtype_of() noexcept {
+  if constexpr (std::is_same_v<T, bool>) return DType::BOOL;
+  else if constexpr (std::is_same_v<T, std::uint8_t>) return DType::U8;
+  else if constexpr (std::is_same_v<T, std::int8_t>) return DType::I8;
+  else if constexpr (std::is_same_v<T, std::int16_t>) return DType::I16;
+  else if constexpr (std::is_same_v<T, std::uint16_t>) return DType::U16;
+  else if constexpr (std::is_same_v<T, std::int32_t>) return DType::I32;
+  else if constexpr (std::is_same_v<T, std::uint32_t>) return DType::U32;
+  else if constexpr (std::is_same_v<T, std::int64_t>) return DType::I64;
+  else if constexpr (std::is_same_v<T, std::uint64_t>) return DType::U64;
+  else if constexpr (std::is_same_v<T, Half>) return DType::F16;
+  else if constexpr (std::is_same_v<T, BFloat16>) return DType::BF16;
+  else if constexpr (std::is_same_v<T, float>) return DType::F32;
+  else if constexpr (std::is_same_v<T, double>) return DType::F64;
+  else if constexpr (std::is_same_v<T, std::complex<float>>) return DType::C64;
+  else if constexpr (std::is_same_v<T, std::complex<double>>) return DType::C128;
+  else static_assert(sizeof(T) == 0, "no torchport dtype for this type");
+}
+
+/// Product of sizes. \throws Error(corrupt) on a negative size or overflow.
+std::int64_t shape_numel(std::span<const std::int64_t> shape);
+/// Row-major (C-order) strides for `shape`.
+Shape contiguous_strides(std::span<const std::int64_t> shape);
+/// "[3, 4]".
+std::string shape_to_string(std::span<const std::int64_t> shape);
+
+/// A typed, strided view of a `Storage` (torch's tensor without autograd).
+///
+/// A `Tensor` is a small value: copying it copies the view, not the bytes; the
+/// storage is shared (as torch shares it between views and tied weights).
+/// Tensors read from a checkpoint are lazy: their storage's bytes are read (or
+/// mapped) when `bytes()`, `span()` or a copy first needs them.
+///
+/// Lifetime: the storage, and whatever keeps a borrowed storage's bytes alive
+/// (a mapped file), lives as long as any tensor viewing it.
+class Tensor {
+ public:
+  /// An undefined tensor (`defined()` is false).
+  Tensor() = default;
+  /// A view of `storage`. Checks that every element the view can reach lies
+  /// inside the storage (overflow-checked).
+  /// \throws Error(corrupt) naming sizes, strides, offset and storage bytes.
+  Tensor(DType dtype, Shape shape, Shape strides, std::int64_t storage_offset,
+         std::shared_ptr<Storage> storage);
+
+  /// A contiguous tensor over fresh, uninitialised, owned memory.
+  static Tensor empty(DType dtype, Shape shape);
+  /// A contiguous tensor of zeros.
+  static Tensor zeros(DType dtype, Shape shape);
+  /// A contiguous tensor holding a copy of `values`.
+  template <class T>
+  static Tensor from(std::span<const T> values, Shape shape);
+  template <class T>
+  static Tensor from(std::initializer_list<T> values, Shape shape) {
+    return from(std::span<const T>(values.begin(), values.size()), std::move(shape));
+  }
+  /// A 0-d tensor holding `value`.
+  template <class T>
+  static Tensor scalar(T value) {
+    return from(std::span<const T>(&value, 1), Shape{});
+  }
+
+  bool defined() const noexcept { return storage_ != nullptr; }
+  DType dtype() const noexcept { return dtype_; }
+  const Shape& shape() const noexcept { return shape_; }
+  const Shape& strides() const noexcept { return strides_; }
+  std::int64_t storage_offset() const noexcept { return offset_; }
+  std::int64_t dim() const noexcept { return static_cast<std::int64_t>(shape_.size()); }
+  /// Size of dimension `d` (negative counts from the end). \throws Error(invalid_argument).
+  std::int64_t size(std::int64_t d) const;
+  std::int64_t numel() const noexcept { return numel_; }
+  /// Bytes of the elements this view holds (numel × element size).
+  std::uint64_t nbytes() const noexcept;
+  const std::shared_ptr<Storage>& storage() const noexcept { return storage_; }
+  /// True when the elements are densely laid out in C order (0- and
+  /// 1-element tensors always are).
+  bool is_contiguous() const noexcept;
+
+  /// The view's bytes. \throws Error(invalid_argument) when not contiguous.
+  std::span<const std::byte> bytes() const;
+  /// The view's bytes, for writing. \throws when not contiguous or read-only.
+  std::span<std::byte> mutable_bytes();
+
+  /// Typed elements of a contiguous tensor whose dtype is `dtype_of<T>()`.
+  /// \throws Error(dtype_mismatch) or Error(invalid_argument).
+  template <class T>
+  std::span<const T> span() const {
+    check_access(dtype_of<T>(), sizeof(T));
+    auto b = bytes();
+    return {reinterpret_cast<const T*>(b.data()), static_cast<std::size_t>(numel_)};
+  }
+  template <class T>
+  std::span<T> mutable_span() {
+    check_access(dtype_of<T>(), sizeof(T));
+    auto b = mutable_bytes();
+    return {reinterpret_cast<T*>(b.data()), static_cast<std::size_t>(numel_)};
+  }
+  template <class T>
+  const T* data() const {
+    return span<T>().data();
+  }
+  template <class T>
+  T* mutable_data() {
+    return mutable_span<T>().data();
+  }
+
+  /// Copies the elements in C order into `out` (exactly `nbytes()` bytes).
+  void copy_to(std::span<std::byte> out) const;
+  /// This tensor when contiguous, else a contiguous owned copy.
+  Tensor contiguous() const;
+  /// A contiguous owned copy, always.
+  Tensor clone() const;
+  /// A contiguous copy converted to `dtype` (this tensor when already
+  /// `dtype` and contiguous). Rounding is to nearest even; an integer that
+  /// does not fit, or a complex to real conversion, is an Error(dtype_mismatch).
+  Tensor to(DType dtype) const;
+  /// A view with a new shape over the same elements (contiguous tensors only;
+  /// one size may be -1). \throws Error(shape_mismatch).
+  Tensor reshape(Shape shape) const;
+  /// A view with dimensions `a` and `b` swapped (no copy).
+  Tensor transpose(std::int64_t a, std::int64_t b) const;
+  /// A view with dimensions reordered by `order` (no copy).
+  Tensor permute(std::span<const std::int64_t> order) const;
+  /// A view of `length` entries of dimension `d` starting at `start` (no copy).
+  Tensor narrow(std::int64_t d, std::int64_t start, std::int64_t length) const;
+
+  /// Same dtype, same shape, same elements (bitwise).
+  bool equal(const Tensor& other) const;
+  /// "F32[3, 4]".
+  std::string description() const;
+
+ private:
+  void check_access(DType expected, std::size_t elem_size) const;
+  [[noreturn]] static void fail_count(std::size_t got, std::int64_t want);
+
+  DType dtype_ = DType::F32;
+  Shape shape_;
+  Shape strides_;
+  std::int64_t offset_ = 0;
+  std::int64_t numel_ = 0;
+  std::shared_ptr<Storage> storage_;
+};
+
+template <class T>
+Tensor Tensor::from(std::span<const T> values, Shape shape) {
+  Tensor t = empty(dtype_of<T>(), std::move(shape));
+  t.check_access(dtype_of<T>(), sizeof(T));
+  auto out = t.mutable_bytes();
+  if (out.size() != values.size_bytes()) fail_count(values.size(), t.numel());
+  if (!out.empty()) std::memcpy(out.data(), values.data(), out.size());
+  return t;
+}
+
+}  // namespace torchport

@@ -1,0 +1,86 @@
+#pragma once
+/// \file
+/// `TensorCatalog`: what every reader produces and every consumer reads.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "torchport/core/limits.hpp"
+#include "torchport/core/tensor.hpp"
+#include "torchport/core/value.hpp"
+
+namespace torchport {
+
+/// A tensor and its dotted key path ("layer1.0.conv1.weight").
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
+/// The contents of a checkpoint, whatever its format: an ordered list of
+/// named tensors (file order), the whole object as an inert `Value` tree
+/// (configs, epochs, strings, with the same tensors at their places), and
+/// string metadata (safetensors' `__metadata__`, ours).
+///
+/// Tensors are lazy views: opening reads directories and pickles only, and
+/// a tensor's bytes are mapped or read when first used. A contiguous tensor
+/// whose record is aligned is a zero-copy view of the mapped file.
+///
+/// Lifetime: the tensors keep their storages (and the mapped file) alive;
+/// the catalogue can be dropped while tensors taken from it are in use.
+/// A catalogue is immutable and safe to read from many threads.
+class TensorCatalog {
+ public:
+  TensorCatalog() = default;
+  /// Lists the tensors of `root` under dotted names (see docs/format.md:
+  /// dict keys joined with '.', list items by index, a pickled nn.Module by
+  /// its state_dict names). \throws Error(corrupt) on duplicate names,
+  /// Error(limit_exceeded) past `max_tensors` or `max_name_bytes`.
+  static TensorCatalog from_value(std::string format, Value root, const Limits& limits = {},
+                                  std::map<std::string, std::string> metadata = {});
+  /// A catalogue of already named tensors (root becomes a dict of them).
+  static TensorCatalog from_tensors(std::string format, std::vector<NamedTensor> tensors,
+                                    std::map<std::string, std::string> metadata = {},
+                                    Value root = {});
+
+  /// "pytorch-zip", "pytorch-legacy", "pytorch-tar", "torchscript",
+  /// "pickle", "safetensors", "sharded-safetensors", "sharded-pytorch", ...
+  const std::string& format() const noexcept { return format_; }
+  const std::vector<NamedTensor>& tensors() const noexcept { return tensors_; }
+  std::size_t size() const noexcept { return tensors_.size(); }
+  bool empty() const noexcept { return tensors_.empty(); }
+  /// The tensor named `name`, or nullptr.
+  const Tensor* find(std::string_view name) const;
+  /// The whole object the file holds, tensors included.
+  const Value& root() const noexcept { return root_; }
+  /// The non-tensor values (`prune_tensors(root())`).
+  Value values() const { return prune_tensors(root_); }
+  const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
+  /// Sum of the tensors' `nbytes()` (a storage shared by two tensors counts twice).
+  std::uint64_t total_bytes() const noexcept;
+  /// Bytes of distinct storage the tensors use (shared storages once).
+  std::uint64_t storage_bytes() const;
+
+  /// The tensors under `key` (names equal to it or starting with `key.`),
+  /// renamed without the prefix; `root()` becomes that sub-tree. This is
+  /// how `{"state_dict": {...}, "epoch": 3}` yields its state dict.
+  /// \throws Error(missing_key) listing the top-level keys there are.
+  TensorCatalog select(std::string_view key) const;
+  /// The distinct first segments of the tensor names, in order.
+  std::vector<std::string> top_level_keys() const;
+
+ private:
+  void index();
+
+  std::string format_;
+  std::vector<NamedTensor> tensors_;
+  std::unordered_map<std::string, std::size_t> by_name_;
+  Value root_;
+  std::map<std::string, std::string> metadata_;
+};
+
+}  // namespace torchport

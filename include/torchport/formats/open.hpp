@@ -1,0 +1,81 @@
+#pragma once
+/// \file
+/// `open()`: any checkpoint file to a `TensorCatalog`.
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "torchport/core/limits.hpp"
+#include "torchport/formats/catalog.hpp"
+#include "torchport/io/source.hpp"
+
+namespace torchport {
+
+/// How to open a checkpoint. The defaults are safe for untrusted files.
+struct OpenOptions {
+  /// Resource limits; see `Limits`.
+  Limits limits;
+  /// How to map files.
+  MapOptions map;
+  /// Read a format without sniffing: "pytorch-zip", "pytorch-legacy",
+  /// "pytorch-tar", "torchscript", "pickle", "safetensors". Empty sniffs.
+  std::string format;
+  /// Classes a pickle names that are neither allowed nor known to be
+  /// dangerous (a model's own classes in a whole pickled nn.Module) are kept
+  /// inert. Set to false to refuse them as well.
+  bool allow_unknown_globals = true;
+  /// Recompute the CRC-32 of every stored zip entry when opening (reads every
+  /// byte; deflated entries are always checked when inflated).
+  bool verify_crc = false;
+};
+
+/// Opens a checkpoint: a PyTorch zip (`torch.save`, 1.6+), a legacy pickle
+/// file (`_use_new_zipfile_serialization=False`), the old tar format, a
+/// TorchScript archive (weights only, `code/` is never read), a whole
+/// pickled `nn.Module` (classes stay inert), a plain pickle, a safetensors
+/// file, or a Hugging Face sharded checkpoint (its `*.index.json`, or a
+/// directory holding one). Only directories and pickles are read; tensors
+/// are mapped views until used.
+///
+/// \throws Error: `io` (cannot open), `not_a_checkpoint` (unknown format),
+/// `unsafe_global` (a pickle names a global that runs code), and the
+/// format's own `truncated` / `corrupt` / `unsupported` / `limit_exceeded`,
+/// each naming the file, the key path and the byte offset where they apply.
+TensorCatalog open(const std::filesystem::path& path, const OpenOptions& options = {});
+
+/// Opens a checkpoint held in memory (or already mapped).
+TensorCatalog open(const Source& source, const OpenOptions& options = {});
+
+/// The format `open()` would read `source` as, from its first bytes, or ""
+/// when it is none of them.
+std::string sniff_format(const Source& source);
+
+}  // namespace torchport
+
+namespace torchport {
+
+/// Where a loaded catalogue's tensor bytes live.
+enum class Residence {
+  /// Copied into memory the process owns (one allocation for all storages;
+  /// each storage copied once, so tied weights stay tied).
+  owned,
+  /// Left in the mapped file where they can be (aligned, little-endian,
+  /// stored); the rest (deflated, unaligned, byte-swapped) materialised.
+  mapped,
+};
+
+/// What `materialize` did.
+struct MaterializeStats {
+  std::uint64_t storages = 0;
+  std::uint64_t bytes = 0;         ///< bytes of distinct storages
+  std::uint64_t mapped_bytes = 0;  ///< of those, left in the mapped file
+};
+
+/// Reads every tensor's bytes now and returns a catalogue whose tensors no
+/// longer wait on anything: the same names, dtypes, shapes, strides and
+/// storage sharing as `catalog`.
+TensorCatalog materialize(const TensorCatalog& catalog, Residence residence,
+                          MaterializeStats* stats = nullptr);
+
+}  // namespace torchport

@@ -1,0 +1,72 @@
+#pragma once
+/// \file
+/// The zip directory of a checkpoint archive, read through minizip, with
+/// entries used in place from the mapped file.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "torchport/core/limits.hpp"
+#include "torchport/core/storage.hpp"
+#include "torchport/io/source.hpp"
+
+namespace torchport {
+
+/// One member of a zip archive.
+struct ZipEntry {
+  std::string name;
+  std::uint16_t method = 0;  ///< 0 stored, 8 deflated (nothing else is accepted)
+  std::uint64_t compressed_size = 0;
+  std::uint64_t size = 0;  ///< uncompressed
+  std::uint32_t crc32 = 0;
+  std::uint64_t header_offset = 0;  ///< local header, in the file
+  std::uint64_t data_offset = 0;    ///< first data byte, taken from the local header
+};
+
+/// A validated zip directory.
+///
+/// Opening reads the central directory and every local header (to learn
+/// where each entry's data begins: torch pads entries to 64 bytes with a
+/// local extra field the central directory does not show). It rejects
+/// encrypted entries, methods other than stored and deflate, duplicate names,
+/// local headers that disagree with the central directory, and entries that
+/// overlap or run past the end of the file.
+///
+/// Lifetime: keeps a copy of the `Source`, so storages it hands out stay valid.
+class ZipArchive {
+ public:
+  /// \throws Error(not_a_checkpoint) when `source` is no zip archive,
+  ///         Error(corrupt | truncated | unsupported | limit_exceeded) otherwise.
+  static ZipArchive open(const Source& source, const Limits& limits);
+
+  const std::vector<ZipEntry>& entries() const noexcept { return entries_; }
+  /// The entry named exactly `name`, or nullptr.
+  const ZipEntry* find(std::string_view name) const;
+  const Source& source() const noexcept { return source_; }
+
+  /// The entry's bytes as a storage: a zero-copy view for stored entries, a
+  /// deferred inflate (capped at the declared size and `max_inflate_bytes`,
+  /// CRC-checked) for deflated ones.
+  std::shared_ptr<Storage> storage(const ZipEntry& entry) const;
+  /// The entry's bytes now, as a `Source` (inflated when deflated).
+  Source read(const ZipEntry& entry) const;
+  /// Recomputes the CRC-32 of an entry's data and compares it with the directory.
+  /// \throws Error(corrupt) on a mismatch.
+  void verify_crc(const ZipEntry& entry) const;
+
+ private:
+  Source source_;
+  Limits limits_;
+  std::vector<ZipEntry> entries_;
+  std::unordered_map<std::string, std::size_t> by_name_;
+};
+
+/// True when `bytes` starts like a zip archive (a local header or an empty
+/// archive's end record).
+bool looks_like_zip(std::span<const std::byte> bytes) noexcept;
+
+}  // namespace torchport

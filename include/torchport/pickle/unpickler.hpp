@@ -1,0 +1,74 @@
+#pragma once
+/// \file
+/// A pickle virtual machine that never runs anything.
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "torchport/core/limits.hpp"
+#include "torchport/core/value.hpp"
+#include "torchport/io/byte_reader.hpp"
+
+namespace torchport::pickle {
+
+/// How a global referenced by a pickle is treated.
+enum class GlobalClass {
+  allowed,    ///< on the allow-list: a data constructor torch checkpoints use
+  unknown,    ///< anything else: kept as an inert reference (e.g. a model's class)
+  dangerous,  ///< a known way to run code (os.system, eval, pickle.loads, ...)
+};
+
+/// Classifies `module.name` (after `__builtin__` -> `builtins`). The
+/// allow-list is matched exactly; see docs/security.md.
+GlobalClass classify_global(std::string_view module, std::string_view name);
+/// "allowed", "unknown" or "dangerous".
+std::string_view global_class_name(GlobalClass c) noexcept;
+
+/// One global a pickle referenced.
+struct GlobalUse {
+  std::string module;
+  std::string name;
+  GlobalClass klass = GlobalClass::unknown;
+  std::uint64_t first_offset = 0;  ///< byte offset of its first reference
+  std::uint64_t count = 0;
+};
+
+/// What a pickle contained, for `torchport scan` and for policy above the VM.
+struct Stats {
+  int protocol = 0;                           ///< from PROTO, 0 when absent
+  std::array<std::uint64_t, 256> opcodes{};   ///< executions per opcode byte
+  std::vector<GlobalUse> globals;             ///< in order of first reference
+  std::uint64_t calls = 0;                    ///< REDUCE/NEWOBJ/INST/OBJ on unknown or dangerous globals
+  std::uint64_t persistent_ids = 0;
+};
+
+/// Resolves a persistent id (torch's storage references) to a value.
+/// `offset` is the byte offset of the opcode, for messages.
+using PersistentLoad = std::function<Value(const Value& pid, std::uint64_t offset)>;
+
+/// Runs one pickle, from the reader's position to its STOP opcode (which is
+/// consumed), and returns the object it describes as an inert `Value`.
+///
+/// Nothing is imported, called or instantiated. Globals become `Global`
+/// values; REDUCE, NEWOBJ, INST and OBJ of a global become inert `Object`
+/// values, except for a few pure data constructors that torch checkpoints
+/// use, which build the data they describe: `collections.OrderedDict` (a
+/// dict), `builtins.set`/`frozenset` (a set), `builtins.complex`,
+/// `builtins.bytearray` and `_codecs.encode(s, "latin1")` (bytes), and
+/// `torch.Size` (a tuple). APPEND works only on lists, SETITEM only on dicts,
+/// ADDITEMS only on sets, BUILD only on objects and OrderedDicts.
+///
+/// \param persistent  resolves BINPERSID/PERSID; when empty they are errors
+/// \param stats       filled when non-null (also when an error is thrown)
+/// \throws Error(truncated | corrupt | unsupported | limit_exceeded) with the
+///         byte offset of the offending opcode.
+Value unpickle(ByteReader& reader, const Limits& limits, const PersistentLoad& persistent = {},
+               Stats* stats = nullptr);
+
+/// Name of an opcode byte ("BINUNICODE"), or "" for a byte that is none.
+std::string_view opcode_name(std::uint8_t op) noexcept;
+
+}  // namespace torchport::pickle

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs everything torchport needs to build, from Debian's packages.
+# Usage: scripts/install-deps.sh [--tests] [--bench]
+#   --tests  also PyTorch, torchvision and scikit-learn (interop tests, fixtures)
+#   --bench  also libtorch (the side-by-side benchmarks)
+# Idempotent; run as root (or with sudo available).
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ clang pkg-config
+  zlib1g-dev libminizip-dev nlohmann-json3-dev libmsgpack-cxx-dev libpcre2-dev
+  libcli11-dev libfmt-dev libopenblas-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+for arg in "$@"; do
+  case "$arg" in
+    --tests) packages+=(python3 python3-torch python3-torchvision python3-sklearn python3-numpy) ;;
+    --bench) packages+=(libtorch-dev python3-torch python3-torchvision time) ;;
+    *) echo "unknown option: $arg" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update
+$SUDO apt-get install -y --no-install-recommends "${missing[@]}"

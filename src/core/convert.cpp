@@ -1,0 +1,289 @@
+#include "torchport/core/convert.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "torchport/core/error.hpp"
+#include "torchport/core/half.hpp"
+
+namespace torchport {
+namespace {
+
+enum class Family { Bool, Signed, Unsigned, Float, Complex };
+
+Family family(DType d) noexcept {
+  if (d == DType::BOOL) return Family::Bool;
+  if (is_signed_integer(d)) return Family::Signed;
+  if (is_integer(d)) return Family::Unsigned;
+  if (is_complex(d)) return Family::Complex;
+  return Family::Float;
+}
+
+bool is_f8(DType d) noexcept {
+  return d == DType::F8_E4M3 || d == DType::F8_E5M2 || d == DType::F8_E4M3FNUZ ||
+         d == DType::F8_E5M2FNUZ;
+}
+
+template <class T>
+T load(const std::byte* p) noexcept {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+template <class T>
+void store(std::byte* p, T v) noexcept {
+  std::memcpy(p, &v, sizeof(T));
+}
+
+// float8 decoding (OCP FP8 and the "fnuz" variants torch ships).
+double f8_to_double(std::uint8_t b, DType d) noexcept {
+  const bool neg = (b & 0x80u) != 0;
+  int exp_bits, man_bits, bias;
+  bool fnuz = false;
+  switch (d) {
+    case DType::F8_E4M3: exp_bits = 4, man_bits = 3, bias = 7; break;
+    case DType::F8_E4M3FNUZ: exp_bits = 4, man_bits = 3, bias = 8, fnuz = true; break;
+    case DType::F8_E5M2FNUZ: exp_bits = 5, man_bits = 2, bias = 16, fnuz = true; break;
+    default: exp_bits = 5, man_bits = 2, bias = 15; break;  // F8_E5M2
+  }
+  const unsigned exp = (b >> man_bits) & ((1u << exp_bits) - 1);
+  const unsigned man = b & ((1u << man_bits) - 1);
+  if (fnuz) {
+    if (b == 0x80u) return std::numeric_limits<double>::quiet_NaN();  // the only NaN
+  } else if (d == DType::F8_E4M3) {
+    if ((b & 0x7fu) == 0x7fu) return std::numeric_limits<double>::quiet_NaN();  // no infinities
+  } else if (exp == 0x1fu) {  // E5M2 has IEEE inf/nan
+    if (man != 0) return std::numeric_limits<double>::quiet_NaN();
+    return neg ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+  }
+  double v;
+  if (exp == 0) v = std::ldexp(static_cast<double>(man), 1 - bias - man_bits);
+  else v = std::ldexp(static_cast<double>(man | (1u << man_bits)), static_cast<int>(exp) - bias - man_bits);
+  return neg ? -v : v;
+}
+
+// Rounds a double to float with round-to-odd: the float keeps a sticky bit, so
+// a second rounding to f16/bf16 (which have far fewer bits) is correct.
+float to_float_round_odd(double d) noexcept {
+  float t = static_cast<float>(d);
+  if (!std::isfinite(t) || static_cast<double>(t) == d) return t;
+  std::uint32_t bits = std::bit_cast<std::uint32_t>(t);
+  if ((bits & 1u) == 0) {
+    if (std::fabs(static_cast<double>(t)) > std::fabs(d)) --bits;
+    else ++bits;
+  }
+  return std::bit_cast<float>(bits);
+}
+
+double load_real(const std::byte* p, DType d) noexcept {
+  switch (d) {
+    case DType::BOOL: return load<std::uint8_t>(p) != 0 ? 1.0 : 0.0;
+    case DType::U8: return load<std::uint8_t>(p);
+    case DType::I8: return load<std::int8_t>(p);
+    case DType::I16: return load<std::int16_t>(p);
+    case DType::U16: return load<std::uint16_t>(p);
+    case DType::I32: return load<std::int32_t>(p);
+    case DType::U32: return load<std::uint32_t>(p);
+    case DType::I64: return static_cast<double>(load<std::int64_t>(p));
+    case DType::U64: return static_cast<double>(load<std::uint64_t>(p));
+    case DType::F16: return half_to_float(load<std::uint16_t>(p));
+    case DType::BF16: return bf16_to_float(load<std::uint16_t>(p));
+    case DType::F32: return load<float>(p);
+    case DType::F64: return load<double>(p);
+    default: return f8_to_double(load<std::uint8_t>(p), d);
+  }
+}
+
+void store_real(std::byte* p, DType d, double v) noexcept {
+  switch (d) {
+    case DType::F16: store(p, float_to_half(to_float_round_odd(v))); break;
+    case DType::BF16: store(p, float_to_bf16(to_float_round_odd(v))); break;
+    case DType::F32: store(p, static_cast<float>(v)); break;
+    default: store(p, v); break;  // F64
+  }
+}
+
+// Complex numbers: a pair of components of the complex dtype's component type.
+DType component(DType d) noexcept {
+  return d == DType::C32 ? DType::F16 : d == DType::C64 ? DType::F32 : DType::F64;
+}
+
+// Integers travel as a sign and a magnitude so that every int64 and uint64
+// value is exact.
+struct Wide {
+  bool negative;
+  std::uint64_t magnitude;
+};
+
+Wide load_int(const std::byte* p, DType d) noexcept {
+  auto s = [](std::int64_t v) {
+    return v < 0 ? Wide{true, static_cast<std::uint64_t>(-(v + 1)) + 1}
+                 : Wide{false, static_cast<std::uint64_t>(v)};
+  };
+  switch (d) {
+    case DType::BOOL: return {false, load<std::uint8_t>(p) != 0 ? 1u : 0u};
+    case DType::U8: return {false, load<std::uint8_t>(p)};
+    case DType::U16: return {false, load<std::uint16_t>(p)};
+    case DType::U32: return {false, load<std::uint32_t>(p)};
+    case DType::U64: return {false, load<std::uint64_t>(p)};
+    case DType::I8: return s(load<std::int8_t>(p));
+    case DType::I16: return s(load<std::int16_t>(p));
+    case DType::I32: return s(load<std::int32_t>(p));
+    default: return s(load<std::int64_t>(p));
+  }
+}
+
+std::string wide_to_string(Wide w) {
+  std::string s = std::to_string(w.magnitude);
+  if (w.negative) s.insert(s.begin(), '-');
+  return s;
+}
+
+// Stores `w` into integer dtype `d`; false when it does not fit.
+bool store_int(std::byte* p, DType d, Wide w) noexcept {
+  auto fits_signed = [&](std::uint64_t max_pos) {
+    return w.negative ? w.magnitude <= max_pos + 1 : w.magnitude <= max_pos;
+  };
+  auto as_signed = [&]() -> std::int64_t {
+    return w.negative ? -static_cast<std::int64_t>(w.magnitude - 1) - 1
+                      : static_cast<std::int64_t>(w.magnitude);
+  };
+  switch (d) {
+    case DType::BOOL:
+      if (w.negative || w.magnitude > 1) return false;
+      store(p, static_cast<std::uint8_t>(w.magnitude));
+      return true;
+    case DType::U8:
+      if (w.negative || w.magnitude > 0xffu) return false;
+      store(p, static_cast<std::uint8_t>(w.magnitude));
+      return true;
+    case DType::U16:
+      if (w.negative || w.magnitude > 0xffffu) return false;
+      store(p, static_cast<std::uint16_t>(w.magnitude));
+      return true;
+    case DType::U32:
+      if (w.negative || w.magnitude > 0xffffffffu) return false;
+      store(p, static_cast<std::uint32_t>(w.magnitude));
+      return true;
+    case DType::U64:
+      if (w.negative) return false;
+      store(p, w.magnitude);
+      return true;
+    case DType::I8:
+      if (!fits_signed(0x7f)) return false;
+      store(p, static_cast<std::int8_t>(as_signed()));
+      return true;
+    case DType::I16:
+      if (!fits_signed(0x7fff)) return false;
+      store(p, static_cast<std::int16_t>(as_signed()));
+      return true;
+    case DType::I32:
+      if (!fits_signed(0x7fffffff)) return false;
+      store(p, static_cast<std::int32_t>(as_signed()));
+      return true;
+    default:
+      if (!fits_signed(0x7fffffffffffffffull)) return false;
+      store(p, as_signed());
+      return true;
+  }
+}
+
+[[noreturn]] void refuse(DType from, DType to, const std::string& why) {
+  throw Error(ErrorCode::dtype_mismatch, "cannot convert " + std::string(dtype_name(from)) +
+                                             " to " + std::string(dtype_name(to)) + ": " + why);
+}
+
+}  // namespace
+
+bool convertible(DType from, DType to) noexcept {
+  if (from == to) return true;
+  if (is_f8(to)) return false;
+  const Family f = family(from), t = family(to);
+  switch (t) {
+    case Family::Float: return f != Family::Complex;
+    case Family::Complex: return true;
+    default: return f == Family::Bool || f == Family::Signed || f == Family::Unsigned;
+  }
+}
+
+void convert_elements(const std::byte* src, DType from, std::byte* dst, DType to,
+                      std::size_t count) {
+  const std::size_t in = dtype_size(from), out = dtype_size(to);
+  if (from == to) {
+    if (count != 0) std::memcpy(dst, src, count * in);
+    return;
+  }
+  if (!convertible(from, to)) {
+    if (is_f8(to)) refuse(from, to, "writing float8 is not implemented");
+    if (family(from) == Family::Complex) refuse(from, to, "it would drop the imaginary part");
+    refuse(from, to, "it would truncate floating-point values");
+  }
+  const Family f = family(from), t = family(to);
+  // Hot paths: the conversions precision settings use on every load.
+  if (from == DType::F16 && to == DType::F32) {
+    for (std::size_t i = 0; i < count; ++i)
+      store(dst + 4 * i, half_to_float(load<std::uint16_t>(src + 2 * i)));
+    return;
+  }
+  if (from == DType::BF16 && to == DType::F32) {
+    for (std::size_t i = 0; i < count; ++i)
+      store(dst + 4 * i, bf16_to_float(load<std::uint16_t>(src + 2 * i)));
+    return;
+  }
+  if (from == DType::F32 && to == DType::F16) {
+    for (std::size_t i = 0; i < count; ++i)
+      store(dst + 2 * i, float_to_half(load<float>(src + 4 * i)));
+    return;
+  }
+  if (from == DType::F32 && to == DType::BF16) {
+    for (std::size_t i = 0; i < count; ++i)
+      store(dst + 2 * i, float_to_bf16(load<float>(src + 4 * i)));
+    return;
+  }
+  if (t == Family::Complex) {
+    const DType tc = component(to);
+    const std::size_t half_out = out / 2;
+    for (std::size_t i = 0; i < count; ++i) {
+      double re, im = 0.0;
+      if (f == Family::Complex) {
+        const DType fc = component(from);
+        re = load_real(src + i * in, fc);
+        im = load_real(src + i * in + in / 2, fc);
+      } else if (f == Family::Float || f == Family::Bool) {
+        re = load_real(src + i * in, from);
+      } else {
+        const Wide w = load_int(src + i * in, from);
+        re = static_cast<double>(w.magnitude) * (w.negative ? -1.0 : 1.0);
+      }
+      store_real(dst + i * out, tc, re);
+      store_real(dst + i * out + half_out, tc, im);
+    }
+    return;
+  }
+  if (t == Family::Float) {
+    for (std::size_t i = 0; i < count; ++i) {
+      double v;
+      if (f == Family::Float || f == Family::Bool) {
+        v = load_real(src + i * in, from);
+      } else {
+        const Wide w = load_int(src + i * in, from);
+        v = static_cast<double>(w.magnitude) * (w.negative ? -1.0 : 1.0);
+      }
+      store_real(dst + i * out, to, v);
+    }
+    return;
+  }
+  // Integer or bool target from integer or bool source: exact or refused.
+  for (std::size_t i = 0; i < count; ++i) {
+    const Wide w = load_int(src + i * in, from);
+    if (!store_int(dst + i * out, to, w))
+      refuse(from, to,
+             "element " + std::to_string(i) + " is " + wide_to_string(w) + ", which does not fit");
+  }
+}
+
+}  // namespace torchport

@@ -1,0 +1,54 @@
+#include <cstring>
+#include <unordered_map>
+
+#include "torchport/core/error.hpp"
+#include "torchport/formats/open.hpp"
+
+namespace torchport {
+
+TensorCatalog materialize(const TensorCatalog& catalog, Residence residence, MaterializeStats* stats) {
+  MaterializeStats local;
+  MaterializeStats& st = stats ? *stats : local;
+  st = {};
+  // Distinct storages, in first-use order.
+  std::vector<const std::shared_ptr<Storage>*> order;
+  std::unordered_map<const Storage*, std::shared_ptr<Storage>> replaced;
+  for (const auto& t : catalog.tensors())
+    if (replaced.emplace(t.tensor.storage().get(), nullptr).second) order.push_back(&t.tensor.storage());
+
+  constexpr std::uint64_t kAlign = 64;
+  if (residence == Residence::owned) {
+    std::uint64_t total = 0;
+    for (const auto* s : order) total += ((*s)->nbytes() + kAlign - 1) / kAlign * kAlign;
+    auto arena = Storage::allocate(total);
+    auto dst = arena->mutable_bytes();
+    std::uint64_t at = 0;
+    for (const auto* s : order) {
+      const auto src = (*s)->bytes();
+      auto slice = dst.subspan(static_cast<std::size_t>(at), src.size());
+      if (!src.empty()) std::memcpy(slice.data(), src.data(), src.size());
+      replaced[s->get()] = Storage::borrow_mutable(slice, arena);
+      at += (src.size() + kAlign - 1) / kAlign * kAlign;
+      st.bytes += src.size();
+    }
+  } else {
+    for (const auto* s : order) {
+      (*s)->bytes();  // materialise deferred storages; mapped ones stay views
+      replaced[s->get()] = *s;
+      st.bytes += (*s)->nbytes();
+      if ((*s)->borrowed()) st.mapped_bytes += (*s)->nbytes();
+    }
+  }
+  st.storages = order.size();
+
+  std::vector<NamedTensor> out;
+  out.reserve(catalog.size());
+  for (const auto& t : catalog.tensors()) {
+    const Tensor& x = t.tensor;
+    out.push_back({t.name, Tensor(x.dtype(), x.shape(), x.strides(), x.storage_offset(),
+                                  replaced[x.storage().get()])});
+  }
+  return TensorCatalog::from_tensors(catalog.format(), std::move(out), catalog.metadata());
+}
+
+}  // namespace torchport

@@ -1,0 +1,77 @@
+#include "torchport/formats/open.hpp"
+
+#include <cctype>
+#include <cstring>
+
+#include "readers.hpp"
+#include "torchport/core/error.hpp"
+#include "torchport/io/tar.hpp"
+#include "torchport/io/zip.hpp"
+
+namespace torchport {
+namespace {
+
+bool starts_with(std::span<const std::byte> b, std::string_view s) {
+  return b.size() >= s.size() && std::memcmp(b.data(), s.data(), s.size()) == 0;
+}
+
+// Pickle protocols 2+ start with PROTO; 0 and 1 with one of a few opcodes
+// that can open a stream.
+bool looks_like_pickle(std::span<const std::byte> b) {
+  if (b.size() < 2) return false;
+  const auto c = static_cast<unsigned char>(b[0]);
+  if (c == 0x80) return static_cast<unsigned char>(b[1]) <= 5;
+  return std::strchr("(]}).NcKJMIFLSVXTUG", c) != nullptr && c != 0;
+}
+
+bool looks_like_safetensors(std::span<const std::byte> b) {
+  if (b.size() < 10) return false;
+  std::uint64_t n;
+  std::memcpy(&n, b.data(), 8);
+  return n >= 2 && n <= b.size() - 8 && static_cast<char>(b[8]) == '{';
+}
+
+std::string hint_for(std::span<const std::byte> b) {
+  if (starts_with(b, "version https://git-lfs")) return "; this is a Git LFS pointer, not the file: run `git lfs pull`";
+  if (starts_with(b, "<!DOCTYPE") || starts_with(b, "<html") || starts_with(b, "<HTML"))
+    return "; this is an HTML page, a failed download?";
+  if (starts_with(b, "\x1f\x8b")) return "; this is gzip-compressed: decompress it first";
+  if (b.empty()) return "; the file is empty";
+  std::string shown;
+  for (std::size_t i = 0; i < std::min<std::size_t>(b.size(), 8); ++i) {
+    char buf[4];
+    std::snprintf(buf, sizeof buf, "%02x", static_cast<unsigned>(b[i]));
+    shown += (i ? " " : "") + std::string(buf);
+  }
+  return " (first bytes: " + shown + ")";
+}
+
+}  // namespace
+
+std::string sniff_format(const Source& source) {
+  const auto b = source.bytes();
+  if (looks_like_zip(b)) return "pytorch-zip";
+  if (looks_like_tar(b)) return "pytorch-tar";
+  if (looks_like_safetensors(b)) return "safetensors";
+  if (looks_like_pickle(b)) return "pytorch-legacy";
+  return "";
+}
+
+TensorCatalog open(const Source& source, const OpenOptions& options) {
+  const std::string format = options.format.empty() ? sniff_format(source) : options.format;
+  if (format == "pytorch-zip" || format == "torchscript") return formats::read_pytorch_zip(source, options);
+  if (format == "pytorch-tar") return formats::read_pytorch_tar(source, options);
+  if (format == "pytorch-legacy" || format == "pickle") return formats::read_pytorch_legacy(source, options);
+  if (!options.format.empty())
+    throw Error(ErrorCode::invalid_argument, "unknown format '" + options.format + "'");
+  throw Error(ErrorCode::not_a_checkpoint,
+              "not a checkpoint torchport reads: neither a zip, tar, pickle nor safetensors file" +
+                  hint_for(source.bytes()),
+              {}, std::nullopt, source.name());
+}
+
+TensorCatalog open(const std::filesystem::path& path, const OpenOptions& options) {
+  return open(Source::map_file(path, options.map), options);
+}
+
+}  // namespace torchport

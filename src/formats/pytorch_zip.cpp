@@ -1,0 +1,146 @@
+// torch.save's zip format (torch/serialization.py `_save`/`_load`, and
+// caffe2/serialize/inline_container.cc for the archive layout): every record
+// lives under one top-level folder (the archive name), `data.pkl` is the
+// pickled object, tensor storages are `data/<key>` records, `byteorder`
+// (newer releases) says how their bytes are ordered. TorchScript archives
+// (torch.jit.save) add `constants.pkl` with storages under `constants/` and
+// `code/`, which we never read.
+
+#include <algorithm>
+#include <memory>
+#include <unordered_map>
+
+#include "readers.hpp"
+#include "torch_common.hpp"
+#include "torchport/core/error.hpp"
+#include "torchport/io/byte_reader.hpp"
+#include "torchport/io/zip.hpp"
+
+namespace torchport::formats {
+namespace {
+
+struct Archive {
+  ZipArchive zip;
+  std::string prefix;  // "name/" or "" for an archive without a folder
+  bool big_endian = false;
+};
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// Resolves storage references of one pickle to records under `dir`.
+class StorageResolver {
+ public:
+  StorageResolver(std::shared_ptr<const Archive> archive, std::string dir)
+      : a_(std::move(archive)), dir_(std::move(dir)) {}
+
+  Value operator()(const Value& pid, std::uint64_t) {
+    const StorageRef ref = parse_storage_ref(pid);
+    const std::string name = a_->prefix + dir_ + ref.key;
+    auto it = cache_.find(ref.key);
+    if (it == cache_.end()) {
+      const ZipEntry* e = a_->zip.find(name);
+      if (e == nullptr)
+        throw Error(ErrorCode::corrupt,
+                    "the pickle refers to storage '" + ref.key + "' but the archive has no record '" +
+                        name + "'; truncated or corrupt archive?");
+      std::shared_ptr<Storage> st;
+      if (e->method == 0) {
+        st = record_storage(a_->zip.source(), e->data_offset, e->size, ref.dtype, a_->big_endian);
+      } else {
+        auto archive = a_;
+        const ZipEntry entry = *e;
+        const DType dtype = ref.dtype;
+        st = Storage::deferred(e->size, [archive, entry, dtype] {
+          const Source inflated = archive->zip.read(entry);
+          auto s = record_storage(inflated, 0, inflated.size(), dtype, archive->big_endian);
+          s->bytes();
+          return s;
+        });
+      }
+      it = cache_.emplace(ref.key, std::make_pair(e, std::move(st))).first;
+    }
+    const ZipEntry* e = it->second.first;
+    // The record must hold exactly what the pickle declares: a storage
+    // declared larger than its record is how CVE-2026-24747 corrupted memory.
+    if (e->size != ref.nbytes)
+      throw Error(ErrorCode::corrupt,
+                  "storage '" + ref.key + "' is declared as " + std::to_string(ref.numel) + " " +
+                      std::string(dtype_name(ref.dtype)) + " elements (" + std::to_string(ref.nbytes) +
+                      " bytes) but record '" + e->name + "' has " + std::to_string(e->size) +
+                      " bytes; truncated or tampered file?",
+                  {}, e->data_offset);
+    return storage_value(ref.dtype, ref.numel, it->second.second);
+  }
+
+ private:
+  std::shared_ptr<const Archive> a_;
+  std::string dir_;
+  std::unordered_map<std::string, std::pair<const ZipEntry*, std::shared_ptr<Storage>>> cache_;
+};
+
+Value read_pickle(const std::shared_ptr<const Archive>& a, const ZipEntry& entry,
+                  const std::string& storage_dir, const OpenOptions& options) {
+  if (entry.size > options.limits.max_pickle_bytes)
+    throw Error(ErrorCode::limit_exceeded,
+                "pickle of " + std::to_string(entry.size) + " bytes exceeds Limits::max_pickle_bytes",
+                {}, entry.data_offset, entry.name);
+  const Source pkl = a->zip.read(entry);
+  ByteReader r(pkl.bytes(), a->zip.source().name() + ":" + entry.name,
+               entry.method == 0 ? entry.data_offset : 0);
+  StorageResolver resolve(a, storage_dir);
+  return run_pickle(r, options, std::ref(resolve));
+}
+
+}  // namespace
+
+TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options) {
+  auto archive = std::make_shared<Archive>();
+  archive->zip = ZipArchive::open(source, options.limits);
+  const auto& entries = archive->zip.entries();
+  if (entries.empty())
+    throw Error(ErrorCode::not_a_checkpoint, "the zip archive is empty", {}, std::nullopt, source.name());
+  // As torch's reader does: the folder of the first record names the archive.
+  const std::string& first = entries.front().name;
+  const auto slash = first.find('/');
+  archive->prefix = slash == std::string::npos ? "" : first.substr(0, slash + 1);
+  if (options.verify_crc)
+    for (const auto& e : entries) archive->zip.verify_crc(e);
+
+  if (const ZipEntry* bo = archive->zip.find(archive->prefix + "byteorder")) {
+    const Source rec = archive->zip.read(*bo);
+    const std::string order = trim(std::string(reinterpret_cast<const char*>(rec.bytes().data()),
+                                               std::min<std::size_t>(rec.size(), 16)));
+    if (order == "big") archive->big_endian = true;
+    else if (order != "little")
+      throw Error(ErrorCode::corrupt, "byteorder record says '" + order + "'", {}, bo->data_offset,
+                  source.name());
+  }
+
+  const ZipEntry* data = archive->zip.find(archive->prefix + "data.pkl");
+  if (data == nullptr)
+    throw Error(ErrorCode::not_a_checkpoint,
+                "zip archive without '" + archive->prefix +
+                    "data.pkl'; not a PyTorch checkpoint (a zip of something else?)",
+                {}, std::nullopt, source.name());
+  const ZipEntry* constants = archive->zip.find(archive->prefix + "constants.pkl");
+  const bool torchscript = constants != nullptr;
+
+  std::shared_ptr<const Archive> a = archive;
+  const char* format = torchscript ? "torchscript" : "pytorch-zip";
+  TensorCatalog cat = TensorCatalog::from_value(
+      format, rebuild_tensors(read_pickle(a, *data, "data/", options)), options.limits);
+  if (!torchscript) return cat;
+  // Constants are tensors baked into the TorchScript code; a frozen module
+  // keeps all of its weights there. They follow the module's own tensors.
+  const TensorCatalog consts = TensorCatalog::from_value(
+      format, rebuild_tensors(read_pickle(a, *constants, "constants/", options)), options.limits);
+  if (consts.empty()) return cat;
+  std::vector<NamedTensor> all = cat.tensors();
+  for (const auto& t : consts.tensors()) all.push_back({"constants." + t.name, t.tensor});
+  return TensorCatalog::from_tensors(format, std::move(all), {}, cat.root());
+}
+
+}  // namespace torchport::formats

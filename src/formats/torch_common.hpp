@@ -1,0 +1,71 @@
+#pragma once
+// What the PyTorch readers (zip, legacy, tar, TorchScript) share: storage
+// references in persistent ids, the rebuild of tensors from inert pickled
+// calls, the global policy, and storages over records of the mapped file.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "torchport/core/dtype.hpp"
+#include "torchport/core/limits.hpp"
+#include "torchport/core/value.hpp"
+#include "torchport/formats/open.hpp"
+#include "torchport/io/source.hpp"
+#include "torchport/pickle/unpickler.hpp"
+
+namespace torchport::formats {
+
+/// A storage reference, as torch's persistent_id writes it:
+/// zip:    ('storage', StorageType, key, location, numel)
+/// legacy: ('storage', StorageType, root_key, location, numel, view_metadata)
+struct StorageRef {
+  DType dtype = DType::U8;  ///< from the storage class (UntypedStorage: U8)
+  std::string key;
+  std::string location;
+  std::uint64_t numel = 0;  ///< in elements of `dtype`
+  std::uint64_t nbytes = 0;
+  /// Legacy storage views: (view_key, offset, size) in elements.
+  struct View {
+    std::string key;
+    std::uint64_t offset = 0;
+    std::uint64_t size = 0;
+  };
+  std::optional<View> view;
+};
+
+/// Parses a persistent id tuple. \throws Error(corrupt | unsupported).
+StorageRef parse_storage_ref(const Value& pid);
+
+/// The dtype a storage class global stands for (`torch.FloatStorage` -> F32,
+/// `torch.UntypedStorage` -> U8). \throws Error(unsupported) for others.
+DType storage_class_dtype(const Value& storage_type);
+
+/// The value a persistent id resolves to: a typed storage, represented as a
+/// 1-D tensor of `dtype` over all of `storage`.
+Value storage_value(DType dtype, std::uint64_t numel, std::shared_ptr<Storage> storage);
+
+/// A storage over `[offset, offset + nbytes)` of `source`: a zero-copy view
+/// when the address suits `dtype`'s alignment and the byte order is ours,
+/// else a deferred aligned (and byte-swapped) copy.
+std::shared_ptr<Storage> record_storage(const Source& source, std::uint64_t offset,
+                                        std::uint64_t nbytes, DType dtype, bool big_endian);
+
+/// Turns the inert calls torch uses to pickle tensors
+/// (`torch._utils._rebuild_tensor[_v2|_v3]`, `_rebuild_parameter[_with_state]`,
+/// `torch._tensor._rebuild_from_type_v2`, `Parameter(...)`) into tensors,
+/// checking each view against its storage. Any other `torch._utils._rebuild_*`
+/// (sparse, quantized, meta tensors) is an Error(unsupported) naming its key.
+Value rebuild_tensors(const Value& root);
+
+/// Applies the global policy to what a pickle referenced: a dangerous global
+/// is an Error(unsafe_global); an unknown one too unless allowed.
+void check_globals(const pickle::Stats& stats, const OpenOptions& options, std::string_view where);
+
+/// Runs one pickle with the options' limits and the global policy.
+Value run_pickle(ByteReader& reader, const OpenOptions& options,
+                 const pickle::PersistentLoad& persistent = {}, pickle::Stats* stats = nullptr);
+
+}  // namespace torchport::formats

@@ -1,0 +1,664 @@
+// The pickle VM. Opcode semantics follow CPython's Lib/pickle.py (the
+// reference unpickler) and torch/_weights_only_unpickler.py (which targets to
+// allow); every deviation is a refusal, never a guess.
+
+#include "torchport/pickle/unpickler.hpp"
+
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <unordered_map>
+
+#include "torchport/core/error.hpp"
+
+namespace torchport::pickle {
+namespace {
+
+// Opcode bytes (pickle.py).
+enum Op : std::uint8_t {
+  MARK = '(', STOP = '.', POP = '0', POP_MARK = '1', DUP = '2', FLOAT = 'F', INT = 'I',
+  BININT = 'J', BININT1 = 'K', LONG = 'L', BININT2 = 'M', NONE = 'N', PERSID = 'P',
+  BINPERSID = 'Q', REDUCE = 'R', STRING = 'S', BINSTRING = 'T', SHORT_BINSTRING = 'U',
+  UNICODE = 'V', BINUNICODE = 'X', APPEND = 'a', BUILD = 'b', GLOBAL = 'c', DICT = 'd',
+  EMPTY_DICT = '}', APPENDS = 'e', GET = 'g', BINGET = 'h', INST = 'i', LONG_BINGET = 'j',
+  LIST = 'l', EMPTY_LIST = ']', OBJ = 'o', PUT = 'p', BINPUT = 'q', LONG_BINPUT = 'r',
+  SETITEM = 's', TUPLE = 't', EMPTY_TUPLE = ')', SETITEMS = 'u', BINFLOAT = 'G',
+  // protocol 2
+  PROTO = 0x80, NEWOBJ = 0x81, EXT1 = 0x82, EXT2 = 0x83, EXT4 = 0x84, TUPLE1 = 0x85,
+  TUPLE2 = 0x86, TUPLE3 = 0x87, NEWTRUE = 0x88, NEWFALSE = 0x89, LONG1 = 0x8a, LONG4 = 0x8b,
+  // protocol 3
+  BINBYTES = 'B', SHORT_BINBYTES = 'C',
+  // protocol 4
+  SHORT_BINUNICODE = 0x8c, BINUNICODE8 = 0x8d, BINBYTES8 = 0x8e, EMPTY_SET = 0x8f,
+  ADDITEMS = 0x90, FROZENSET = 0x91, NEWOBJ_EX = 0x92, STACK_GLOBAL = 0x93, MEMOIZE = 0x94,
+  FRAME = 0x95,
+  // protocol 5
+  BYTEARRAY8 = 0x96, NEXT_BUFFER = 0x97, READONLY_BUFFER = 0x98,
+};
+
+class Machine {
+ public:
+  Machine(ByteReader& r, const Limits& limits, const PersistentLoad& persistent, Stats& stats)
+      : r_(r), limits_(limits), persistent_(persistent), stats_(stats) {}
+
+  Value run();
+
+ private:
+  [[noreturn]] void fail(ErrorCode code, const std::string& message) const {
+    throw Error(code, message, {}, op_offset_, r_.what());
+  }
+  [[noreturn]] void limit(const char* field, std::uint64_t value) const {
+    fail(ErrorCode::limit_exceeded, std::string("exceeds Limits::") + field + " = " +
+                                        std::to_string(value) + "; raise it if this file is trusted");
+  }
+
+  // --- the stack -----------------------------------------------------------
+  void push(Value v) {
+    if (++created_ > limits_.max_nodes) limit("max_nodes", limits_.max_nodes);
+    push_existing(std::move(v));
+  }
+  void push_existing(Value v) {
+    if (++stack_count_ > limits_.max_stack) limit("max_stack", limits_.max_stack);
+    stack_.push_back(std::move(v));
+  }
+  Value pop() {
+    if (stack_.empty()) fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " on an empty stack");
+    Value v = std::move(stack_.back());
+    stack_.pop_back();
+    --stack_count_;
+    return v;
+  }
+  Value& top() {
+    if (stack_.empty()) fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " on an empty stack");
+    return stack_.back();
+  }
+  std::vector<Value> pop_mark() {
+    if (marks_.empty()) fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " without a MARK");
+    std::vector<Value> items = std::move(stack_);
+    stack_ = std::move(marks_.back());
+    marks_.pop_back();
+    stack_count_ -= items.size();
+    return items;
+  }
+
+  // Checks the limits a container may cross when it grows.
+  void check_container(const Value& v) const {
+    if (v.depth() > limits_.max_depth) limit("max_depth", limits_.max_depth);
+    if (v.weight() > limits_.max_nodes) limit("max_nodes", limits_.max_nodes);
+  }
+  Value make_seq(Value::Kind kind, std::vector<Value> items) {
+    Value v = kind == Value::Kind::Tuple ? Value::tuple() : kind == Value::Kind::Set ? Value::set() : Value::list();
+    for (auto& i : items) v.append(std::move(i));
+    check_container(v);
+    return v;
+  }
+
+  // --- reading -------------------------------------------------------------
+  std::uint64_t checked_len(std::uint64_t n, const char* what) {
+    if (n > limits_.max_string_bytes) limit("max_string_bytes", limits_.max_string_bytes);
+    if (n > r_.remaining())
+      fail(ErrorCode::truncated, std::string(what) + " declares " + std::to_string(n) +
+                                     " bytes but only " + std::to_string(r_.remaining()) + " remain");
+    return n;
+  }
+  std::string read_string(std::uint64_t n, const char* what) {
+    return std::string(r_.take_str(checked_len(n, what), what));
+  }
+  std::int64_t parse_decimal(std::string_view s, const char* what) {
+    while (!s.empty() && (s.back() == 'L' || s.back() == '\r' || s.back() == ' ')) s.remove_suffix(1);
+    std::int64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec == std::errc::result_out_of_range)
+      fail(ErrorCode::unsupported, std::string(what) + " '" + std::string(s) + "' does not fit in 64 bits");
+    if (ec != std::errc() || p != s.data() + s.size())
+      fail(ErrorCode::corrupt, std::string(what) + " '" + std::string(s.substr(0, 40)) + "' is not a number");
+    return v;
+  }
+
+  // --- memo ----------------------------------------------------------------
+  void memo_put(std::uint64_t index) {
+    if (memo_.size() >= limits_.max_memo && memo_.find(index) == memo_.end())
+      limit("max_memo", limits_.max_memo);
+    memo_[index] = top();
+  }
+  void memo_get(std::uint64_t index) {
+    auto it = memo_.find(index);
+    if (it == memo_.end())
+      fail(ErrorCode::corrupt, "memo entry " + std::to_string(index) + " was never stored");
+    push_existing(it->second);
+  }
+
+  // --- opcodes with semantics ---------------------------------------------
+  void global(std::string module, std::string name);
+  void call(Value callable, Value args);
+  void build();
+  void persistent(Value pid);
+  Value long_from_bytes(std::span<const std::byte> b);
+
+  ByteReader& r_;
+  const Limits& limits_;
+  const PersistentLoad& persistent_;
+  Stats& stats_;
+  std::vector<Value> stack_;
+  std::vector<std::vector<Value>> marks_;
+  std::unordered_map<std::uint64_t, Value> memo_;
+  std::unordered_map<std::string, std::size_t> global_index_;
+  std::uint64_t created_ = 0;
+  std::uint64_t stack_count_ = 0;
+  std::uint64_t op_offset_ = 0;
+  std::uint8_t op_ = 0;
+};
+
+void Machine::global(std::string module, std::string name) {
+  if (module == "__builtin__") module = "builtins";
+  if (module == "copy_reg") module = "copyreg";
+  if (module == "torch.tensor") module = "torch._tensor";  // torch's own load_module_mapping
+  const std::string key = module + "." + name;
+  auto [it, fresh] = global_index_.emplace(key, stats_.globals.size());
+  if (fresh)
+    stats_.globals.push_back(GlobalUse{module, name, classify_global(module, name), op_offset_, 0});
+  ++stats_.globals[it->second].count;
+  push(Value::global(std::move(module), std::move(name)));
+}
+
+// Latin-1 encoding of a UTF-8 string: what Python 3 pickles of Python 2
+// bytes ask for with _codecs.encode(s, "latin1").
+bool utf8_to_latin1(const std::string& in, std::string& out) {
+  out.clear();
+  for (std::size_t i = 0; i < in.size();) {
+    const auto c = static_cast<unsigned char>(in[i]);
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+    } else if ((c & 0xe0) == 0xc0 && i + 1 < in.size()) {
+      const unsigned cp = ((c & 0x1fu) << 6) | (static_cast<unsigned char>(in[i + 1]) & 0x3fu);
+      if (cp > 0xff) return false;
+      out += static_cast<char>(cp);
+      i += 2;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Machine::call(Value callable, Value args) {
+  if (!callable.is(Value::Kind::Global))
+    fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " of a " +
+                                 std::string(callable.kind_name()) + ", not of a global");
+  if (!args.is(Value::Kind::Tuple))
+    fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " with " +
+                                 std::string(args.kind_name()) + " arguments, not a tuple");
+  const Global& g = callable.as_global();
+  const auto& a = args.items();
+  // Pure data constructors: build the data, run nothing.
+  if (g.is("collections", "OrderedDict")) {
+    Value d = Value::dict();
+    if (a.size() == 1 && (a[0].is(Value::Kind::List) || a[0].is(Value::Kind::Tuple))) {
+      for (const auto& kv : a[0].items()) {
+        if (!(kv.is(Value::Kind::List) || kv.is(Value::Kind::Tuple)) || kv.size() != 2)
+          fail(ErrorCode::corrupt, "OrderedDict item is not a pair");
+        d.insert(kv.items()[0], kv.items()[1]);
+      }
+    } else if (!a.empty()) {
+      fail(ErrorCode::corrupt, "OrderedDict called with unexpected arguments " + args.repr(3));
+    }
+    check_container(d);
+    push(std::move(d));
+    return;
+  }
+  if (g.is("builtins", "set") || g.is("builtins", "frozenset")) {
+    if (a.empty()) return push(Value::set());
+    if (a.size() != 1 || !(a[0].is(Value::Kind::List) || a[0].is(Value::Kind::Tuple) ||
+                           a[0].is(Value::Kind::Set)))
+      fail(ErrorCode::corrupt, "set called with unexpected arguments " + args.repr(3));
+    return push(make_seq(Value::Kind::Set, a[0].items()));
+  }
+  if (g.is("builtins", "complex")) {
+    double re = 0, im = 0;
+    if (a.size() > 2) fail(ErrorCode::corrupt, "complex takes at most 2 arguments");
+    if (!a.empty()) re = a[0].as_float();
+    if (a.size() == 2) im = a[1].as_float();
+    return push(Value::complex(re, im));
+  }
+  if (g.is("builtins", "bytearray") || g.is("_codecs", "encode")) {
+    if (a.empty() && g.name == "bytearray") return push(Value::bytes(""));
+    if (a.size() == 1 && a[0].is(Value::Kind::Bytes)) return push(Value::bytes(a[0].as_bytes()));
+    if (a.size() == 2 && a[0].is(Value::Kind::Str) && a[1].is(Value::Kind::Str) &&
+        (a[1].as_str() == "latin1" || a[1].as_str() == "latin-1")) {
+      std::string out;
+      if (!utf8_to_latin1(a[0].as_str(), out))
+        fail(ErrorCode::corrupt, "latin1 encoding of a string with characters above U+00FF");
+      return push(Value::bytes(std::move(out)));
+    }
+    fail(ErrorCode::unsupported, g.qualified() + " called with arguments " + args.repr(3));
+  }
+  if (g.is("torch", "Size")) {
+    if (a.size() != 1 || !(a[0].is(Value::Kind::Tuple) || a[0].is(Value::Kind::List)))
+      fail(ErrorCode::corrupt, "torch.Size called with arguments " + args.repr(3));
+    return push(make_seq(Value::Kind::Tuple, a[0].items()));
+  }
+  if (classify_global(g.module, g.name) != GlobalClass::allowed) ++stats_.calls;
+  Value obj = Value::object(g, std::move(args));
+  check_container(obj);
+  push(std::move(obj));
+}
+
+void Machine::build() {
+  Value state = pop();
+  Value& target = top();
+  if (target.is(Value::Kind::Object)) {
+    target.set_state(std::move(state));
+    check_container(target);
+  } else if (target.is(Value::Kind::Dict)) {
+    // An OrderedDict's instance attributes: torch stores `_metadata` (module
+    // versions) this way. They hold no tensors that belong to the dict.
+    if (!state.is(Value::Kind::Dict))
+      fail(ErrorCode::corrupt, "BUILD of a dict with " + std::string(state.kind_name()) + " state");
+  } else {
+    fail(ErrorCode::corrupt, "BUILD on a " + std::string(target.kind_name()) +
+                                 " (only objects and OrderedDicts can be built)");
+  }
+}
+
+void Machine::persistent(Value pid) {
+  ++stats_.persistent_ids;
+  if (!persistent_)
+    fail(ErrorCode::unsupported,
+         "persistent id " + pid.repr(4) + " in a pickle that has no storages to refer to");
+  Value v;
+  try {
+    v = persistent_(pid, op_offset_);
+  } catch (const Error& e) {
+    if (e.offset() || !e.where().empty()) throw;
+    throw Error(e.code(), e.message(), e.key(), op_offset_, r_.what());
+  }
+  push(std::move(v));
+}
+
+Value Machine::long_from_bytes(std::span<const std::byte> b) {
+  if (b.empty()) return Value::integer(0);
+  if (b.size() <= 8) {
+    std::uint64_t u = 0;
+    std::memcpy(&u, b.data(), b.size());
+    if (b.size() < 8 && (static_cast<std::uint8_t>(b.back()) & 0x80u))
+      u |= ~std::uint64_t{0} << (8 * b.size());  // sign-extend
+    return Value::integer(static_cast<std::int64_t>(u));
+  }
+  return Value::big_integer(std::string(reinterpret_cast<const char*>(b.data()), b.size()));
+}
+
+// Decodes the escapes of protocol 0's STRING argument (a Python 2 repr).
+bool unescape_repr(std::string_view s, std::string& out) {
+  if (s.size() < 2 || (s.front() != '\'' && s.front() != '"') || s.back() != s.front()) return false;
+  s = s.substr(1, s.size() - 2);
+  out.clear();
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\\') {
+      out += s[i];
+      continue;
+    }
+    if (++i >= s.size()) return false;
+    switch (s[i]) {
+      case 'n': out += '\n'; break;
+      case 't': out += '\t'; break;
+      case 'r': out += '\r'; break;
+      case '0': out += '\0'; break;
+      case '\\': out += '\\'; break;
+      case '\'': out += '\''; break;
+      case '"': out += '"'; break;
+      case 'x': {
+        if (i + 2 >= s.size()) return false;
+        unsigned v = 0;
+        auto [p, ec] = std::from_chars(s.data() + i + 1, s.data() + std::min(i + 3, s.size()), v, 16);
+        if (ec != std::errc() || p != s.data() + i + 3) return false;
+        out += static_cast<char>(v);
+        i += 2;
+        break;
+      }
+      default: return false;
+    }
+  }
+  return true;
+}
+
+// Decodes protocol 0's UNICODE argument (raw-unicode-escape) to UTF-8.
+bool raw_unicode_to_utf8(std::string_view s, std::string& out) {
+  out.clear();
+  auto put = [&](std::uint32_t cp) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xc0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xe0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else {
+      out += static_cast<char>(0xf0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    }
+  };
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size() && (s[i + 1] == 'u' || s[i + 1] == 'U')) {
+      const std::size_t n = s[i + 1] == 'u' ? 4 : 8;
+      if (i + 2 + n > s.size()) return false;
+      std::uint32_t cp = 0;
+      auto [p, ec] = std::from_chars(s.data() + i + 2, s.data() + i + 2 + n, cp, 16);
+      if (ec != std::errc() || p != s.data() + i + 2 + n || cp > 0x10ffff) return false;
+      put(cp);
+      i += 1 + n;
+    } else {
+      put(static_cast<unsigned char>(s[i]));  // latin-1
+    }
+  }
+  return true;
+}
+
+Value Machine::run() {
+  for (;;) {
+    op_offset_ = r_.file_offset();
+    op_ = r_.u8("opcode");
+    ++stats_.opcodes[op_];
+    switch (op_) {
+      case PROTO: {
+        const int p = r_.u8("protocol");
+        if (p > 5) fail(ErrorCode::unsupported, "pickle protocol " + std::to_string(p) + " (0 to 5 are read)");
+        stats_.protocol = p;
+        break;
+      }
+      case FRAME: {
+        const std::uint64_t n = r_.u64("frame length");
+        if (n > r_.remaining())
+          fail(ErrorCode::truncated, "frame of " + std::to_string(n) + " bytes but only " +
+                                         std::to_string(r_.remaining()) + " remain");
+        break;  // frames only group opcodes; we read straight through
+      }
+      case STOP: {
+        if (!marks_.empty()) fail(ErrorCode::corrupt, "STOP inside an open MARK");
+        return pop();
+      }
+      // --- scalars ---
+      case NONE: push(Value()); break;
+      case NEWTRUE: push(Value::boolean(true)); break;
+      case NEWFALSE: push(Value::boolean(false)); break;
+      case BININT: push(Value::integer(r_.i32("BININT"))); break;
+      case BININT1: push(Value::integer(r_.u8("BININT1"))); break;
+      case BININT2: push(Value::integer(r_.u16("BININT2"))); break;
+      case INT: {
+        const auto line = r_.line("INT");
+        if (line == "01") push(Value::boolean(true));
+        else if (line == "00") push(Value::boolean(false));
+        else push(Value::integer(parse_decimal(line, "INT")));
+        break;
+      }
+      case LONG: push(Value::integer(parse_decimal(r_.line("LONG"), "LONG"))); break;
+      case LONG1: {
+        const std::uint64_t n = r_.u8("LONG1 length");
+        push(long_from_bytes(r_.take(checked_len(n, "LONG1"), "LONG1")));
+        break;
+      }
+      case LONG4: {
+        const std::int32_t n = r_.i32("LONG4 length");
+        if (n < 0) fail(ErrorCode::corrupt, "LONG4 with negative length " + std::to_string(n));
+        push(long_from_bytes(r_.take(checked_len(static_cast<std::uint64_t>(n), "LONG4"), "LONG4")));
+        break;
+      }
+      case FLOAT: {
+        const auto line = r_.line("FLOAT");
+        double d = 0;
+        auto [p, ec] = std::from_chars(line.data(), line.data() + line.size(), d);
+        if (ec != std::errc() || p != line.data() + line.size())
+          fail(ErrorCode::corrupt, "FLOAT '" + std::string(line.substr(0, 40)) + "' is not a number");
+        push(Value::real(d));
+        break;
+      }
+      case BINFLOAT: push(Value::real(r_.f64_be("BINFLOAT"))); break;
+      // --- strings and bytes ---
+      case SHORT_BINUNICODE: push(Value::str(read_string(r_.u8("length"), "SHORT_BINUNICODE"))); break;
+      case BINUNICODE: push(Value::str(read_string(r_.u32("length"), "BINUNICODE"))); break;
+      case BINUNICODE8: push(Value::str(read_string(r_.u64("length"), "BINUNICODE8"))); break;
+      case SHORT_BINSTRING: push(Value::str(read_string(r_.u8("length"), "SHORT_BINSTRING"))); break;
+      case BINSTRING: {
+        const std::int32_t n = r_.i32("length");
+        if (n < 0) fail(ErrorCode::corrupt, "BINSTRING with negative length");
+        push(Value::str(read_string(static_cast<std::uint64_t>(n), "BINSTRING")));
+        break;
+      }
+      case SHORT_BINBYTES: push(Value::bytes(read_string(r_.u8("length"), "SHORT_BINBYTES"))); break;
+      case BINBYTES: push(Value::bytes(read_string(r_.u32("length"), "BINBYTES"))); break;
+      case BINBYTES8: push(Value::bytes(read_string(r_.u64("length"), "BINBYTES8"))); break;
+      case BYTEARRAY8: push(Value::bytes(read_string(r_.u64("length"), "BYTEARRAY8"))); break;
+      case STRING: {
+        std::string out;
+        if (!unescape_repr(r_.line("STRING"), out)) fail(ErrorCode::corrupt, "STRING is not a quoted literal");
+        push(Value::str(std::move(out)));
+        break;
+      }
+      case UNICODE: {
+        std::string out;
+        if (!raw_unicode_to_utf8(r_.line("UNICODE"), out)) fail(ErrorCode::corrupt, "UNICODE has a bad escape");
+        push(Value::str(std::move(out)));
+        break;
+      }
+      // --- containers ---
+      case EMPTY_LIST: push(Value::list()); break;
+      case EMPTY_DICT: push(Value::dict()); break;
+      case EMPTY_TUPLE: push(Value::tuple()); break;
+      case EMPTY_SET: push(Value::set()); break;
+      case MARK:
+        if (++created_ > limits_.max_nodes) limit("max_nodes", limits_.max_nodes);
+        if (marks_.size() >= limits_.max_stack) limit("max_stack", limits_.max_stack);
+        marks_.push_back(std::move(stack_));
+        stack_.clear();
+        break;
+      case TUPLE: push(make_seq(Value::Kind::Tuple, pop_mark())); break;
+      case LIST: push(make_seq(Value::Kind::List, pop_mark())); break;
+      case FROZENSET: push(make_seq(Value::Kind::Set, pop_mark())); break;
+      case TUPLE1: {
+        Value a = pop();
+        push(make_seq(Value::Kind::Tuple, {std::move(a)}));
+        break;
+      }
+      case TUPLE2: {
+        Value b = pop(), a = pop();
+        push(make_seq(Value::Kind::Tuple, {std::move(a), std::move(b)}));
+        break;
+      }
+      case TUPLE3: {
+        Value c = pop(), b = pop(), a = pop();
+        push(make_seq(Value::Kind::Tuple, {std::move(a), std::move(b), std::move(c)}));
+        break;
+      }
+      case DICT: {
+        auto items = pop_mark();
+        if (items.size() % 2) fail(ErrorCode::corrupt, "DICT with an odd number of items");
+        Value d = Value::dict();
+        for (std::size_t i = 0; i < items.size(); i += 2) d.insert(std::move(items[i]), std::move(items[i + 1]));
+        check_container(d);
+        push(std::move(d));
+        break;
+      }
+      case APPEND: {
+        Value item = pop();
+        Value& list = top();
+        if (!list.is(Value::Kind::List))
+          fail(ErrorCode::corrupt, "APPEND to a " + std::string(list.kind_name()) + " (only lists)");
+        list.append(std::move(item));
+        check_container(list);
+        break;
+      }
+      case APPENDS: {
+        auto items = pop_mark();
+        Value& list = top();
+        if (!list.is(Value::Kind::List))
+          fail(ErrorCode::corrupt, "APPENDS to a " + std::string(list.kind_name()) + " (only lists)");
+        for (auto& i : items) list.append(std::move(i));
+        check_container(list);
+        break;
+      }
+      case ADDITEMS: {
+        auto items = pop_mark();
+        Value& set = top();
+        if (!set.is(Value::Kind::Set))
+          fail(ErrorCode::corrupt, "ADDITEMS to a " + std::string(set.kind_name()) + " (only sets)");
+        for (auto& i : items) set.append(std::move(i));
+        check_container(set);
+        break;
+      }
+      case SETITEM: {
+        Value v = pop(), k = pop();
+        Value& d = top();
+        if (!d.is(Value::Kind::Dict))
+          fail(ErrorCode::corrupt, "SETITEM on a " + std::string(d.kind_name()) + " (only dicts)");
+        d.insert(std::move(k), std::move(v));
+        check_container(d);
+        break;
+      }
+      case SETITEMS: {
+        auto items = pop_mark();
+        if (items.size() % 2) fail(ErrorCode::corrupt, "SETITEMS with an odd number of items");
+        Value& d = top();
+        if (!d.is(Value::Kind::Dict))
+          fail(ErrorCode::corrupt, "SETITEMS on a " + std::string(d.kind_name()) + " (only dicts)");
+        for (std::size_t i = 0; i < items.size(); i += 2) d.insert(std::move(items[i]), std::move(items[i + 1]));
+        check_container(d);
+        break;
+      }
+      // --- stack manipulation ---
+      case POP:
+        if (!stack_.empty()) pop();
+        else pop_mark();
+        break;
+      case POP_MARK: pop_mark(); break;
+      case DUP: push_existing(top()); break;
+      // --- memo ---
+      case PUT: {
+        const std::int64_t i = parse_decimal(r_.line("PUT"), "PUT index");
+        if (i < 0) fail(ErrorCode::corrupt, "negative PUT index");
+        memo_put(static_cast<std::uint64_t>(i));
+        break;
+      }
+      case BINPUT: memo_put(r_.u8("BINPUT index")); break;
+      case LONG_BINPUT: memo_put(r_.u32("LONG_BINPUT index")); break;
+      case MEMOIZE: memo_put(memo_.size()); break;
+      case GET: {
+        const std::int64_t i = parse_decimal(r_.line("GET"), "GET index");
+        if (i < 0) fail(ErrorCode::corrupt, "negative GET index");
+        memo_get(static_cast<std::uint64_t>(i));
+        break;
+      }
+      case BINGET: memo_get(r_.u8("BINGET index")); break;
+      case LONG_BINGET: memo_get(r_.u32("LONG_BINGET index")); break;
+      // --- globals and objects ---
+      case GLOBAL: {
+        std::string module(r_.line("GLOBAL module"));
+        std::string name(r_.line("GLOBAL name"));
+        global(std::move(module), std::move(name));
+        break;
+      }
+      case STACK_GLOBAL: {
+        Value name = pop(), module = pop();
+        if (!name.is(Value::Kind::Str) || !module.is(Value::Kind::Str))
+          fail(ErrorCode::corrupt, "STACK_GLOBAL needs two strings");
+        global(module.as_str(), name.as_str());
+        break;
+      }
+      case REDUCE: {
+        Value args = pop(), fn = pop();
+        call(std::move(fn), std::move(args));
+        break;
+      }
+      case NEWOBJ: {
+        Value args = pop(), cls = pop();
+        call(std::move(cls), std::move(args));
+        break;
+      }
+      case NEWOBJ_EX: {
+        Value kwargs = pop(), args = pop(), cls = pop();
+        if (!kwargs.is(Value::Kind::Dict)) fail(ErrorCode::corrupt, "NEWOBJ_EX keyword arguments are not a dict");
+        call(std::move(cls), std::move(args));
+        break;
+      }
+      case INST: {
+        std::string module(r_.line("INST module"));
+        std::string name(r_.line("INST name"));
+        auto args = pop_mark();
+        global(std::move(module), std::move(name));
+        Value cls = pop();
+        call(std::move(cls), make_seq(Value::Kind::Tuple, std::move(args)));
+        break;
+      }
+      case OBJ: {
+        auto items = pop_mark();
+        if (items.empty()) fail(ErrorCode::corrupt, "OBJ without a class");
+        Value cls = std::move(items.front());
+        items.erase(items.begin());
+        call(std::move(cls), make_seq(Value::Kind::Tuple, std::move(items)));
+        break;
+      }
+      case BUILD: build(); break;
+      case BINPERSID: persistent(pop()); break;
+      case PERSID: persistent(Value::str(std::string(r_.line("PERSID")))); break;
+      case EXT1:
+      case EXT2:
+      case EXT4:
+        fail(ErrorCode::unsupported, std::string(opcode_name(op_)) +
+                                         " refers to the copyreg extension registry, which is not read");
+      case NEXT_BUFFER:
+      case READONLY_BUFFER:
+        fail(ErrorCode::unsupported, "out-of-band buffers (pickle protocol 5) are not read");
+      default: {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02x", op_);
+        fail(ErrorCode::corrupt, std::string("unknown opcode ") + hex + "; not a pickle, or damaged");
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Value unpickle(ByteReader& reader, const Limits& limits, const PersistentLoad& persistent,
+               Stats* stats) {
+  Stats local;
+  Stats& s = stats ? *stats : local;
+  Machine m(reader, limits, persistent, s);
+  return m.run();
+}
+
+std::string_view opcode_name(std::uint8_t op) noexcept {
+  switch (op) {
+    case MARK: return "MARK"; case STOP: return "STOP"; case POP: return "POP";
+    case POP_MARK: return "POP_MARK"; case DUP: return "DUP"; case FLOAT: return "FLOAT";
+    case INT: return "INT"; case BININT: return "BININT"; case BININT1: return "BININT1";
+    case LONG: return "LONG"; case BININT2: return "BININT2"; case NONE: return "NONE";
+    case PERSID: return "PERSID"; case BINPERSID: return "BINPERSID"; case REDUCE: return "REDUCE";
+    case STRING: return "STRING"; case BINSTRING: return "BINSTRING";
+    case SHORT_BINSTRING: return "SHORT_BINSTRING"; case UNICODE: return "UNICODE";
+    case BINUNICODE: return "BINUNICODE"; case APPEND: return "APPEND"; case BUILD: return "BUILD";
+    case GLOBAL: return "GLOBAL"; case DICT: return "DICT"; case EMPTY_DICT: return "EMPTY_DICT";
+    case APPENDS: return "APPENDS"; case GET: return "GET"; case BINGET: return "BINGET";
+    case INST: return "INST"; case LONG_BINGET: return "LONG_BINGET"; case LIST: return "LIST";
+    case EMPTY_LIST: return "EMPTY_LIST"; case OBJ: return "OBJ"; case PUT: return "PUT";
+    case BINPUT: return "BINPUT"; case LONG_BINPUT: return "LONG_BINPUT"; case SETITEM: return "SETITEM";
+    case TUPLE: return "TUPLE"; case EMPTY_TUPLE: return "EMPTY_TUPLE"; case SETITEMS: return "SETITEMS";
+    case BINFLOAT: return "BINFLOAT"; case PROTO: return "PROTO"; case NEWOBJ: return "NEWOBJ";
+    case EXT1: return "EXT1"; case EXT2: return "EXT2"; case EXT4: return "EXT4";
+    case TUPLE1: return "TUPLE1"; case TUPLE2: return "TUPLE2"; case TUPLE3: return "TUPLE3";
+    case NEWTRUE: return "NEWTRUE"; case NEWFALSE: return "NEWFALSE"; case LONG1: return "LONG1";
+    case LONG4: return "LONG4"; case BINBYTES: return "BINBYTES"; case SHORT_BINBYTES: return "SHORT_BINBYTES";
+    case SHORT_BINUNICODE: return "SHORT_BINUNICODE"; case BINUNICODE8: return "BINUNICODE8";
+    case BINBYTES8: return "BINBYTES8"; case EMPTY_SET: return "EMPTY_SET"; case ADDITEMS: return "ADDITEMS";
+    case FROZENSET: return "FROZENSET"; case NEWOBJ_EX: return "NEWOBJ_EX";
+    case STACK_GLOBAL: return "STACK_GLOBAL"; case MEMOIZE: return "MEMOIZE"; case FRAME: return "FRAME";
+    case BYTEARRAY8: return "BYTEARRAY8"; case NEXT_BUFFER: return "NEXT_BUFFER";
+    case READONLY_BUFFER: return "READONLY_BUFFER";
+    default: return "";
+  }
+}
+
+}  // namespace torchport::pickle

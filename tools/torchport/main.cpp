@@ -1,0 +1,38 @@
+// torchport: inspect, load and convert PyTorch checkpoints without Python.
+//
+// Exit status: 0 success, 1 bad input (one message on stderr naming the key
+// path and byte offset where they apply), 2 usage errors.
+
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
+#include "torchport/core/error.hpp"
+#include "torchport/version.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"torchport: read PyTorch checkpoints safely, without Python or libtorch"};
+  app.set_version_flag("--version", std::string("torchport ") + torchport::kVersion);
+  app.require_subcommand(1);
+  const torchport::cli::Command commands[] = {
+      torchport::cli::add_inspect(app),
+      torchport::cli::add_load(app),
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    for (const auto& c : commands)
+      if (c.app->parsed()) return c.run();
+    return 2;
+  } catch (const torchport::Error& e) {
+    std::fprintf(stderr, "torchport: error: %s\n", e.what());
+    return e.code() == torchport::ErrorCode::invalid_argument ? 2 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "torchport: error: %s\n", e.what());
+    return 1;
+  }
+}
