@@ -1,0 +1,7 @@
+# Sources of the io layer.
+target_sources(torchport PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/byte_reader.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/source.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/tar.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/zip.cpp
+)

@@ -1,0 +1,30 @@
+#pragma once
+// Access to the committed fixtures and their expectation files.
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "torchport/core/tensor.hpp"
+
+namespace torchport::test {
+
+/// tests/fixtures/<relative>.
+std::filesystem::path fixture(const std::string& relative);
+/// Parses a JSON file.
+nlohmann::json read_json(const std::filesystem::path& path);
+/// Reads a whole file.
+std::vector<std::byte> read_bytes(const std::filesystem::path& path);
+/// Writes a whole file (for tests that build bad inputs).
+void write_bytes(const std::filesystem::path& path, const std::vector<std::byte>& bytes);
+/// SHA-256 of a tensor's elements in C order (what the fixture script hashes).
+std::string tensor_sha256(const Tensor& t);
+/// A fresh empty directory under the system temp dir, for one test.
+std::filesystem::path temp_dir(const std::string& name);
+/// Runs a shell command; returns its exit status and fills `output` with
+/// stdout+stderr.
+int run_command(const std::string& command, std::string* output = nullptr);
+
+}  // namespace torchport::test
