@@ -153,12 +153,13 @@ Value Value::global(std::string module, std::string name) {
   v.node_ = std::move(n);
   return v;
 }
-Value Value::object(Global cls, Value args) {
+Value Value::object(Global cls, Value args, std::uint64_t offset) {
   Value v;
   v.kind_ = Kind::Object;
   auto n = std::make_shared<ObjectNode>();
   n->depth = 1;
   n->o.cls = std::move(cls);
+  n->o.offset = offset;
   v.node_ = std::move(n);
   v.absorb(args);
   v.node_as<ObjectNode>(Kind::Object).o.args = std::move(args);
@@ -507,7 +508,7 @@ Value prune_tensors(const Value& v) {
     }
     case Value::Kind::Object: {
       const auto& o = v.as_object();
-      Value out = Value::object(o.cls, o.args);
+      Value out = Value::object(o.cls, o.args, o.offset);
       if (!o.state.is_none()) out.set_state(prune_tensors(o.state));
       return out;
     }

@@ -46,7 +46,7 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
   const Value magic = run_pickle(r, options);
   if (!is_magic(magic)) {
     // Not torch's magic number: a plain pickle. It may not refer to storages.
-    return TensorCatalog::from_value("pickle", rebuild_tensors(magic), options.limits);
+    return TensorCatalog::from_value("pickle", rebuild_tensors(magic, source.name()), options.limits);
   }
   const Value protocol = run_pickle(r, options);
   if (!protocol.is(Value::Kind::Int) || protocol.as_int() != kProtocolVersion)
@@ -143,7 +143,7 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
   };
   ByteReader again(source.bytes().subspan(0, static_cast<std::size_t>(object_end)), source.name());
   again.seek(object_start);
-  Value root = rebuild_tensors(run_pickle(again, options, resolve));
+  Value root = rebuild_tensors(run_pickle(again, options, resolve), source.name());
   return TensorCatalog::from_value("pytorch-legacy", std::move(root), options.limits);
 }
 

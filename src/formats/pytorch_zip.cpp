@@ -91,7 +91,7 @@ Value read_pickle(const std::shared_ptr<const Archive>& a, const ZipEntry& entry
   ByteReader r(pkl.bytes(), a->zip.source().name() + ":" + entry.name,
                entry.method == 0 ? entry.data_offset : 0);
   StorageResolver resolve(a, storage_dir);
-  return run_pickle(r, options, std::ref(resolve));
+  return rebuild_tensors(run_pickle(r, options, std::ref(resolve)), r.what());
 }
 
 }  // namespace
@@ -131,12 +131,12 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options)
   std::shared_ptr<const Archive> a = archive;
   const char* format = torchscript ? "torchscript" : "pytorch-zip";
   TensorCatalog cat = TensorCatalog::from_value(
-      format, rebuild_tensors(read_pickle(a, *data, "data/", options)), options.limits);
+      format, read_pickle(a, *data, "data/", options), options.limits);
   if (!torchscript) return cat;
   // Constants are tensors baked into the TorchScript code; a frozen module
   // keeps all of its weights there. They follow the module's own tensors.
   const TensorCatalog consts = TensorCatalog::from_value(
-      format, rebuild_tensors(read_pickle(a, *constants, "constants/", options)), options.limits);
+      format, read_pickle(a, *constants, "constants/", options), options.limits);
   if (consts.empty()) return cat;
   std::vector<NamedTensor> all = cat.tensors();
   for (const auto& t : consts.tensors()) all.push_back({"constants." + t.name, t.tensor});

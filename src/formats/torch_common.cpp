@@ -123,6 +123,8 @@ DType dtype_global(const Value& v) {
 
 class Rebuilder {
  public:
+  explicit Rebuilder(std::string where) : where_(std::move(where)) {}
+
   Value walk(const Value& v, const std::string& path) {
     if (!v.is_container()) return v;
     auto it = done_.find(v.identity());
@@ -188,7 +190,7 @@ class Rebuilder {
         const Value& fn = arg(o, 0);
         if (!fn.is(Value::Kind::Global))
           throw Error(ErrorCode::corrupt, "_rebuild_from_type_v2 of a non-function");
-        Value inner = Value::object(fn.as_global(), arg(o, 2));
+        Value inner = Value::object(fn.as_global(), arg(o, 2), o.offset);
         return as_tensor(walk(inner, path));
       }
       if (g.module == "torch.nn.parameter" && g.name == "Parameter") {
@@ -199,7 +201,9 @@ class Rebuilder {
         throw Error(ErrorCode::unsupported,
                     g.qualified() + " (sparse, quantized, meta and nested tensors are not read)");
     } catch (const Error& e) {
-      throw e.at_key(path);
+      throw Error(e.code(), e.message(), e.key().empty() ? path : e.key(),
+                  e.offset() ? e.offset() : std::optional<std::uint64_t>(o.offset),
+                  e.where().empty() ? where_ : e.where());
     }
     return std::nullopt;
   }
@@ -210,13 +214,14 @@ class Rebuilder {
     return v.as_tensor();
   }
 
+  std::string where_;
   std::unordered_map<const void*, Value> done_;
 };
 
 }  // namespace
 
-Value rebuild_tensors(const Value& root) {
-  Rebuilder r;
+Value rebuild_tensors(const Value& root, std::string_view where) {
+  Rebuilder r{std::string(where)};
   return r.walk(root, "");
 }
 

@@ -58,7 +58,8 @@ std::shared_ptr<Storage> record_storage(const Source& source, std::uint64_t offs
 /// `torch._tensor._rebuild_from_type_v2`, `Parameter(...)`) into tensors,
 /// checking each view against its storage. Any other `torch._utils._rebuild_*`
 /// (sparse, quantized, meta tensors) is an Error(unsupported) naming its key.
-Value rebuild_tensors(const Value& root);
+/// Errors name the key path, the byte offset of the call and `where`.
+Value rebuild_tensors(const Value& root, std::string_view where);
 
 /// Applies the global policy to what a pickle referenced: a dangerous global
 /// is an Error(unsafe_global); an unknown one too unless allowed.

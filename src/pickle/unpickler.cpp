@@ -115,6 +115,39 @@ class Machine {
     return v;
   }
 
+  // A protocol 0 integer of any size: int64 when it fits, else BigInt.
+  Value decimal_value(std::string_view s, const char* what) {
+    while (!s.empty() && (s.back() == 'L' || s.back() == '\r' || s.back() == ' ')) s.remove_suffix(1);
+    std::int64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec == std::errc() && p == s.data() + s.size()) return Value::integer(v);
+    const bool negative = !s.empty() && s.front() == '-';
+    std::string_view digits = negative ? s.substr(1) : s;
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos)
+      fail(ErrorCode::corrupt, std::string(what) + " '" + std::string(s.substr(0, 40)) + "' is not a number");
+    // Magnitude in little-endian bytes, then two's complement.
+    std::string mag(1, '\0');
+    for (char d : digits) {
+      unsigned carry = static_cast<unsigned>(d - '0');
+      for (char& byte : mag) {
+        const unsigned x = static_cast<unsigned char>(byte) * 10u + carry;
+        byte = static_cast<char>(x & 0xffu);
+        carry = x >> 8;
+      }
+      if (carry) mag.push_back(static_cast<char>(carry));
+    }
+    mag.push_back('\0');  // room for the sign bit
+    if (negative) {
+      unsigned carry = 1;
+      for (char& byte : mag) {
+        const unsigned x = (~static_cast<unsigned char>(byte) & 0xffu) + carry;
+        byte = static_cast<char>(x & 0xffu);
+        carry = x >> 8;
+      }
+    }
+    return Value::big_integer(std::move(mag));
+  }
+
   // --- memo ----------------------------------------------------------------
   void memo_put(std::uint64_t index) {
     if (memo_.size() >= limits_.max_memo && memo_.find(index) == memo_.end())
@@ -239,7 +272,7 @@ void Machine::call(Value callable, Value args) {
     return push(make_seq(Value::Kind::Tuple, a[0].items()));
   }
   if (classify_global(g.module, g.name) != GlobalClass::allowed) ++stats_.calls;
-  Value obj = Value::object(g, std::move(args));
+  Value obj = Value::object(g, std::move(args), op_offset_);
   check_container(obj);
   push(std::move(obj));
 }
@@ -392,10 +425,10 @@ Value Machine::run() {
         const auto line = r_.line("INT");
         if (line == "01") push(Value::boolean(true));
         else if (line == "00") push(Value::boolean(false));
-        else push(Value::integer(parse_decimal(line, "INT")));
+        else push(decimal_value(line, "INT"));
         break;
       }
-      case LONG: push(Value::integer(parse_decimal(r_.line("LONG"), "LONG"))); break;
+      case LONG: push(decimal_value(r_.line("LONG"), "LONG")); break;
       case LONG1: {
         const std::uint64_t n = r_.u8("LONG1 length");
         push(long_from_bytes(r_.take(checked_len(n, "LONG1"), "LONG1")));

@@ -74,7 +74,7 @@ class Value {
   static Value dict(Pairs pairs = {});
   static Value set(Items items = {});
   static Value global(std::string module, std::string name);
-  static Value object(Global cls, Value args);
+  static Value object(Global cls, Value args, std::uint64_t offset = 0);
   static Value tensor(Tensor t);
 
   Kind kind() const noexcept { return kind_; }
@@ -148,6 +148,8 @@ struct Object {
   Global cls;
   Value args;   ///< a tuple
   Value state;  ///< None until BUILD
+  /// Byte offset of the opcode that made the object, in the file, for messages.
+  std::uint64_t offset = 0;
 };
 
 /// Lines of Python-like text for a value tree with tensors hidden: dict
