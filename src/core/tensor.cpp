@@ -166,7 +166,7 @@ bool Tensor::is_contiguous() const noexcept {
   return true;
 }
 
-std::span<const std::byte> Tensor::bytes() const {
+std::span<const std::byte> Tensor::bytes() const& {
   if (!defined()) throw Error(ErrorCode::invalid_argument, "undefined tensor");
   if (!is_contiguous())
     throw Error(ErrorCode::invalid_argument,

@@ -291,6 +291,11 @@ std::uint32_t Value::depth() const noexcept { return node_ ? node_->depth : 0; }
 std::uint64_t Value::weight() const noexcept { return node_ ? node_->weight : 1; }
 
 void Value::absorb(const Value& child) {
+  // Everything inside a sealed container is sealed, so inserting a value into
+  // an unsealed container can only close a cycle through the container itself.
+  if (child.node_ == node_)
+    throw Error(ErrorCode::corrupt,
+                "a " + std::string(kind_name()) + " is put inside itself (self-references are not supported)");
   child.seal();
   node_->weight = sat_add(node_->weight, child.weight());
   if (child.depth() + 1 > node_->depth) node_->depth = child.depth() + 1;

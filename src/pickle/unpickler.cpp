@@ -42,6 +42,7 @@ class Machine {
       : r_(r), limits_(limits), persistent_(persistent), stats_(stats) {}
 
   Value run();
+  std::uint64_t op_offset() const noexcept { return op_offset_; }
 
  private:
   [[noreturn]] void fail(ErrorCode code, const std::string& message) const {
@@ -660,7 +661,15 @@ Value unpickle(ByteReader& reader, const Limits& limits, const PersistentLoad& p
   Stats local;
   Stats& s = stats ? *stats : local;
   Machine m(reader, limits, persistent, s);
-  return m.run();
+  try {
+    return m.run();
+  } catch (const Error& e) {
+    // Errors of the values themselves (a container put inside itself) learn
+    // where they happened here.
+    if (e.offset()) throw;
+    throw Error(e.code(), e.message(), e.key(), m.op_offset(),
+                e.where().empty() ? reader.what() : e.where());
+  }
 }
 
 std::string_view opcode_name(std::uint8_t op) noexcept {

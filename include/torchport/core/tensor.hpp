@@ -102,18 +102,22 @@ class Tensor {
   bool is_contiguous() const noexcept;
 
   /// The view's bytes. \throws Error(invalid_argument) when not contiguous.
-  std::span<const std::byte> bytes() const;
+  /// Not callable on a temporary tensor, whose storage could die with it.
+  std::span<const std::byte> bytes() const&;
+  std::span<const std::byte> bytes() const&& = delete;
   /// The view's bytes, for writing. \throws when not contiguous or read-only.
   std::span<std::byte> mutable_bytes();
 
   /// Typed elements of a contiguous tensor whose dtype is `dtype_of<T>()`.
   /// \throws Error(dtype_mismatch) or Error(invalid_argument).
   template <class T>
-  std::span<const T> span() const {
+  std::span<const T> span() const& {
     check_access(dtype_of<T>(), sizeof(T));
     auto b = bytes();
     return {reinterpret_cast<const T*>(b.data()), static_cast<std::size_t>(numel_)};
   }
+  template <class T>
+  std::span<const T> span() const&& = delete;  // would dangle
   template <class T>
   std::span<T> mutable_span() {
     check_access(dtype_of<T>(), sizeof(T));
@@ -121,9 +125,11 @@ class Tensor {
     return {reinterpret_cast<T*>(b.data()), static_cast<std::size_t>(numel_)};
   }
   template <class T>
-  const T* data() const {
+  const T* data() const& {
     return span<T>().data();
   }
+  template <class T>
+  const T* data() const&& = delete;  // would dangle
   template <class T>
   T* mutable_data() {
     return mutable_span<T>().data();

@@ -1,0 +1,121 @@
+// Dtype conversions against torch's and numpy's roundings, and the range checks.
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "support/fixtures.hpp"
+#include "torchport/core/convert.hpp"
+#include "torchport/core/error.hpp"
+#include "torchport/formats/open.hpp"
+
+using namespace torchport;
+
+namespace {
+
+// Bitwise equal, or both NaN (torch drops NaN payloads and signs differently).
+void same_bits_16(const Tensor& got, const Tensor& want, bool (*is_nan)(std::uint16_t)) {
+  const Tensor gc = got.contiguous(), wc = want.contiguous();
+  const auto g = gc.span<std::uint16_t>();
+  const auto w = wc.span<std::uint16_t>();
+  ASSERT_EQ(g.size(), w.size());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < g.size(); ++i)
+    if (g[i] != w[i] && !(is_nan(g[i]) && is_nan(w[i])) && bad++ < 5)
+      ADD_FAILURE() << "element " << i << ": got 0x" << std::hex << g[i] << " want 0x" << w[i];
+}
+
+bool half_nan(std::uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu); }
+bool bf16_nan(std::uint16_t h) { return (h & 0x7f80u) == 0x7f80u && (h & 0x7fu); }
+
+class Conversions : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { cat_ = new TensorCatalog(open(test::fixture("conversions.pt"))); }
+  static void TearDownTestSuite() { delete cat_; }
+  const Tensor& t(const char* name) { return *cat_->find(name); }
+  static TensorCatalog* cat_;
+};
+TensorCatalog* Conversions::cat_ = nullptr;
+
+TEST_F(Conversions, F32ToF16MatchesTorch) { same_bits_16(t("f32").to(DType::F16), t("f32_to_f16"), half_nan); }
+TEST_F(Conversions, F32ToBF16MatchesTorch) { same_bits_16(t("f32").to(DType::BF16), t("f32_to_bf16"), bf16_nan); }
+TEST_F(Conversions, F64ToF16RoundsOnce) { same_bits_16(t("f64").to(DType::F16), t("f64_to_f16"), half_nan); }
+
+TEST_F(Conversions, EveryHalfWidensExactly) {
+  const Tensor bits = t("f16_bits");
+  const Tensor as_half(DType::F16, bits.shape(), bits.strides(), bits.storage_offset(), bits.storage());
+  const Tensor widened = as_half.to(DType::F32);
+  const auto got = widened.span<float>();
+  const auto want = t("f16_bits_to_f32").span<float>();
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_TRUE(std::bit_cast<std::uint32_t>(got[i]) == std::bit_cast<std::uint32_t>(want[i]) ||
+                (std::isnan(got[i]) && std::isnan(want[i])))
+        << i;
+}
+
+TEST_F(Conversions, F64ToF32MatchesTorch) {
+  EXPECT_TRUE(t("f64").to(DType::F32).equal(t("f64_to_f32")));
+}
+
+TEST(Convert, IntegersAreRangeChecked) {
+  const Tensor ok = Tensor::from<std::int64_t>({-128, 127, 0}, {3});
+  const Tensor i8 = ok.to(DType::I8);
+  EXPECT_EQ(i8.span<std::int8_t>()[0], -128);
+  const Tensor too_big = Tensor::from<std::int64_t>({1, 300}, {2});
+  try {
+    too_big.to(DType::I8);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::dtype_mismatch);
+    EXPECT_NE(std::string(e.what()).find("element 1 is 300"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Tensor::from<std::int32_t>({-1}, {1}).to(DType::U64), Error);
+  const Tensor big = Tensor::from<std::uint64_t>({~0ull}, {1}).to(DType::F64);
+  EXPECT_EQ(big.span<double>()[0], 18446744073709551616.0);
+  EXPECT_THROW(Tensor::from<std::uint64_t>({~0ull}, {1}).to(DType::I64), Error);
+  const Tensor min = Tensor::from<std::int64_t>({std::numeric_limits<std::int64_t>::min()}, {1}).to(DType::I64);
+  EXPECT_EQ(min.span<std::int64_t>()[0], std::numeric_limits<std::int64_t>::min());
+  EXPECT_THROW(Tensor::from<std::int64_t>({2}, {1}).to(DType::BOOL), Error);
+}
+
+TEST(Convert, RefusesLossyKinds) {
+  EXPECT_FALSE(convertible(DType::F32, DType::I32));
+  EXPECT_FALSE(convertible(DType::C64, DType::F32));
+  EXPECT_FALSE(convertible(DType::F32, DType::F8_E4M3));
+  EXPECT_TRUE(convertible(DType::F8_E5M2, DType::F32));
+  EXPECT_TRUE(convertible(DType::I64, DType::F16));
+  try {
+    Tensor::from<float>({1.5f}, {1}).to(DType::I32);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("truncate"), std::string::npos);
+  }
+}
+
+TEST(Convert, Float8Decodes) {
+  // e4m3fn: 0, 1, 2, 448, -1, NaN; e5m2: 0, 1, 2, 57344, -1, inf
+  const std::uint8_t a[] = {0x00, 0x38, 0x40, 0x7e, 0xb8, 0x7f};
+  const std::uint8_t b[] = {0x00, 0x3c, 0x40, 0x7b, 0xbc, 0x7c};
+  float out[6];
+  convert_elements(reinterpret_cast<const std::byte*>(a), DType::F8_E4M3, reinterpret_cast<std::byte*>(out), DType::F32, 6);
+  EXPECT_EQ(out[1], 1.0f);
+  EXPECT_EQ(out[3], 448.0f);
+  EXPECT_EQ(out[4], -1.0f);
+  EXPECT_TRUE(std::isnan(out[5]));
+  convert_elements(reinterpret_cast<const std::byte*>(b), DType::F8_E5M2, reinterpret_cast<std::byte*>(out), DType::F32, 6);
+  EXPECT_EQ(out[2], 2.0f);
+  EXPECT_EQ(out[3], 57344.0f);
+  EXPECT_TRUE(std::isinf(out[5]));
+}
+
+TEST(Convert, ComplexWidens) {
+  const Tensor c = Tensor::from<std::complex<float>>({{1.5f, -2.0f}}, {1});
+  const Tensor wide = c.to(DType::C128);
+  EXPECT_EQ(wide.span<std::complex<double>>()[0], std::complex<double>(1.5, -2.0));
+  const Tensor real = Tensor::from<float>({3.0f}, {1}).to(DType::C64);
+  EXPECT_EQ(real.span<std::complex<float>>()[0], std::complex<float>(3.0f, 0.0f));
+}
+
+}  // namespace

@@ -1,0 +1,108 @@
+// Tensor views: bounds checks, strided copies, reshapes.
+
+#include <gtest/gtest.h>
+
+#include "torchport/core/error.hpp"
+#include "torchport/core/tensor.hpp"
+#include "torchport/core/value.hpp"
+
+using namespace torchport;
+
+namespace {
+
+Tensor arange(std::int64_t n) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  return Tensor::from(std::span<const float>(v), {n});
+}
+
+std::vector<float> values(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  auto s = c.span<float>();
+  return {s.begin(), s.end()};
+}
+
+TEST(Tensor, TransposeAndNarrowAreViews) {
+  const Tensor m = arange(6).reshape({2, 3});
+  const Tensor t = m.transpose(0, 1);
+  EXPECT_FALSE(t.is_contiguous());
+  EXPECT_EQ(t.storage(), m.storage());
+  EXPECT_EQ(values(t), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(values(m.narrow(1, 1, 2)), (std::vector<float>{1, 2, 4, 5}));
+  EXPECT_EQ(values(m.permute(std::vector<std::int64_t>{1, 0})), values(t));
+}
+
+TEST(Tensor, ZeroStrideExpands) {
+  const Tensor col = arange(3);
+  const Tensor e(DType::F32, {3, 2}, {1, 0}, 0, col.storage());
+  EXPECT_EQ(values(e), (std::vector<float>{0, 0, 1, 1, 2, 2}));
+}
+
+TEST(Tensor, ViewsMustFitTheirStorage) {
+  const Tensor x = arange(4);
+  EXPECT_THROW(Tensor(DType::F32, {5}, {1}, 0, x.storage()), Error);
+  EXPECT_THROW(Tensor(DType::F32, {2}, {1}, 3, x.storage()), Error);
+  EXPECT_THROW(Tensor(DType::F64, {3}, {1}, 0, x.storage()), Error);
+  EXPECT_THROW(Tensor(DType::F32, {2}, {-1}, 1, x.storage()), Error);
+  EXPECT_THROW(Tensor(DType::F32, {1ll << 40, 1ll << 40}, {1, 1}, 0, x.storage()), Error);
+  EXPECT_NO_THROW(Tensor(DType::F32, {0, 100}, {100, 1}, 0, x.storage()));  // empty: reaches nothing
+  try {
+    Tensor(DType::F32, {2, 3}, {3, 1}, 0, x.storage());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::corrupt);
+    EXPECT_NE(std::string(e.what()).find("needs 6 elements but its storage has 16 bytes"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Tensor, ZeroDimAndEmpty) {
+  const Tensor s = Tensor::scalar(2.5f);
+  EXPECT_EQ(s.dim(), 0);
+  EXPECT_EQ(s.numel(), 1);
+  EXPECT_EQ(s.span<float>()[0], 2.5f);
+  const Tensor e = Tensor::zeros(DType::F32, {2, 0});
+  EXPECT_EQ(e.numel(), 0);
+  EXPECT_TRUE(e.bytes().empty());
+  EXPECT_TRUE(e.equal(e.clone()));
+}
+
+TEST(Tensor, ReshapeChecksCounts) {
+  EXPECT_EQ(arange(12).reshape({3, -1}).shape(), (Shape{3, 4}));
+  EXPECT_THROW(arange(12).reshape({5, -1}), Error);
+  EXPECT_THROW(arange(6).reshape({2, 3}).transpose(0, 1).reshape({6}), Error);
+}
+
+TEST(Tensor, TypedAccessChecksDtype) {
+  const Tensor x = arange(2);
+  EXPECT_THROW(x.span<double>(), Error);
+  EXPECT_THROW(Tensor::from<float>({1.0f, 2.0f}, {3}), Error);
+  const Tensor h = x.to(DType::F16);
+  EXPECT_EQ(h.span<Half>().size(), 2u);
+  EXPECT_EQ(h.span<std::uint16_t>()[1], 0x3c00u);  // 1.0
+}
+
+TEST(Value, DictsKeepOrderAndReplaceRepeatedKeys) {
+  Value d = Value::dict();
+  for (int i = 0; i < 20; ++i) d.insert(Value::integer(i), Value::str(std::to_string(i)));
+  d.insert(Value::integer(3), Value::str("three"));
+  d.insert(Value::boolean(true), Value::str("one"));  // True == 1 in Python
+  EXPECT_EQ(d.size(), 20u);
+  EXPECT_EQ(d.pairs()[3].second.as_str(), "three");
+  EXPECT_EQ(d.pairs()[1].second.as_str(), "one");
+}
+
+TEST(Value, PruneTensorsKeepsScalars) {
+  Value d = Value::dict();
+  d.insert(Value::str("w"), Value::tensor(arange(2)));
+  d.insert(Value::str("epoch"), Value::integer(3));
+  Value inner = Value::dict();
+  inner.insert(Value::str("b"), Value::tensor(arange(1)));
+  d.insert(Value::str("sd"), inner);
+  const Value p = prune_tensors(d);
+  EXPECT_EQ(p.size(), 1u);
+  EXPECT_EQ(p.find("epoch")->as_int(), 3);
+  EXPECT_EQ(to_json(p), "{\"epoch\":3}");
+}
+
+}  // namespace

@@ -1,0 +1,207 @@
+// The pickle VM on hand-made opcode streams: what it builds, what it refuses,
+// and the limits that bound it.
+
+#include <string>
+
+using namespace std::string_literals;
+
+#include <gtest/gtest.h>
+
+#include "torchport/core/error.hpp"
+#include "torchport/pickle/unpickler.hpp"
+
+using namespace torchport;
+
+namespace {
+
+std::span<const std::byte> as_bytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+Value run(const std::string& bytes, const Limits& limits = {}, pickle::Stats* stats = nullptr) {
+  ByteReader r(as_bytes(bytes), "test.pkl");
+  return pickle::unpickle(r, limits, {}, stats);
+}
+
+// Expects `bytes` to be refused with `code` and a message containing `text`.
+void refused(const std::string& bytes, ErrorCode code, const std::string& text, const Limits& limits = {}) {
+  try {
+    run(bytes, limits);
+    FAIL() << "accepted; wanted " << error_code_name(code) << ": " << text;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    EXPECT_TRUE(e.offset().has_value()) << e.what();
+  }
+}
+
+std::string u32(std::uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); }
+std::string u64(std::uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); }
+std::string str(const std::string& s) { return "X" + u32(static_cast<std::uint32_t>(s.size())) + s; }
+
+TEST(Unpickler, Scalars) {
+  EXPECT_TRUE(run("\x80\x02N.").is_none());
+  EXPECT_EQ(run("\x80\x02\x88.").as_bool(), true);
+  EXPECT_EQ(run("\x80\x02K\x07.").as_int(), 7);
+  EXPECT_EQ(run("\x80\x02M\x34\x12.").as_int(), 0x1234);
+  EXPECT_EQ(run(std::string("\x80\x02J\xfe\xff\xff\xff.", 8)).as_int(), -2);
+  EXPECT_EQ(run(std::string("\x80\x02\x8a\x02\xff\x7f.", 7)).as_int(), 0x7fff);
+  EXPECT_EQ(run(std::string("\x80\x02\x8a\x01\xff.", 6)).as_int(), -1);
+  EXPECT_EQ(run("I42\n.").as_int(), 42);
+  EXPECT_EQ(run("I01\n.").as_bool(), true);
+  EXPECT_EQ(run("L-99L\n.").as_int(), -99);
+  EXPECT_DOUBLE_EQ(run("F2.5\n.").as_float(), 2.5);
+  EXPECT_DOUBLE_EQ(run(std::string("G\x40\x04\x00\x00\x00\x00\x00\x00.", 10)).as_float(), 2.5);
+  EXPECT_EQ(run("\x80\x04\x8c\x03" "abc\x94.").as_str(), "abc");
+  EXPECT_EQ(run("\x80\x03" "C\x02hi.").as_bytes(), "hi");
+  EXPECT_EQ(run("S'a\\nb'\n.").as_str(), "a\nb");
+  EXPECT_EQ(run("V\\u00e9\n.").as_str(), "\xc3\xa9");
+}
+
+TEST(Unpickler, BigIntegersKeepTheirBytes) {
+  const Value v = run("L1180591620717411303424L\n.");  // 2**70
+  ASSERT_TRUE(v.is(Value::Kind::BigInt));
+  EXPECT_EQ(v.as_bytes().size(), 10u);
+  EXPECT_EQ(static_cast<unsigned char>(v.as_bytes()[8]), 0x40u);
+}
+
+TEST(Unpickler, Containers) {
+  const Value d = run("\x80\x02}(" + str("a") + "K\x01" + str("b") + "]q\x00(K\x01K\x02"s "eu.");
+  ASSERT_TRUE(d.is(Value::Kind::Dict));
+  EXPECT_EQ(d.find("a")->as_int(), 1);
+  EXPECT_EQ(d.find("b")->items().size(), 2u);
+  EXPECT_EQ(run("\x80\x02K\x01K\x02\x86.").items().size(), 2u);
+  EXPECT_EQ(run("\x80\x04\x8f(K\x01K\x02\x90.").kind(), Value::Kind::Set);
+  EXPECT_EQ(run("(K\x01K\x02l.").items().size(), 2u);
+  EXPECT_EQ(run("(S'k'\nI1\nd.").find("k")->as_int(), 1);
+}
+
+TEST(Unpickler, MemoSharesValues) {
+  const Value v = run("\x80\x02]q\x00h\x00\x86."s);  // (x, x) with x = []
+  ASSERT_EQ(v.items().size(), 2u);
+  EXPECT_EQ(v.items()[0].identity(), v.items()[1].identity());
+}
+
+TEST(Unpickler, DataConstructorsBuildData) {
+  const Value od = run("\x80\x02" "ccollections\nOrderedDict\n)R(" + str("k") + "K\x05u.");
+  ASSERT_TRUE(od.is(Value::Kind::Dict));
+  EXPECT_EQ(od.find("k")->as_int(), 5);
+  const Value size = run("\x80\x02" "ctorch\nSize\n(K\x02K\x03t\x85R.");
+  ASSERT_TRUE(size.is(Value::Kind::Tuple));
+  EXPECT_EQ(size.items()[1].as_int(), 3);
+  const Value b = run("\x80\x02" "c_codecs\nencode\n" + str("\xc3\xbf\x01") + str("latin1") + "\x86R.");
+  EXPECT_EQ(b.as_bytes(), "\xff\x01");
+  const Value c = run("\x80\x02" "c__builtin__\ncomplex\nG\x3f\xf0\x00\x00\x00\x00\x00\x00"s "G\x40\x00\x00\x00\x00\x00\x00\x00\x86R."s);
+  EXPECT_EQ(c.as_complex().second, 2.0);
+}
+
+TEST(Unpickler, UnknownClassesStayInert) {
+  pickle::Stats stats;
+  const Value v = run("\x80\x02" "cmy.models\nNet\n)\x81}(" + str("x") + "K\x01" "ub.", {}, &stats);
+  ASSERT_TRUE(v.is(Value::Kind::Object));
+  EXPECT_EQ(v.as_object().cls.qualified(), "my.models.Net");
+  EXPECT_EQ(v.as_object().state.find("x")->as_int(), 1);
+  ASSERT_EQ(stats.globals.size(), 1u);
+  EXPECT_EQ(stats.globals[0].klass, pickle::GlobalClass::unknown);
+  EXPECT_EQ(stats.calls, 1u);
+}
+
+TEST(Unpickler, DangerousGlobalsAreOnlyReferences) {
+  pickle::Stats stats;
+  const Value v = run("\x80\x02" "cposix\nsystem\n" + str("id") + "\x85R.", {}, &stats);
+  EXPECT_TRUE(v.is(Value::Kind::Object));  // nothing ran; policy above the VM refuses it
+  EXPECT_EQ(stats.globals[0].klass, pickle::GlobalClass::dangerous);
+  EXPECT_EQ(stats.globals[0].first_offset, 2u);
+}
+
+TEST(Unpickler, GlobalClassification) {
+  using pickle::classify_global;
+  using pickle::GlobalClass;
+  EXPECT_EQ(classify_global("torch._utils", "_rebuild_tensor_v2"), GlobalClass::allowed);
+  EXPECT_EQ(classify_global("torch", "BFloat16Storage"), GlobalClass::allowed);
+  EXPECT_EQ(classify_global("torch", "bfloat16"), GlobalClass::allowed);
+  EXPECT_EQ(classify_global("__builtin__", "set"), GlobalClass::allowed);
+  EXPECT_EQ(classify_global("torch", "load"), GlobalClass::dangerous);
+  EXPECT_EQ(classify_global("os.path", "join"), GlobalClass::dangerous);
+  EXPECT_EQ(classify_global("builtins", "__import__"), GlobalClass::dangerous);
+  EXPECT_EQ(classify_global("__builtin__", "eval"), GlobalClass::dangerous);
+  EXPECT_EQ(classify_global("operator", "attrgetter"), GlobalClass::dangerous);
+  EXPECT_EQ(classify_global("torch.storage", "_load_from_bytes"), GlobalClass::dangerous);
+  EXPECT_EQ(classify_global("torch.nn.modules.linear", "Linear"), GlobalClass::unknown);
+  EXPECT_EQ(classify_global("torchx", "Storage"), GlobalClass::unknown);
+  EXPECT_EQ(classify_global("ossy", "thing"), GlobalClass::unknown);
+}
+
+TEST(Unpickler, StrictTargets) {
+  refused("\x80\x02}K\x01" "a.", ErrorCode::corrupt, "APPEND to a dict");
+  refused("\x80\x02](K\x01K\x02u.", ErrorCode::corrupt, "SETITEMS on a list");
+  refused("\x80\x02]K\x01K\x02s.", ErrorCode::corrupt, "SETITEM on a list");
+  refused("\x80\x02](K\x01\x90.", ErrorCode::corrupt, "ADDITEMS to a list");
+  refused("\x80\x02]}b.", ErrorCode::corrupt, "BUILD on a list");
+  refused("\x80\x02K\x01)R.", ErrorCode::corrupt, "REDUCE of a int");
+  refused("\x80\x02" "cfoo\nbar\nK\x01R.", ErrorCode::corrupt, "arguments, not a tuple");
+  refused("\x80\x02" "0.", ErrorCode::corrupt, "without a MARK");
+  refused("\x80\x02.", ErrorCode::corrupt, "empty stack");
+  refused("\x80\x02(K\x01.", ErrorCode::corrupt, "STOP inside an open MARK");
+  refused("\x80\x02h\x05.", ErrorCode::corrupt, "memo entry 5");
+  refused("\x80\x06N.", ErrorCode::unsupported, "protocol 6");
+  refused("\x80\x05\x97.", ErrorCode::unsupported, "out-of-band");
+  refused("\x80\x02Q.", ErrorCode::corrupt, "empty stack");
+  refused("\x80\x02N\x85Q.", ErrorCode::unsupported, "persistent id");
+}
+
+TEST(Unpickler, SelfReferencesAreRefused) {
+  // l = []; l.append(l)
+  refused("\x80\x02]q\x00h\x00"s "a.", ErrorCode::corrupt, "self-references");
+  // d = {}; d['d'] = d
+  refused("\x80\x02}q\x00"s + str("d") + "h\x00s."s, ErrorCode::corrupt, "self-references");
+}
+
+TEST(Unpickler, Truncation) {
+  refused("\x80\x02X\x10\x00\x00\x00"s "abc"s, ErrorCode::truncated, "BINUNICODE declares 16 bytes");
+  refused("\x80\x02K", ErrorCode::truncated, "BININT1");
+  refused("\x80\x02", ErrorCode::truncated, "opcode");
+  refused("\x80\x04\x95" + u64(1000) + "N.", ErrorCode::truncated, "frame of 1000 bytes");
+  refused("\x80\x02\x8b\xff\xff\xff\xff.", ErrorCode::corrupt, "negative length");
+  refused("\x80\x04\x8d" + u64(~0ull) + "x", ErrorCode::limit_exceeded, "max_string_bytes");
+  refused("\x80\x02" "cos\nsystem", ErrorCode::truncated, "GLOBAL name");
+}
+
+TEST(Unpickler, LimitsStopHostileStreams) {
+  // Nesting: [[[[...]]]] built with EMPTY_LIST + APPEND.
+  std::string deep = "\x80\x02";
+  for (int i = 0; i < 300; ++i) deep += "]";
+  for (int i = 0; i < 299; ++i) deep += "a";
+  deep += ".";
+  refused(deep, ErrorCode::limit_exceeded, "max_depth");
+  // Billion laughs: each level holds the previous one ten times.
+  std::string laughs = "\x80\x02]q\x00"s;
+  for (int level = 1; level < 12; ++level) {
+    laughs += "](";
+    for (int i = 0; i < 10; ++i) laughs += "h" + std::string(1, static_cast<char>(level - 1));
+    laughs += "eq" + std::string(1, static_cast<char>(level));
+  }
+  laughs += ".";
+  refused(laughs, ErrorCode::limit_exceeded, "max_nodes");
+  // A MARK flood and a stack flood.
+  refused("\x80\x02" + std::string(300000, '('), ErrorCode::limit_exceeded, "max_stack");
+  refused("\x80\x02" + std::string(300000, 'N'), ErrorCode::limit_exceeded, "max_stack");
+  // The memo.
+  Limits small;
+  small.max_memo = 4;
+  refused("\x80\x02NqaNqbNqcNqdNqe.", ErrorCode::limit_exceeded, "max_memo", small);
+  Limits strings;
+  strings.max_string_bytes = 2;
+  refused("\x80\x02" + str("abc") + ".", ErrorCode::limit_exceeded, "max_string_bytes", strings);
+}
+
+TEST(Unpickler, StatsCountOpcodes) {
+  pickle::Stats stats;
+  run("\x80\x04\x95" + u64(3) + "K\x01.", {}, &stats);
+  EXPECT_EQ(stats.protocol, 4);
+  EXPECT_EQ(stats.opcodes[0x95], 1u);
+  EXPECT_EQ(stats.opcodes['K'], 1u);
+  EXPECT_EQ(pickle::opcode_name(0x95), "FRAME");
+}
+
+}  // namespace
