@@ -1,0 +1,76 @@
+// The torchport tool's inspect and load commands, run as a user runs them.
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/fixtures.hpp"
+
+using torchport::test::fixture;
+using torchport::test::run_command;
+
+namespace {
+
+std::string tool() { return TORCHPORT_TOOL; }
+
+TEST(Cli, InspectListsTensorsAndValues) {
+  std::string out;
+  ASSERT_EQ(run_command(tool() + " inspect " + fixture("checkpoint.pt").string(), &out), 0) << out;
+  EXPECT_NE(out.find("pytorch-zip"), std::string::npos) << out;
+  EXPECT_NE(out.find("model_state_dict.fc.weight"), std::string::npos) << out;
+  EXPECT_NE(out.find("'epoch': 3"), std::string::npos) << out;
+}
+
+TEST(Cli, InspectJsonHasTheDocumentedShape) {
+  std::string out;
+  ASSERT_EQ(run_command(tool() + " inspect --json --top-level-key model_state_dict " +
+                            fixture("checkpoint.pt").string() + " 2>/dev/null",
+                        &out),
+            0);
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["format"], "pytorch-zip");
+  ASSERT_FALSE(j["tensors"].empty());
+  const auto& first = j["tensors"][0];
+  EXPECT_EQ(first["name"], "blocks.0.gain");
+  EXPECT_EQ(first["dtype"], "F32");
+  EXPECT_EQ(first["shape"], nlohmann::json::array({2}));
+  EXPECT_EQ(first["bytes"], 8);
+  EXPECT_TRUE(j["values"].is_object());
+}
+
+TEST(Cli, InspectJsonOfAllDtypesSpellsThemLikeSafetensors) {
+  std::string out;
+  ASSERT_EQ(run_command(tool() + " inspect --json " + fixture("dtypes.pt").string(), &out), 0);
+  const auto j = nlohmann::json::parse(out);
+  std::vector<std::string> dtypes;
+  for (const auto& t : j["tensors"]) dtypes.push_back(t["dtype"]);
+  EXPECT_EQ(dtypes, (std::vector<std::string>{"F16", "BF16", "F32", "F64", "U8", "I8", "I16", "I32", "I64",
+                                              "BOOL", "C64", "C128"}));
+}
+
+TEST(Cli, LoadReportsSpeed) {
+  std::string out;
+  ASSERT_EQ(run_command(tool() + " load " + fixture("views.pt").string(), &out), 0) << out;
+  EXPECT_NE(out.find("13 tensors"), std::string::npos) << out;
+  EXPECT_NE(out.find("GB/s"), std::string::npos) << out;
+  ASSERT_EQ(run_command(tool() + " load --mmap " + fixture("views.pt").string(), &out), 0) << out;
+  EXPECT_NE(out.find("mapped"), std::string::npos) << out;
+}
+
+TEST(Cli, BadInputExitsOneWithOneLine) {
+  std::string out;
+  EXPECT_EQ(run_command(tool() + " inspect " + fixture("bad/posix_system.pt").string(), &out), 1);
+  EXPECT_NE(out.find("unsafe_global"), std::string::npos) << out;
+  EXPECT_NE(out.find("posix.system"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+}
+
+TEST(Cli, UsageErrorsExitTwo) {
+  std::string out;
+  EXPECT_EQ(run_command(tool() + " inspect /no/such/file.pt", &out), 2) << out;
+  EXPECT_EQ(run_command(tool() + " inspect --frobnicate " + fixture("views.pt").string(), &out), 2) << out;
+  EXPECT_EQ(run_command(tool(), &out), 2) << out;
+  EXPECT_EQ(run_command(tool() + " --version", &out), 0);
+  EXPECT_NE(out.find("torchport "), std::string::npos);
+}
+
+}  // namespace
