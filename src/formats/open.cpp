@@ -62,6 +62,11 @@ TensorCatalog open(const Source& source, const OpenOptions& options) {
   if (format == "pytorch-zip" || format == "torchscript") return formats::read_pytorch_zip(source, options);
   if (format == "pytorch-tar") return formats::read_pytorch_tar(source, options);
   if (format == "pytorch-legacy" || format == "pickle") return formats::read_pytorch_legacy(source, options);
+  if (format == "safetensors") return formats::read_safetensors(source, options);
+  if (format.starts_with("sharded"))
+    throw Error(ErrorCode::invalid_argument,
+                "format '" + format + "' is read from a path (an *.index.json or its directory), not from bytes",
+                {}, std::nullopt, source.name());
   if (!options.format.empty())
     throw Error(ErrorCode::invalid_argument, "unknown format '" + options.format + "'");
   throw Error(ErrorCode::not_a_checkpoint,
@@ -71,6 +76,9 @@ TensorCatalog open(const Source& source, const OpenOptions& options) {
 }
 
 TensorCatalog open(const std::filesystem::path& path, const OpenOptions& options) {
+  if ((options.format.empty() && formats::is_sharded_path(path)) ||
+      options.format == "sharded-safetensors" || options.format == "sharded-pytorch")
+    return formats::read_sharded(path, options);
   return open(Source::map_file(path, options.map), options);
 }
 

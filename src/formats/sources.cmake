@@ -5,6 +5,14 @@ target_sources(torchport PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/open.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pytorch_legacy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pytorch_tar.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/pytorch_writer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pytorch_zip.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/safetensors.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/safetensors_writer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/save.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sharded.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/strict_json.cpp
   ${CMAKE_CURRENT_LIST_DIR}/torch_common.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/transform.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/write_common.cpp
 )

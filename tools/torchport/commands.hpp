@@ -15,5 +15,7 @@ struct Command {
 
 Command add_inspect(CLI::App& app);
 Command add_load(CLI::App& app);
+Command add_convert(CLI::App& app);
+Command add_diff(CLI::App& app);
 
 }  // namespace torchport::cli

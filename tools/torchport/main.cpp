@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   const torchport::cli::Command commands[] = {
       torchport::cli::add_inspect(app),
       torchport::cli::add_load(app),
+      torchport::cli::add_convert(app),
+      torchport::cli::add_diff(app),
   };
   try {
     app.parse(argc, argv);

@@ -19,7 +19,9 @@ struct OpenOptions {
   /// How to map files.
   MapOptions map;
   /// Read a format without sniffing: "pytorch-zip", "pytorch-legacy",
-  /// "pytorch-tar", "torchscript", "pickle", "safetensors". Empty sniffs.
+  /// "pytorch-tar", "torchscript", "pickle", "safetensors", or (for a
+  /// path) "sharded-safetensors" / "sharded-pytorch". Empty sniffs: a
+  /// directory or a `*.index.json` path is a sharded checkpoint.
   std::string format;
   /// Classes a pickle names that are neither allowed nor known to be
   /// dangerous (a model's own classes in a whole pickled nn.Module) are kept

@@ -1,0 +1,110 @@
+#pragma once
+/// \file
+/// `save()`: a `TensorCatalog` to a safetensors file, a torch.save zip, or a
+/// Hugging Face sharded checkpoint of either, streamed and written atomically.
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "torchport/formats/catalog.hpp"
+
+namespace torchport {
+
+/// The file formats `save` writes.
+enum class SaveFormat {
+  /// safetensors: a JSON header, then each tensor's bytes, C order.
+  safetensors,
+  /// What `torch.save(state_dict, path)` writes (zip, pickle protocol 2):
+  /// loads with `torch.load(path, weights_only=True)`.
+  pytorch,
+};
+
+/// "safetensors" or "pytorch".
+std::string_view save_format_name(SaveFormat format) noexcept;
+/// Parses "safetensors" or "pytorch" (also "pt", "torch"); nullopt otherwise.
+std::optional<SaveFormat> parse_save_format(std::string_view name) noexcept;
+/// The format a file name implies: `.safetensors` -> safetensors; `.pt`,
+/// `.pth`, `.bin` -> pytorch; nullopt for anything else.
+std::optional<SaveFormat> save_format_for_path(const std::filesystem::path& path);
+
+/// Reports progress: bytes of tensor data written so far, of `total`.
+using SaveProgress = std::function<void(std::uint64_t done, std::uint64_t total)>;
+
+/// How `save` writes.
+struct SaveOptions {
+  /// Split the checkpoint into shards of at most this many bytes of tensor
+  /// data (a single tensor larger than this gets a shard of its own), named
+  /// as Hugging Face names them, with an index. 0 (or a checkpoint that fits
+  /// in one shard) writes the single file `path`.
+  std::uint64_t max_shard_size = 0;
+  /// After writing a tensor that views a read-only mapping (a tensor read
+  /// from a file), ask the kernel to drop those pages from this process
+  /// (madvise MADV_PAGEOUT). This is what keeps converting a checkpoint
+  /// larger than memory at a peak of about its largest tensor; the pages are
+  /// read from the file again if the tensor is used later. A hint only:
+  /// nothing changes when the kernel ignores it.
+  bool release_pages = true;
+  /// Called as data is written (at most every 16 MiB and after each tensor).
+  SaveProgress progress;
+};
+
+/// What `save` wrote.
+struct SaveResult {
+  /// The data files, in order (one unless sharded).
+  std::vector<std::filesystem::path> files;
+  /// The index of a sharded checkpoint; empty otherwise.
+  std::filesystem::path index;
+  /// Bytes of tensor data written (the index's `metadata.total_size`).
+  std::uint64_t tensor_bytes = 0;
+  /// Bytes of all files written, headers and index included.
+  std::uint64_t file_bytes = 0;
+};
+
+/// Writes `catalog`'s tensors to `path` in `format`.
+///
+/// safetensors: tensors sorted by dtype alignment (largest first), then
+/// name, so every tensor's data is aligned; header padded with spaces to a
+/// multiple of 8; `__metadata__` is the catalogue's metadata plus
+/// `"format": "pt"` when it has no "format" (transformers requires it).
+/// Tensors that share a storage (tied weights) are written once each, as
+/// safetensors cannot share. Complex32/complex128 and the FNUZ float8 kinds
+/// have no safetensors dtype: Error(unsupported) naming the tensor.
+///
+/// pytorch: the archive torch.save writes (folder named after the file's
+/// stem, `data.pkl` holding an OrderedDict of `_rebuild_tensor_v2` calls,
+/// `data/<key>` records aligned to 64 bytes, `byteorder`, `version`).
+/// Tensors that share a storage keep sharing it (one record; each view its
+/// own offset and strides). Dtypes without a typed storage class (uint16/32/
+/// 64, float8) use UntypedStorage and `_rebuild_tensor_v3`, which needs
+/// torch 2.1 or newer to load. The catalogue's non-tensor values and
+/// metadata are not written: the file is a flat state dict.
+///
+/// Streaming: the header (or pickle) is written from shapes and dtypes
+/// alone, then one tensor (or storage) at a time; a non-contiguous view is
+/// copied to C order first, a lazy tensor (a cast from `transform`) is made
+/// just then. Pass the catalogue by `std::move`: the writer then releases
+/// each tensor once written, so peak memory stays near the largest tensor.
+/// A catalogue the caller keeps alive keeps every lazily made tensor alive.
+///
+/// Every file is written with `AtomicFile`: an error leaves the previous
+/// files untouched (shards and index are committed together at the end,
+/// the index last).
+///
+/// \throws Error(invalid_argument) for names that are not UTF-8 or collide
+/// with safetensors' `__metadata__`; Error(io) when writing fails; the
+/// reader's errors when a lazy tensor fails to load.
+SaveResult save(TensorCatalog catalog, const std::filesystem::path& path, SaveFormat format,
+                const SaveOptions& options = {});
+
+/// Parses a size as Hugging Face's `max_shard_size` does: a number of
+/// bytes with an optional unit, decimal (`kB`, `MB`, `GB`, `TB`: powers of
+/// 1000) or binary (`KiB`, `MiB`, `GiB`, `TiB`: powers of 1024), case-
+/// insensitive, fractions allowed ("1.5GB"). \throws Error(invalid_argument)
+/// naming the text for anything else, zero, or a size past 2^63.
+std::uint64_t parse_byte_size(std::string_view text);
+
+}  // namespace torchport

@@ -1,0 +1,30 @@
+#pragma once
+// JSON parsing for untrusted headers and indexes: nlohmann's parser with a
+// callback that rejects duplicate keys (nlohmann keeps the last one, so a
+// file could say two things about one tensor) and bounds the nesting depth.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace torchport::formats {
+
+/// Parses `text` (which starts at byte `base` of the file `where`) into an
+/// order-preserving JSON value.
+/// \throws Error(corrupt) on a syntax error (with the byte offset), on a key
+/// repeated in one object (naming it, with the offset of the repetition), or
+/// when containers nest deeper than `max_depth`.
+nlohmann::ordered_json parse_strict_json(std::string_view text, std::string_view what,
+                                         std::uint64_t base, const std::string& where,
+                                         int max_depth);
+
+/// File offset of the first `"key"` at or after `from` in `text`, written
+/// the way a JSON encoder writes it (no escapes beyond the required ones),
+/// or nullopt. For pointing error messages at a header entry.
+std::optional<std::uint64_t> json_key_offset(std::string_view text, std::string_view key,
+                                             std::uint64_t base, std::size_t from = 0);
+
+}  // namespace torchport::formats

@@ -1,0 +1,113 @@
+#include "write_common.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "torchport/core/error.hpp"
+
+namespace torchport::formats {
+namespace {
+
+// Data goes out in pieces of this size, so progress moves smoothly and the
+// pages of one huge mapped tensor are dropped as it streams.
+constexpr std::size_t kChunk = std::size_t{16} << 20;
+
+}  // namespace
+
+bool is_mapped(const Storage& storage) noexcept { return storage.borrowed() && !storage.writable(); }
+
+void release_pages(std::span<const std::byte> bytes) noexcept {
+  if (bytes.empty()) return;
+  static const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()) & ~(page - 1);
+  const auto end = (reinterpret_cast<std::uintptr_t>(bytes.data()) + bytes.size() + page - 1) & ~(page - 1);
+#ifdef MADV_PAGEOUT
+  // Unlike MADV_DONTNEED this is safe on any memory: anonymous pages would
+  // be swapped, never zeroed. Before Linux 5.4 it fails with EINVAL, which
+  // only means the pages stay.
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
+#else
+  (void)begin;
+  (void)end;
+#endif
+}
+
+void DataStreamer::write_bytes(std::span<const std::byte> bytes, bool mapped, const ByteSink& sink) {
+  while (!bytes.empty()) {
+    const auto piece = bytes.first(std::min(bytes.size(), kChunk));
+    sink(piece);
+    if (mapped && options_.release_pages) release_pages(piece);
+    bytes = bytes.subspan(piece.size());
+    done_ += piece.size();
+    if (options_.progress && (done_ - reported_ >= kChunk || done_ == total_)) {
+      reported_ = done_;
+      options_.progress(done_, total_);
+    }
+  }
+}
+
+std::uint64_t DataStreamer::write_tensor(const Tensor& t, const ByteSink& sink) {
+  if (t.numel() == 0) return 0;
+  const Storage& st = *t.storage();
+  if (t.is_contiguous()) {
+    write_bytes(t.bytes(), is_mapped(st), sink);
+    return t.nbytes();
+  }
+  // A strided view: gather it into C order first. Its footprint in the
+  // storage is [offset, last reachable element].
+  std::vector<std::byte> buf(static_cast<std::size_t>(t.nbytes()));
+  t.copy_to(buf);
+  write_bytes(buf, false, sink);
+  if (is_mapped(st) && options_.release_pages) {
+    std::int64_t last = t.storage_offset();
+    for (std::size_t i = 0; i < t.shape().size(); ++i) last += (t.shape()[i] - 1) * t.strides()[i];
+    const std::size_t elem = dtype_size(t.dtype());
+    release_pages(st.bytes().subspan(static_cast<std::size_t>(t.storage_offset()) * elem,
+                                     static_cast<std::size_t>(last - t.storage_offset() + 1) * elem));
+  }
+  return t.nbytes();
+}
+
+std::uint64_t DataStreamer::write_storage(const Storage& storage, const ByteSink& sink) {
+  if (storage.nbytes() == 0) return 0;
+  write_bytes(storage.bytes(), is_mapped(storage), sink);
+  return storage.nbytes();
+}
+
+bool valid_utf8(std::string_view s) noexcept {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const std::size_t n = s.size();
+  for (std::size_t i = 0; i < n;) {
+    const unsigned c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t len;
+    std::uint32_t cp, min;
+    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
+    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
+    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
+    else return false;
+    if (n - i < len) return false;
+    for (std::size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
+void check_name(std::string_view name, std::string_view format) {
+  if (!valid_utf8(name))
+    throw Error(ErrorCode::invalid_argument,
+                "tensor name is not valid UTF-8, which " + std::string(format) +
+                    " needs; rename it (torchport convert --remap)",
+                std::string(name));
+}
+
+}  // namespace torchport::formats

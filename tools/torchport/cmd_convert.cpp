@@ -1,0 +1,129 @@
+// torchport convert IN OUT [--format F] [--dtype D] [--top-level-key K]
+//   [--remap PATTERN REPLACEMENT]... [--include RE]... [--exclude RE]...
+//   [--max-shard-size S]
+
+#include <chrono>
+#include <memory>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "format.hpp"
+#include "progress.hpp"
+#include "torchport/core/error.hpp"
+#include "torchport/formats/open.hpp"
+#include "torchport/formats/save.hpp"
+#include "torchport/formats/transform.hpp"
+#include "torchport/record/remap.hpp"
+
+namespace torchport::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ConvertArgs {
+  std::string in;
+  std::string out;
+  std::string format;
+  std::string dtype;
+  std::string top_level_key;
+  std::vector<std::pair<std::string, std::string>> remaps;
+  std::vector<std::string> includes;
+  std::vector<std::string> excludes;
+  std::string max_shard_size;
+};
+
+int run_convert(const ConvertArgs& a) {
+  // Everything the user typed is checked before any input is read.
+  std::optional<SaveFormat> format;
+  if (!a.format.empty()) format = parse_save_format(a.format);
+  fs::path out = a.out;
+  std::error_code ec;
+  if (fs::is_directory(out, ec)) {
+    // Like save_pretrained: a directory gets Hugging Face's file names.
+    if (!format) format = SaveFormat::safetensors;
+    out /= *format == SaveFormat::safetensors ? "model.safetensors" : "pytorch_model.bin";
+  }
+  if (!format) format = save_format_for_path(out);
+  if (!format)
+    throw Error(ErrorCode::invalid_argument,
+                "cannot tell the output format from '" + out.filename().string() +
+                    "': name it .safetensors, .pt, .pth or .bin, or pass --format safetensors|pytorch");
+
+  TransformOptions t;
+  t.top_level_key = a.top_level_key;
+  if (!a.dtype.empty()) {
+    t.dtype = dtype_parse(a.dtype);
+    if (!t.dtype) throw Error(ErrorCode::invalid_argument, "unknown dtype '" + a.dtype + "' (try F16, BF16, F32, F64)");
+  }
+  auto remap = std::make_shared<KeyRemap>();
+  for (const auto& [pattern, replacement] : a.remaps) remap->add(pattern, replacement);
+  auto filter = std::make_shared<KeyFilter>();
+  for (const auto& re : a.includes) filter->include(re);
+  for (const auto& re : a.excludes) filter->exclude(re);
+  if (!remap->empty()) t.rename = [remap](std::string_view k) { return remap->apply(k); };
+  if (!filter->empty()) t.keep = [filter](std::string_view k) { return filter->accepts(k); };
+  SaveOptions s;
+  if (!a.max_shard_size.empty()) s.max_shard_size = parse_byte_size(a.max_shard_size);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  // The opened catalogue is a temporary: once transformed, only the result
+  // holds the tensors, and save() releases each as it is written.
+  TensorCatalog cat = transform(open(a.in), t);
+  const std::size_t count = cat.size();
+  if (count == 0)
+    fmt::print(stderr, "torchport: warning: no tensors to write (check --include/--exclude/--top-level-key)\n");
+  ProgressBar bar("writing");
+  s.progress = [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
+  const SaveResult r = save(std::move(cat), out, *format, s);
+  bar.finish();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  const std::string what = r.index.empty()
+                               ? fmt::format("{}", r.files.front().string())
+                               : fmt::format("{} shards + {}", r.files.size(), r.index.string());
+  fmt::print("wrote {} ({}): {} tensors, {} in {:.2f} s ({}/s)\n", what, save_format_name(*format), count,
+             human_bytes(r.tensor_bytes), secs,
+             human_bytes(secs > 0 ? static_cast<std::uint64_t>(static_cast<double>(r.tensor_bytes) / secs) : 0));
+  return 0;
+}
+
+}  // namespace
+
+Command add_convert(CLI::App& app) {
+  auto args = std::make_shared<ConvertArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "convert", "Convert a checkpoint to safetensors or PyTorch format (streamed, written atomically)");
+  sub->add_option("in", args->in, "Input: any checkpoint torchport reads (a file, an *.index.json or its directory)")
+      ->required()
+      ->check(CLI::ExistingPath);
+  sub->add_option("out", args->out,
+                  "Output file (.safetensors, or .pt/.pth/.bin for PyTorch), or an existing directory")
+      ->required();
+  sub->add_option("--format", args->format, "Output format when the name does not tell")
+      ->check(CLI::IsMember({"safetensors", "pytorch"}));
+  sub->add_option("--dtype", args->dtype,
+                  "Cast floating-point tensors to this dtype (F16, BF16, F32, F64; round to nearest even)");
+  sub->add_option("--top-level-key", args->top_level_key,
+                  "Convert only what lies under this key (e.g. state_dict), renamed without it");
+  sub->add_option("--remap", args->remaps,
+                  "Rename keys: PCRE2 PATTERN and REPLACEMENT ($1, ${name}); every match in a key is "
+                  "replaced; rules apply in order, each to the previous one's result")
+      ->type_size(2)
+      ->allow_extra_args(false);
+  sub->add_option("--include", args->includes, "Keep only keys matching this regex (any of several)");
+  sub->add_option("--exclude", args->excludes, "Drop keys matching this regex");
+  sub->add_option("--max-shard-size", args->max_shard_size,
+                  "Write Hugging Face shards of at most this size (5GB, 500MB, 2GiB) plus an index");
+  sub->footer(
+      "Filters match the names after --top-level-key, before --remap.\n"
+      "Examples:\n"
+      "  torchport convert model.pt model.safetensors\n"
+      "  torchport convert ckpt.pt model.safetensors --top-level-key state_dict --dtype BF16\n"
+      "  torchport convert llama/ out.bin --remap '^model\\.' '' --exclude 'rotary_emb'\n"
+      "  torchport convert model.safetensors out/ --max-shard-size 2GB");
+  return {sub, [args] { return run_convert(*args); }};
+}
+
+}  // namespace torchport::cli
