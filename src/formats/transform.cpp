@@ -4,13 +4,19 @@
 
 #include "torchport/core/convert.hpp"
 #include "torchport/core/error.hpp"
+#include "write_common.hpp"
 
 namespace torchport {
 namespace {
 
-// A storage of `nbytes` whose bytes are `make()`'s when first needed.
-std::shared_ptr<Storage> deferred_cast(std::uint64_t nbytes, std::function<Tensor()> make) {
-  return Storage::deferred(nbytes, [make = std::move(make)] { return make().storage(); });
+// A storage of `nbytes` holding `src` converted to `to`, made when first
+// needed; the source's mapped pages are dropped once read if `release`.
+std::shared_ptr<Storage> deferred_cast(std::uint64_t nbytes, Tensor src, DType to, bool release) {
+  return Storage::deferred(nbytes, [src = std::move(src), to, release] {
+    Tensor cast = src.to(to);
+    if (release) formats::release_view_pages(src);
+    return cast.storage();
+  });
 }
 
 }  // namespace
@@ -71,14 +77,14 @@ TensorCatalog transform(const TensorCatalog& catalog, const TransformOptions& op
         if (!cast) {
           const std::int64_t n = static_cast<std::int64_t>(t.storage()->nbytes() / in);
           const Tensor whole(t.dtype(), {n}, {1}, 0, t.storage());
-          cast = deferred_cast(static_cast<std::uint64_t>(n) * outsz, [whole, to] { return whole.to(to); });
+          cast = deferred_cast(static_cast<std::uint64_t>(n) * outsz, whole, to, options.release_pages);
         }
         t = Tensor(to, t.shape(), t.strides(), t.storage_offset(), cast);
       } else {
         const Tensor src = t;
         Shape strides = contiguous_strides(src.shape());
         t = Tensor(to, src.shape(), std::move(strides), 0,
-                   deferred_cast(static_cast<std::uint64_t>(src.numel()) * outsz, [src, to] { return src.to(to); }));
+                   deferred_cast(static_cast<std::uint64_t>(src.numel()) * outsz, src, to, options.release_pages));
       }
     }
   }

@@ -60,14 +60,20 @@ std::uint64_t DataStreamer::write_tensor(const Tensor& t, const ByteSink& sink) 
   std::vector<std::byte> buf(static_cast<std::size_t>(t.nbytes()));
   t.copy_to(buf);
   write_bytes(buf, false, sink);
-  if (is_mapped(st) && options_.release_pages) {
-    std::int64_t last = t.storage_offset();
-    for (std::size_t i = 0; i < t.shape().size(); ++i) last += (t.shape()[i] - 1) * t.strides()[i];
-    const std::size_t elem = dtype_size(t.dtype());
-    release_pages(st.bytes().subspan(static_cast<std::size_t>(t.storage_offset()) * elem,
-                                     static_cast<std::size_t>(last - t.storage_offset() + 1) * elem));
-  }
+  if (options_.release_pages) release_view_pages(t);
   return t.nbytes();
+}
+
+void release_view_pages(const Tensor& t) noexcept {
+  if (!t.defined() || t.numel() == 0 || !is_mapped(*t.storage())) return;
+  // The view's footprint in its storage: [offset, last reachable element]
+  // (the Tensor constructor checked that this lies inside the storage).
+  std::int64_t last = t.storage_offset();
+  for (std::size_t i = 0; i < t.shape().size(); ++i) last += (t.shape()[i] - 1) * t.strides()[i];
+  const std::size_t elem = dtype_size(t.dtype());
+  const auto all = t.storage()->bytes();  // a mapped storage: no work, cannot throw
+  release_pages(all.subspan(static_cast<std::size_t>(t.storage_offset()) * elem,
+                            static_cast<std::size_t>(last - t.storage_offset() + 1) * elem));
 }
 
 std::uint64_t DataStreamer::write_storage(const Storage& storage, const ByteSink& sink) {

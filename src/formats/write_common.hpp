@@ -45,6 +45,8 @@ bool is_mapped(const Storage& storage) noexcept;
 /// Asks the kernel to drop the pages under `bytes` from this process
 /// (MADV_PAGEOUT: never loses data; file pages are re-read on next use).
 void release_pages(std::span<const std::byte> bytes) noexcept;
+/// `release_pages` over the bytes `t` can reach, when its storage is mapped.
+void release_view_pages(const Tensor& t) noexcept;
 /// True when `s` is well-formed UTF-8 (what JSON and Python str need).
 bool valid_utf8(std::string_view s) noexcept;
 /// \throws Error(invalid_argument) naming the tensor when its name is not UTF-8.

@@ -29,6 +29,10 @@ struct TransformOptions {
   ///    dtype, rounding to nearest even; integer, bool and complex tensors
   ///    keep theirs. nullopt casts nothing.
   std::optional<DType> dtype;
+  /// Once a cast has read a tensor that views a mapped file, drop those
+  /// pages from the process (see `SaveOptions::release_pages`), so casting a
+  /// checkpoint larger than memory stays at about its largest tensor.
+  bool release_pages = true;
 };
 
 /// The tensors of `catalog` after `options`, in the same order, with the
