@@ -179,7 +179,7 @@ Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin) {
     detail::fail(ErrorCode::invalid_argument, op,
                  "input " + detail::str(x.shape()) + " must end in an even head dimension");
   for (const auto& [t, name] : {std::pair{&cos, "cos"}, std::pair{&sin, "sin"}})
-    if (detail::broadcast_shapes(op, t->shape(), x.shape()) != x.shape())
+    if (!detail::broadcasts_to(t->shape(), x.shape()))
       detail::fail(ErrorCode::shape_mismatch, op,
                    std::string(name) + " " + detail::str(t->shape()) + " does not broadcast to input " +
                        detail::str(x.shape()));

@@ -54,6 +54,14 @@ Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
   return out;
 }
 
+bool broadcasts_to(const Shape& shape, const Shape& target) {
+  if (shape.size() > target.size()) return false;
+  const std::size_t lead = target.size() - shape.size();
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] != 1 && shape[i] != target[lead + i]) return false;
+  return true;
+}
+
 Shape broadcast_strides(const Shape& shape, const Shape& strides, const Shape& out) {
   Shape st(out.size(), 0);
   const std::size_t lead = out.size() - shape.size();
@@ -66,8 +74,7 @@ MaskView make_mask(std::string_view op, std::string_view name, const Tensor& mas
                    DType dt, bool masked_when) {
   MaskView m;
   if (!mask.defined()) return m;
-  const Shape bs = broadcast_shapes(op, mask.shape(), shape);
-  if (bs != shape)
+  if (!broadcasts_to(mask.shape(), shape))
     fail(ErrorCode::shape_mismatch, op,
          std::string(name) + " " + str(mask.shape()) + " does not broadcast to the scores' shape " + str(shape));
   if (mask.dtype() == DType::BOOL || mask.dtype() == DType::U8) {

@@ -46,6 +46,9 @@ std::int64_t wrap_dim(std::string_view op, std::int64_t d, std::int64_t ndim);
 /// torch's broadcast of two shapes. \throws shape_mismatch naming both.
 Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b);
 
+/// True when `shape` broadcasts to exactly `target` (torch's expand rule).
+bool broadcasts_to(const Shape& shape, const Shape& target);
+
 /// Strides that walk a view of `shape`/`strides` as if broadcast to `out`
 /// (leading dims added, broadcast dims get stride 0). `shape` must broadcast.
 Shape broadcast_strides(const Shape& shape, const Shape& strides, const Shape& out);

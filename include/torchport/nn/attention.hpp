@@ -39,18 +39,18 @@ struct MultiheadAttentionOptions {
   bool batch_first = false;    ///< inputs are [N, L, E] rather than [L, N, E]
   /// [L, S] or [N * num_heads, L, S], or undefined: BOOL (or U8) **true where
   /// attention is not allowed**, or floating, added to the scores.
-  Tensor attn_mask;
+  Tensor attn_mask{};
   /// [N, S] ([S] for unbatched input), or undefined: BOOL (or U8) true for key
   /// positions to ignore, or floating, added to the scores.
-  Tensor key_padding_mask;
+  Tensor key_padding_mask{};
   bool need_weights = true;          ///< also return the attention weights
   bool average_attn_weights = true;  ///< average the returned weights over heads
 };
 
 /// What `multi_head_attention` returns.
 struct MultiheadAttentionResult {
-  Tensor output;   ///< [L, N, E] ([N, L, E] with batch_first; [L, E] unbatched)
-  Tensor weights;  ///< [N, L, S] averaged or [N, H, L, S] (no N unbatched); undefined unless need_weights
+  Tensor output{};   ///< [L, N, E] ([N, L, E] with batch_first; [L, E] unbatched)
+  Tensor weights{};  ///< [N, L, S] averaged or [N, H, L, S] (no N unbatched); undefined unless need_weights
 };
 
 /// torch.nn.MultiheadAttention's forward in eval mode, with separate q/k/v

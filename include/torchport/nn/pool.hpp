@@ -22,7 +22,7 @@ namespace torchport::nn {
 
 /// Options of `max_pool2d` (torch.nn.functional.max_pool2d's).
 struct MaxPool2dOptions {
-  std::optional<Int2> stride;  ///< default: the kernel size
+  std::optional<Int2> stride{};  ///< default: the kernel size
   Int2 padding = 0;            ///< implicit -inf padding, at most half the kernel
   Int2 dilation = 1;           ///< spacing between window elements
   bool ceil_mode = false;      ///< round output sizes up instead of down
@@ -32,11 +32,11 @@ Tensor max_pool2d(const Tensor& x, Int2 kernel_size, const MaxPool2dOptions& opt
 
 /// Options of `avg_pool2d` (torch.nn.functional.avg_pool2d's).
 struct AvgPool2dOptions {
-  std::optional<Int2> stride;                   ///< default: the kernel size
+  std::optional<Int2> stride{};                 ///< default: the kernel size
   Int2 padding = 0;                             ///< implicit zero padding, at most half the kernel
   bool ceil_mode = false;                       ///< round output sizes up instead of down
   bool count_include_pad = true;                ///< count padded zeros in the divisor
-  std::optional<std::int64_t> divisor_override;  ///< divide by this instead (non-zero)
+  std::optional<std::int64_t> divisor_override{};  ///< divide by this instead (non-zero)
 };
 /// Mean over each window. Following torch, the divisor counts padding (when
 /// `count_include_pad`) but never the part of a `ceil_mode` window beyond it.

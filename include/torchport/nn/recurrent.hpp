@@ -19,24 +19,24 @@ namespace torchport::nn {
 /// the first) and `w_hh[k]` is [H, H]. Biases are [H] per gate; an
 /// undefined bias counts as zero (torch's `bias=False`).
 struct LstmLayerWeights {
-  std::array<Tensor, 4> w_ih;  ///< input-to-hidden, [in, H] per gate i, f, g, o
-  std::array<Tensor, 4> w_hh;  ///< hidden-to-hidden, [H, H] per gate
-  std::array<Tensor, 4> b_ih;  ///< [H] per gate, or undefined
-  std::array<Tensor, 4> b_hh;  ///< [H] per gate, or undefined
+  std::array<Tensor, 4> w_ih{};  ///< input-to-hidden, [in, H] per gate i, f, g, o
+  std::array<Tensor, 4> w_hh{};  ///< hidden-to-hidden, [H, H] per gate
+  std::array<Tensor, 4> b_ih{};  ///< [H] per gate, or undefined
+  std::array<Tensor, 4> b_hh{};  ///< [H] per gate, or undefined
 };
 
 /// Options of `lstm`.
 struct LstmOptions {
   bool batch_first = false;  ///< input and output are [N, T, *] rather than [T, N, *]
-  Tensor h0;                 ///< [layers, N, H] ([layers, H] unbatched); undefined = zeros
-  Tensor c0;                 ///< like h0
+  Tensor h0{};               ///< [layers, N, H] ([layers, H] unbatched); undefined = zeros
+  Tensor c0{};               ///< like h0
 };
 
 /// What `lstm` returns (torch's `output, (h_n, c_n)`).
 struct LstmResult {
-  Tensor output;  ///< the last layer's h at every step: [T, N, H] ([N, T, H] batch_first, [T, H] unbatched)
-  Tensor h_n;     ///< every layer's final h: [layers, N, H] ([layers, H] unbatched)
-  Tensor c_n;     ///< every layer's final cell state, like h_n
+  Tensor output{};  ///< the last layer's h at every step: [T, N, H] ([N, T, H] batch_first, [T, H] unbatched)
+  Tensor h_n{};     ///< every layer's final h: [layers, N, H] ([layers, H] unbatched)
+  Tensor c_n{};     ///< every layer's final cell state, like h_n
 };
 
 /// torch.nn.LSTM's forward in eval mode (unidirectional, no projection;
