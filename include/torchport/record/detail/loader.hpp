@@ -1,0 +1,218 @@
+#pragma once
+/// \file
+/// The engine of typed loading (internal): a non-template `Loader` that knows
+/// the file's tree, and the `load_into` templates that walk a module's fields.
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_set>
+#include <utility>
+
+#include "torchport/core/error.hpp"
+#include "torchport/core/value.hpp"
+#include "torchport/formats/open.hpp"
+#include "torchport/record/adapter.hpp"
+#include "torchport/record/fields.hpp"
+#include "torchport/record/precision.hpp"
+#include "torchport/record/report.hpp"
+
+namespace torchport::detail {
+
+class Provenance;
+
+/// What a load converts to and where it leaves the bytes.
+struct LoadSettings {
+  /// Target dtypes; empty means "the dtype of the field's initial tensor, or
+  /// Full when the field has none".
+  std::optional<Precision> precision;
+  Residence residence = Residence::mapped;
+  AdapterChain adapters;
+};
+
+/// Walks the file's tree alongside a module, filling fields and recording
+/// what it does in a `LoadReport`.
+class Loader {
+ public:
+  Loader(LoadSettings settings, LoadReport& report, std::shared_ptr<Provenance> provenance);
+
+  /// The child `name` of a dict node (nullptr when absent or `node` is null).
+  const Value* child(const Value* node, std::string_view name) const;
+  /// Number of items of a sequence node: a list, or a dict whose keys are all
+  /// integers (taken in increasing order). \throws Error(corrupt) otherwise.
+  std::size_t length(const Value* node, const std::string& path) const;
+  /// Item `i` of a sequence node (see `length`).
+  const Value* item(const Value* node, std::size_t i) const;
+  /// The keys of a dict node, in order.
+  std::vector<std::string> keys(const Value* node, const std::string& path) const;
+
+  /// Runs the adapters' `import_module` for a module of kind `kind`.
+  Value adapt(std::string_view kind, const Value& node, const std::string& path);
+  /// Fills a tensor field from `node` (checks shape, converts dtype).
+  void tensor(const Value* node, const std::string& path, Tensor& field);
+  /// The scalar at `node` (a value, or a one-element tensor) as a Value of
+  /// kind Bool, Int, Float or Str; nullopt when `node` is null (reported missing).
+  std::optional<Value> scalar(const Value* node, const std::string& path, const std::string& type);
+  /// Records a field the file lacks.
+  void missing(const std::string& path, std::string type);
+
+  /// A loader that only checks (no conversion), reporting into `scratch`:
+  /// used to find which alternative of an enum module the file matches.
+  Loader trial(LoadReport& scratch) const;
+  bool is_trial() const noexcept { return trial_; }
+  /// Keys of the file this loader consumed so far.
+  std::size_t consumed() const noexcept { return consumed_.size(); }
+  const std::unordered_set<std::string>& consumed_keys() const noexcept { return consumed_; }
+  /// Where the tree's leaves came from.
+  const Provenance& provenance() const noexcept { return *provenance_; }
+
+ private:
+  void consume(const Value& leaf, const std::string& path);
+
+  LoadSettings settings_;
+  LoadReport* report_;
+  std::shared_ptr<Provenance> provenance_;
+  std::unordered_set<std::string> consumed_;
+  bool trial_ = false;
+};
+
+inline std::string join_path(const std::string& path, std::string_view name) {
+  return path.empty() ? std::string(name) : path + "." + std::string(name);
+}
+
+template <class T>
+void load_into(Loader& ld, const Value* node, const std::string& path, T& field);
+
+template <class T>
+void load_scalar(Loader& ld, const Value* node, const std::string& path, T& field) {
+  const std::optional<Value> v = ld.scalar(node, path, type_name<T>());
+  if (!v) return;
+  try {
+    if constexpr (std::is_same_v<T, std::string>) {
+      field = v->as_str();
+    } else if constexpr (std::is_same_v<T, bool>) {
+      field = v->is(Value::Kind::Bool) ? v->as_bool() : v->as_int() != 0;
+    } else if constexpr (std::is_integral_v<T>) {
+      const std::int64_t i = v->as_int();
+      if constexpr (std::is_unsigned_v<T>) {
+        if (i < 0 || static_cast<std::uint64_t>(i) > std::numeric_limits<T>::max())
+          throw Error(ErrorCode::dtype_mismatch, std::to_string(i) + " does not fit a " + type_name<T>());
+      } else {
+        if (i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max())
+          throw Error(ErrorCode::dtype_mismatch, std::to_string(i) + " does not fit a " + type_name<T>());
+      }
+      field = static_cast<T>(i);
+    } else {
+      field = static_cast<T>(v->as_float());
+    }
+  } catch (const Error& e) {
+    throw Error(e.code(), e.message(), path);
+  }
+}
+
+template <class T>
+void load_sequence(Loader& ld, const Value* node, const std::string& path, T& seq, bool resizable) {
+  if (node == nullptr && seq.empty()) {
+    ld.missing(path, type_name<T>());
+    return;
+  }
+  const std::size_t n = node ? ld.length(node, path) : 0;
+  if constexpr (requires { seq.resize(n); })
+    if (resizable && seq.empty()) seq.resize(n);
+  std::size_t i = 0;
+  for (auto& item : seq) {
+    load_into(ld, i < n ? ld.item(node, i) : nullptr, join_path(path, std::to_string(i)), item);
+    ++i;
+  }
+  // Items past the module's length stay unconsumed: the report lists them.
+}
+
+template <class... A>
+void load_variant(Loader& ld, const Value* node, const std::string& path, std::variant<A...>& field) {
+  if (node == nullptr) {
+    ld.missing(path, type_name<std::variant<A...>>());
+    return;
+  }
+  // Try each alternative without converting anything; keep the one that
+  // leaves nothing missing or mismatched and uses the most keys (ties go
+  // to the alternative already held, then to the first).
+  std::size_t best = sizeof...(A);
+  std::size_t best_bad = std::numeric_limits<std::size_t>::max(), best_used = 0;
+  auto score = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+    using Alt = std::variant_alternative_t<I, std::variant<A...>>;
+    LoadReport scratch;
+    Loader trial = ld.trial(scratch);
+    Alt candidate = field.index() == I ? std::get<I>(field) : Alt{};
+    load_into(trial, node, path, candidate);
+    const std::size_t bad = scratch.missing.size() + scratch.mismatched.size();
+    const std::size_t used = trial.consumed();
+    const bool better = bad < best_bad || (bad == best_bad && used > best_used) ||
+                        (bad == best_bad && used == best_used && I == field.index());
+    if (better) {
+      best = I;
+      best_bad = bad;
+      best_used = used;
+    }
+  };
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (score(std::integral_constant<std::size_t, I>{}), ...);
+  }(std::index_sequence_for<A...>{});
+  auto apply = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+    if (I != best) return;
+    using Alt = std::variant_alternative_t<I, std::variant<A...>>;
+    if (field.index() != I) field.template emplace<I>(Alt{});
+    load_into(ld, node, path, std::get<I>(field));
+  };
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (apply(std::integral_constant<std::size_t, I>{}), ...);
+  }(std::index_sequence_for<A...>{});
+}
+
+template <class T>
+void load_into(Loader& ld, const Value* node, const std::string& path, T& field) {
+  if constexpr (std::is_same_v<T, Tensor>) {
+    ld.tensor(node, path, field);
+  } else if constexpr (Module<T>) {
+    Value adapted;
+    if constexpr (KindedModule<T>) {
+      if (node != nullptr) {
+        adapted = ld.adapt(T::kKind, *node, path);
+        node = &adapted;
+      }
+    }
+    visit_fields(field, [&](const char* name, auto& f) { load_into(ld, ld.child(node, name), join_path(path, name), f); });
+  } else if constexpr (is_optional<T>::value) {
+    if (node == nullptr) {
+      field.reset();
+      return;
+    }
+    typename T::value_type value = field ? std::move(*field) : typename T::value_type{};
+    load_into(ld, node, path, value);
+    field = std::move(value);
+  } else if constexpr (is_vector<T>::value) {
+    load_sequence(ld, node, path, field, true);
+  } else if constexpr (is_array<T>::value) {
+    load_sequence(ld, node, path, field, false);
+  } else if constexpr (is_string_map<T>::value) {
+    if (node == nullptr) {
+      if (field.empty()) ld.missing(path, type_name<T>());
+      for (auto& [k, v] : field) load_into(ld, nullptr, join_path(path, k), v);
+      return;
+    }
+    if (field.empty())
+      for (const auto& k : ld.keys(node, path)) field.emplace(k, typename T::mapped_type{});
+    for (auto& [k, v] : field) load_into(ld, ld.child(node, k), join_path(path, k), v);
+  } else if constexpr (is_variant<T>::value) {
+    load_variant(ld, node, path, field);
+  } else if constexpr (is_scalar_v<T> || std::is_same_v<T, std::string>) {
+    load_scalar(ld, node, path, field);
+  } else {
+    static_assert(sizeof(T) == 0, "this field type cannot be recorded; see torchport/record/fields.hpp");
+  }
+}
+
+}  // namespace torchport::detail

@@ -1,0 +1,191 @@
+#pragma once
+/// \file
+/// Typed loading: a checkpoint into a module the user declared.
+///
+/// \code
+/// Net net = make_net(config);
+/// auto report = torchport::load(net, "model.pt",
+///     torchport::LoadArgs{}.top_level_key("state_dict").remap(R"(^module\.(.*))", "$1"));
+/// std::puts(report.summary().c_str());
+/// \endcode
+///
+/// The flow: the file's tensors (under the top-level key) -> remap rules ->
+/// include/exclude filters -> unflatten into a tree (numeric segments become
+/// lists, gaps compacted) -> for each field of the module: adapters of its
+/// kind, shape check, dtype conversion -> the report.
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "torchport/formats/catalog.hpp"
+#include "torchport/formats/open.hpp"
+#include "torchport/record/adapter.hpp"
+#include "torchport/record/detail/loader.hpp"
+#include "torchport/record/fields.hpp"
+#include "torchport/record/precision.hpp"
+#include "torchport/record/remap.hpp"
+#include "torchport/record/report.hpp"
+
+namespace torchport {
+
+/// Whose layout a file's records are in.
+enum class Layout {
+  Auto,     ///< PyTorch for PyTorch and safetensors files, ours for our recorders' files
+  PyTorch,  ///< apply `PyTorchAdapter` first
+  Native,   ///< no layout adapter
+};
+
+/// How to load a file into a module. Setters return `*this` for chaining.
+class LoadArgs {
+ public:
+  /// Load only what lies under `key` ("state_dict", "model.ema").
+  LoadArgs& top_level_key(std::string key) { top_level_key_ = std::move(key); return *this; }
+  /// Appends a rename rule (PCRE2, `$1` / `${name}`); rules apply in order,
+  /// each to the output of the previous. \throws Error(invalid_argument).
+  LoadArgs& remap(std::string_view pattern, std::string_view replacement) { remap_.add(pattern, replacement); return *this; }
+  /// Keeps only keys (after remapping) matching one of the includes...
+  LoadArgs& include(std::string_view re) { filter_.include(re); return *this; }
+  /// ...and none of the excludes.
+  LoadArgs& exclude(std::string_view re) { filter_.exclude(re); return *this; }
+  /// Fields the file lacks keep their initial values and are only reported
+  /// (default: they are an Error(missing_key)).
+  LoadArgs& allow_partial(bool on = true) { allow_partial_ = on; return *this; }
+  /// Keys no field uses are an Error(unused_key) (default: only reported).
+  LoadArgs& strict(bool on = true) { strict_ = on; return *this; }
+  /// Convert every tensor by this precision (default: to the dtype of the
+  /// field's initial tensor, or Full when it has none).
+  LoadArgs& precision(Precision p) { precision_ = p; return *this; }
+  /// Copy tensors into owned memory (default: tensors whose dtype and
+  /// layout already match stay zero-copy views of the mapped file).
+  LoadArgs& residence(Residence r) { residence_ = r; return *this; }
+  /// Appends an adapter, applied after the layout adapter.
+  LoadArgs& adapter(std::shared_ptr<const Adapter> a) { adapters_.push_back(std::move(a)); return *this; }
+  /// Overrides which layout the file is in.
+  LoadArgs& layout(Layout l) { layout_ = l; return *this; }
+  /// Fills `LoadReport::keys`: original key -> remapped key, dtype, shape.
+  LoadArgs& debug(bool on = true) { debug_ = on; return *this; }
+  /// Options for opening the file (limits, format).
+  LoadArgs& open_options(OpenOptions o) { open_ = std::move(o); return *this; }
+
+  const std::string& top_level_key() const noexcept { return top_level_key_; }
+  const KeyRemap& remap() const noexcept { return remap_; }
+  const KeyFilter& filter() const noexcept { return filter_; }
+  bool allow_partial() const noexcept { return allow_partial_; }
+  bool strict() const noexcept { return strict_; }
+  const std::optional<Precision>& precision() const noexcept { return precision_; }
+  Residence residence() const noexcept { return residence_; }
+  const AdapterChain& adapters() const noexcept { return adapters_; }
+  Layout layout() const noexcept { return layout_; }
+  bool debug() const noexcept { return debug_; }
+  const OpenOptions& open_options() const noexcept { return open_; }
+
+ private:
+  std::string top_level_key_;
+  KeyRemap remap_;
+  KeyFilter filter_;
+  bool allow_partial_ = false;
+  bool strict_ = false;
+  std::optional<Precision> precision_;
+  Residence residence_ = Residence::mapped;
+  AdapterChain adapters_;
+  Layout layout_ = Layout::Auto;
+  bool debug_ = false;
+  OpenOptions open_;
+};
+
+namespace detail {
+
+/// A prepared load: the file's tree and the loader walking it.
+struct PreparedLoad {
+  Value tree;
+  LoadReport report;
+  std::unique_ptr<Loader> loader;
+};
+
+/// Selects, remaps, filters and unflattens a catalogue's tensors (and the
+/// scalars of its root) into a tree, and sets up the loader.
+PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args);
+/// Lists unused keys, suggests names for missing fields, and throws what the
+/// args make an error. Returns the report.
+LoadReport finish_load(PreparedLoad& p, const LoadArgs& args);
+
+}  // namespace detail
+
+/// Loads `catalog` into `module`. Fields present in the file are replaced;
+/// the others keep their initial values.
+/// \throws Error(shape_mismatch) when a tensor's shape differs from the
+/// field's initial one, Error(missing_key) for missing fields unless
+/// `allow_partial`, Error(unused_key) for unused keys when `strict`,
+/// Error(dtype_mismatch) when a value does not convert; each names the key
+/// path and, for missing ones, the field's type and the nearest unused keys.
+template <Module M>
+LoadReport load(M& module, const TensorCatalog& catalog, const LoadArgs& args = {}) {
+  detail::PreparedLoad p = detail::prepare_load(catalog, args);
+  detail::load_into(*p.loader, &p.tree, "", module);
+  return detail::finish_load(p, args);
+}
+
+/// Opens `path` (any format `open()` reads) and loads it into `module`.
+template <Module M>
+LoadReport load(M& module, const std::filesystem::path& path, const LoadArgs& args = {}) {
+  return load(module, open(path, args.open_options()), args);
+}
+
+/// Loads a record from a value tree as it is (no remapping, no adapter):
+/// what the recorders and `load_config` use.
+template <class T>
+LoadReport load_value(T& target, const Value& tree, const LoadArgs& args = LoadArgs{}.layout(Layout::Native)) {
+  detail::PreparedLoad p = detail::prepare_load(TensorCatalog::from_value("value", tree), args);
+  detail::load_into(*p.loader, &p.tree, "", target);
+  return detail::finish_load(p, args);
+}
+
+/// Reads a dict stored in a checkpoint (ints, floats, bools, strings, lists,
+/// nested dicts) into a struct declared with `TORCHPORT_FIELDS`.
+/// `key` is a dotted path to the dict ("config", "hparams.model"); empty for
+/// the root. \throws Error(missing_key) when the key or a field is absent.
+template <Module C>
+C load_config(const std::filesystem::path& path, std::string_view key = {}) {
+  const TensorCatalog cat = open(path);
+  const Value* node = &cat.root();
+  std::string_view rest = key;
+  while (node != nullptr && !rest.empty()) {
+    const auto dot = rest.find('.');
+    node = node->find(rest.substr(0, dot));
+    rest = dot == std::string_view::npos ? std::string_view{} : rest.substr(dot + 1);
+  }
+  if (node == nullptr)
+    throw Error(ErrorCode::missing_key, "the file has no config under this key", std::string(key), std::nullopt,
+                path.filename().string());
+  C config{};
+  load_value(config, *node);
+  return config;
+}
+
+/// Burn's `PyTorchFileRecorder`: loads PyTorch files into modules at one
+/// precision.
+class PyTorchFileRecorder {
+ public:
+  explicit PyTorchFileRecorder(Precision precision = Precision::Full) : precision_(precision) {}
+  /// Loads `path` into `module`, with `args` (its precision is this recorder's).
+  template <Module M>
+  LoadReport load(M& module, const std::filesystem::path& path, LoadArgs args = {}) const {
+    args.precision(precision_).layout(Layout::PyTorch);
+    return torchport::load(module, path, args);
+  }
+  /// A default-constructed `M` loaded from `path` (all fields from the file).
+  template <Module M>
+  M load(const std::filesystem::path& path, LoadArgs args = {}) const {
+    M module{};
+    load(module, path, std::move(args));
+    return module;
+  }
+
+ private:
+  Precision precision_;
+};
+
+}  // namespace torchport

@@ -1,0 +1,57 @@
+#pragma once
+/// \file
+/// `LoadReport`: what a typed load did with every key.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "torchport/core/tensor.hpp"
+
+namespace torchport {
+
+/// What a load did: which fields were filled, which the file lacked, which
+/// keys nobody used, and which shapes disagreed.
+struct LoadReport {
+  /// A field of the module the file has no key for.
+  struct Missing {
+    std::string path;                      ///< the field's key path ("head.weight")
+    std::string type;                      ///< the field's type ("Tensor", "Linear", "int")
+    std::vector<std::string> did_you_mean; ///< nearest unused keys, best first
+  };
+  /// A tensor whose shape differs from the field's.
+  struct Mismatch {
+    std::string path;
+    std::string source;  ///< the key it came from in the file
+    Shape expected;
+    Shape found;
+  };
+  /// One line of the debug listing.
+  struct KeyLine {
+    std::string original;  ///< key in the file (after the top-level key)
+    std::string remapped;  ///< after the remap rules ("" when filtered out)
+    std::string dtype;
+    Shape shape;
+  };
+
+  std::string source;                 ///< the file
+  std::vector<std::string> loaded;    ///< field paths filled from the file
+  std::vector<Missing> missing;
+  std::vector<std::string> unused;    ///< keys of the file no field consumed
+  std::vector<Mismatch> mismatched;
+  std::vector<KeyLine> keys;          ///< filled when LoadArgs::debug is set
+  std::uint64_t tensors = 0;          ///< tensors loaded
+  std::uint64_t elements = 0;         ///< their elements (parameters and buffers)
+  std::uint64_t bytes = 0;            ///< their bytes, in the module's dtypes
+  std::uint64_t zero_copy_bytes = 0;  ///< of which left in the mapped file
+
+  /// True when nothing is missing, unused or mismatched.
+  bool clean() const noexcept { return missing.empty() && unused.empty() && mismatched.empty(); }
+  /// A human summary: counts, then every missing field (with suggestions),
+  /// unused key and mismatch.
+  std::string summary() const;
+  /// The debug listing: original key -> remapped key, dtype, shape.
+  std::string key_listing() const;
+};
+
+}  // namespace torchport

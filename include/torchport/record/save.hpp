@@ -1,0 +1,112 @@
+#pragma once
+/// \file
+/// The other direction: a module to a value tree (what recorders and writers
+/// save), and ways to print and compare modules.
+
+#include <string>
+#include <type_traits>
+
+#include "torchport/core/value.hpp"
+#include "torchport/formats/catalog.hpp"
+#include "torchport/record/adapter.hpp"
+#include "torchport/record/fields.hpp"
+#include "torchport/record/precision.hpp"
+
+namespace torchport {
+
+/// How to turn a module into a tree.
+struct SaveSettings {
+  /// Dtypes of the saved tensors (Keep saves them as they are).
+  Precision precision = Precision::Keep;
+  /// Adapters, applied in reverse order, bottom-up (`PyTorchAdapter` to save
+  /// in PyTorch's layout).
+  AdapterChain adapters;
+};
+
+namespace detail {
+
+Tensor save_tensor(const Tensor& t, const std::string& path, const SaveSettings& s);
+Value export_module(std::string_view kind, Value node, const SaveSettings& s);
+
+template <class T>
+Value to_value_at(const T& field, const std::string& path, const SaveSettings& s) {
+  auto child = [&](std::string_view name) { return path.empty() ? std::string(name) : path + "." + std::string(name); };
+  if constexpr (std::is_same_v<T, Tensor>) {
+    return field.defined() ? Value::tensor(save_tensor(field, path, s)) : Value();
+  } else if constexpr (Module<T>) {
+    Value d = Value::dict();
+    visit_fields(field, [&](const char* name, const auto& f) {
+      Value v = to_value_at(f, child(name), s);
+      if (!v.is_none()) d.insert(Value::str(name), std::move(v));
+    });
+    if constexpr (KindedModule<T>) return export_module(T::kKind, std::move(d), s);
+    return d;
+  } else if constexpr (is_optional<T>::value) {
+    return field ? to_value_at(*field, path, s) : Value();
+  } else if constexpr (is_vector<T>::value || is_array<T>::value) {
+    Value l = Value::list();
+    std::size_t i = 0;
+    for (const auto& item : field) l.append(to_value_at(item, child(std::to_string(i++)), s));
+    return l;
+  } else if constexpr (is_string_map<T>::value) {
+    Value d = Value::dict();
+    for (const auto& [k, v] : field) d.insert(Value::str(k), to_value_at(v, child(k), s));
+    return d;
+  } else if constexpr (is_variant<T>::value) {
+    return std::visit([&](const auto& alt) { return to_value_at(alt, path, s); }, field);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return Value::boolean(field);
+  } else if constexpr (std::is_integral_v<T>) {
+    return Value::integer(static_cast<std::int64_t>(field));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return Value::real(static_cast<double>(field));
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return Value::str(field);
+  } else {
+    static_assert(sizeof(T) == 0, "this field type cannot be recorded; see torchport/record/fields.hpp");
+  }
+}
+
+}  // namespace detail
+
+/// The record of `module` as a value tree: modules and maps become dicts,
+/// vectors and arrays lists, tensors stay tensors (converted by the
+/// precision), an empty optional or undefined tensor is left out, an enum
+/// module is its active alternative.
+template <class T>
+Value to_value(const T& module, const SaveSettings& settings = {}) {
+  return detail::to_value_at(module, "", settings);
+}
+
+/// The tensors of `module` under their dotted key paths ("blocks.0.conv.weight").
+template <class T>
+TensorCatalog to_catalog(const T& module, const SaveSettings& settings = {}) {
+  return TensorCatalog::from_value("torchport-module", to_value(module, settings));
+}
+
+/// The module as PyTorch would name and lay out its state_dict (PyTorch
+/// adapter applied), ready for the PyTorch and safetensors writers.
+template <class T>
+TensorCatalog to_pytorch_state_dict(const T& module, Precision precision = Precision::Keep) {
+  SaveSettings s;
+  s.precision = precision;
+  s.adapters.push_back(std::make_shared<PyTorchAdapter>());
+  return TensorCatalog::from_value("pytorch-state-dict", to_value(module, s));
+}
+
+/// A tree of the module's fields with dtypes, shapes and per-subtree
+/// element counts and bytes, one field per line.
+std::string describe(const Value& tree);
+template <class T>
+std::string describe(const T& module) {
+  return describe(to_value(module));
+}
+
+/// True when two records have the same structure and bitwise equal tensors.
+bool records_equal(const Value& a, const Value& b);
+template <class T>
+bool records_equal(const T& a, const T& b) {
+  return records_equal(to_value(a), to_value(b));
+}
+
+}  // namespace torchport

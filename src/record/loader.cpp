@@ -1,0 +1,433 @@
+// Typed loading: the tree a module is loaded from (selection, remapping,
+// filtering, unflattening), the per-field work (adapters, shape checks,
+// conversions), and the report.
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <unordered_map>
+
+#include "torchport/record/load.hpp"
+
+namespace torchport::detail {
+
+// Where each leaf of the tree came from: the file's key (after remapping) of
+// every leaf, by the identity of its value; tensors an adapter made point to
+// the leaf they were made from. Scalars have no identity: they are tracked by
+// their path in the tree, which adapters do not rename.
+class Provenance : public AdapterContext {
+ public:
+  void add_leaf(const Value& leaf, const std::string& key) {
+    keys_.push_back(key);
+    if (leaf.identity() != nullptr) origin_[leaf.identity()] = key;
+  }
+  Value derive(Tensor t, const Value& from) override {
+    Value v = Value::tensor(std::move(t));
+    const auto it = origin_.find(from.identity());
+    if (it != origin_.end()) origin_[v.identity()] = it->second;
+    return v;
+  }
+  // The file key of a leaf reached at `path`.
+  std::string key_of(const Value& leaf, const std::string& path) const {
+    if (leaf.identity() != nullptr) {
+      const auto it = origin_.find(leaf.identity());
+      if (it != origin_.end()) return it->second;
+    }
+    return path;
+  }
+  const std::vector<std::string>& keys() const noexcept { return keys_; }
+
+ private:
+  std::unordered_map<const void*, std::string> origin_;
+  std::vector<std::string> keys_;
+};
+
+namespace {
+
+bool parse_index(std::string_view s, std::size_t& out) {
+  if (s.empty() || (s.size() > 1 && s[0] == '0')) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+std::string key_text(const Value& k) {
+  if (k.is(Value::Kind::Str)) return k.as_str();
+  if (k.is(Value::Kind::Int)) return std::to_string(k.as_int());
+  return k.repr();
+}
+
+// A dict whose keys are all non-negative integers, as (index, value) sorted.
+bool numeric_items(const Value& node, std::vector<std::pair<std::size_t, const Value*>>& out) {
+  out.clear();
+  for (const auto& [k, v] : node.pairs()) {
+    std::size_t i;
+    if (k.is(Value::Kind::Int) && k.as_int() >= 0) i = static_cast<std::size_t>(k.as_int());
+    else if (!k.is(Value::Kind::Str) || !parse_index(k.as_str(), i)) return false;
+    out.emplace_back(i, &v);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return true;
+}
+
+// Dotted keys to a tree: segments become dict levels; a level whose keys are
+// all integers becomes a list, in increasing order, gaps closed (fc.0, fc.2,
+// fc.4 -> fc[0], fc[1], fc[2], as nn.Sequential with activations leaves them).
+class Trie {
+ public:
+  void insert(const std::string& key, Value leaf) {
+    std::size_t node = 0;
+    std::size_t start = 0;
+    for (;;) {
+      const auto dot = key.find('.', start);
+      const std::string seg = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      if (nodes_[node].leaf)
+        throw Error(ErrorCode::corrupt, "key is both a value and the prefix of '" + key + "'",
+                    key.substr(0, start == 0 ? 0 : start - 1));
+      auto& kids = nodes_[node].children;
+      auto it = std::find_if(kids.begin(), kids.end(), [&](const auto& c) { return c.first == seg; });
+      std::size_t next;
+      if (it == kids.end()) {
+        next = nodes_.size();
+        kids.emplace_back(seg, next);  // may reallocate nodes_ below; index stays valid
+        nodes_.emplace_back();
+      } else {
+        next = it->second;
+      }
+      node = next;
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    if (nodes_[node].leaf || !nodes_[node].children.empty())
+      throw Error(ErrorCode::corrupt, "two values for the same key (after remapping)", key);
+    nodes_[node].leaf = std::move(leaf);
+  }
+
+  Value build(std::size_t node = 0) const {
+    const Node& n = nodes_[node];
+    if (n.leaf) return *n.leaf;
+    std::vector<std::pair<std::size_t, std::size_t>> numeric;
+    bool all_numeric = !n.children.empty();
+    for (const auto& [seg, child] : n.children) {
+      std::size_t i;
+      if (!parse_index(seg, i)) {
+        all_numeric = false;
+        break;
+      }
+      numeric.emplace_back(i, child);
+    }
+    if (all_numeric) {
+      std::sort(numeric.begin(), numeric.end());
+      Value list = Value::list();
+      for (const auto& [i, child] : numeric) list.append(build(child));
+      return list;
+    }
+    Value dict = Value::dict();
+    for (const auto& [seg, child] : n.children) dict.insert(Value::str(seg), build(child));
+    return dict;
+  }
+
+ private:
+  struct Node {
+    std::vector<std::pair<std::string, std::size_t>> children;
+    std::optional<Value> leaf;
+  };
+  std::vector<Node> nodes_{Node{}};
+};
+
+// Scalars of the root reachable through dicts and lists (configs and
+// counters), with the catalogue's naming rules.
+void collect_scalars(const Value& v, const std::string& prefix, std::vector<std::pair<std::string, Value>>& out) {
+  switch (v.kind()) {
+    case Value::Kind::Dict:
+      for (const auto& [k, x] : v.pairs()) collect_scalars(x, join_path(prefix, key_text(k)), out);
+      break;
+    case Value::Kind::List:
+    case Value::Kind::Tuple: {
+      std::size_t i = 0;
+      for (const auto& x : v.items()) collect_scalars(x, join_path(prefix, std::to_string(i++)), out);
+      break;
+    }
+    case Value::Kind::Bool:
+    case Value::Kind::Int:
+    case Value::Kind::Float:
+    case Value::Kind::Str:
+      if (!prefix.empty()) out.emplace_back(prefix, v);
+      break;
+    default: break;
+  }
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t prev = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t cur = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      prev = cur;
+    }
+  }
+  return row[b.size()];
+}
+
+// The unused keys closest to a missing field's path: small edit distance, or
+// the same last two segments under another prefix.
+std::vector<std::string> suggestions(const std::string& path, const std::vector<std::string>& unused) {
+  std::vector<std::pair<std::size_t, std::string>> scored;
+  const auto tail = [](std::string_view s) {
+    const auto last = s.rfind('.');
+    if (last == std::string_view::npos) return s;
+    const auto prev = s.rfind('.', last - 1);
+    return prev == std::string_view::npos ? s : s.substr(prev + 1);
+  };
+  const std::size_t budget = std::max<std::size_t>(3, path.size() / 3);
+  for (const auto& u : unused) {
+    std::size_t d = edit_distance(path, u);
+    if (d > budget && tail(u) == tail(path)) d = budget;  // same leaf, other prefix
+    if (d <= budget) scored.emplace_back(d, u);
+  }
+  std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < scored.size() && i < 3; ++i) out.push_back(scored[i].second);
+  return out;
+}
+
+bool is_native_format(std::string_view format) {
+  return format == "value" || format.starts_with("torchport");
+}
+
+}  // namespace
+
+Loader::Loader(LoadSettings settings, LoadReport& report, std::shared_ptr<Provenance> provenance)
+    : settings_(std::move(settings)), report_(&report), provenance_(std::move(provenance)) {}
+
+Loader Loader::trial(LoadReport& scratch) const {
+  Loader t(settings_, scratch, provenance_);
+  t.trial_ = true;
+  return t;
+}
+
+const Value* Loader::child(const Value* node, std::string_view name) const {
+  if (node == nullptr || !node->is(Value::Kind::Dict)) return nullptr;
+  return node->find(name);
+}
+
+std::size_t Loader::length(const Value* node, const std::string& path) const {
+  if (node->is(Value::Kind::List) || node->is(Value::Kind::Tuple)) return node->size();
+  std::vector<std::pair<std::size_t, const Value*>> items;
+  if (node->is(Value::Kind::Dict) && numeric_items(*node, items)) return items.size();
+  throw Error(ErrorCode::corrupt,
+              "the module has a list here but the file has a " + std::string(node->kind_name()) +
+                  (node->is(Value::Kind::Dict) ? " with non-numeric keys" : ""),
+              path);
+}
+
+const Value* Loader::item(const Value* node, std::size_t i) const {
+  if (node->is(Value::Kind::List) || node->is(Value::Kind::Tuple))
+    return i < node->size() ? &node->items()[i] : nullptr;
+  std::vector<std::pair<std::size_t, const Value*>> items;
+  if (node->is(Value::Kind::Dict) && numeric_items(*node, items) && i < items.size()) return items[i].second;
+  return nullptr;
+}
+
+std::vector<std::string> Loader::keys(const Value* node, const std::string& path) const {
+  if (node->is(Value::Kind::List) || node->is(Value::Kind::Tuple)) {
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < node->size(); ++i) out.push_back(std::to_string(i));
+    return out;
+  }
+  if (!node->is(Value::Kind::Dict))
+    throw Error(ErrorCode::corrupt, "the module has a map here but the file has a " + std::string(node->kind_name()),
+                path);
+  std::vector<std::string> out;
+  for (const auto& [k, v] : node->pairs()) out.push_back(key_text(k));
+  return out;
+}
+
+Value Loader::adapt(std::string_view kind, const Value& node, const std::string& path) {
+  Value v = node;
+  try {
+    for (const auto& a : settings_.adapters) v = a->import_module(kind, v, *provenance_);
+  } catch (const Error& e) {
+    throw e.at_key(path);
+  }
+  return v;
+}
+
+void Loader::consume(const Value& leaf, const std::string& path) {
+  consumed_.insert(provenance_->key_of(leaf, path));
+}
+
+void Loader::missing(const std::string& path, std::string type) {
+  report_->missing.push_back({path, std::move(type), {}});
+}
+
+void Loader::tensor(const Value* node, const std::string& path, Tensor& field) {
+  if (node == nullptr) {
+    missing(path, "Tensor");
+    return;
+  }
+  if (!node->is(Value::Kind::Tensor))
+    throw Error(ErrorCode::dtype_mismatch,
+                "the module has a tensor here but the file has a " + std::string(node->kind_name()) + " " +
+                    node->repr(3),
+                path);
+  consume(*node, path);
+  Tensor t = node->as_tensor();
+  try {
+    for (const auto& a : settings_.adapters) t = a->import_tensor(path, t);
+  } catch (const Error& e) {
+    throw e.at_key(path);
+  }
+  if (field.defined() && field.shape() != t.shape()) {
+    report_->mismatched.push_back({path, provenance_->key_of(*node, path), field.shape(), t.shape()});
+    return;
+  }
+  if (trial_) return;
+  DType target;
+  if (settings_.precision) target = precision_dtype(*settings_.precision, t.dtype());
+  else if (field.defined()) target = field.dtype();
+  else target = precision_dtype(Precision::Full, t.dtype());
+  try {
+    if (t.dtype() != target || !t.is_contiguous()) t = t.to(target);
+    else if (settings_.residence == Residence::owned && !t.storage()->writable()) t = t.clone();
+  } catch (const Error& e) {
+    throw Error(e.code(), e.message(), path, e.offset(), e.where());
+  }
+  report_->loaded.push_back(path);
+  report_->tensors += 1;
+  report_->elements += static_cast<std::uint64_t>(t.numel());
+  report_->bytes += t.nbytes();
+  if (t.storage()->borrowed()) report_->zero_copy_bytes += t.nbytes();
+  field = std::move(t);
+}
+
+std::optional<Value> Loader::scalar(const Value* node, const std::string& path, const std::string& type) {
+  if (node == nullptr) {
+    missing(path, type);
+    return std::nullopt;
+  }
+  consume(*node, path);
+  if (!trial_) report_->loaded.push_back(path);
+  if (node->is(Value::Kind::Tensor)) {
+    const Tensor& t = node->as_tensor();
+    if (t.numel() != 1)
+      throw Error(ErrorCode::shape_mismatch,
+                  "the module has a " + type + " here but the file has a tensor of shape " + shape_to_string(t.shape()),
+                  path);
+    if (is_floating(t.dtype())) {
+      const Tensor f = t.to(DType::F64);
+      return Value::real(f.span<double>()[0]);
+    }
+    if (t.dtype() == DType::BOOL) {
+      const Tensor b = t.contiguous();
+      return Value::boolean(b.span<bool>()[0]);
+    }
+    const Tensor i = t.to(DType::I64);
+    return Value::integer(i.span<std::int64_t>()[0]);
+  }
+  if (node->is(Value::Kind::Bool) || node->is(Value::Kind::Int) || node->is(Value::Kind::Float) ||
+      node->is(Value::Kind::Str))
+    return *node;
+  throw Error(ErrorCode::dtype_mismatch,
+              "the module has a " + type + " here but the file has a " + std::string(node->kind_name()), path);
+}
+
+PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args) {
+  PreparedLoad p;
+  const TensorCatalog cat = args.top_level_key().empty() ? catalog : catalog.select(args.top_level_key());
+  std::vector<std::pair<std::string, Value>> leaves;
+  leaves.reserve(cat.size());
+  for (const auto& t : cat.tensors()) leaves.emplace_back(t.name, Value::tensor(t.tensor));
+  collect_scalars(cat.root(), "", leaves);
+
+  auto provenance = std::make_shared<Provenance>();
+  Trie trie;
+  std::unordered_map<std::string, std::string> taken;  // remapped -> original
+  for (auto& [name, leaf] : leaves) {
+    const std::string key = args.remap().empty() ? name : args.remap().apply(name);
+    const bool kept = args.filter().accepts(key);
+    if (args.debug()) {
+      LoadReport::KeyLine line{name, kept ? key : "", "", {}};
+      if (leaf.is(Value::Kind::Tensor)) {
+        line.dtype = std::string(dtype_name(leaf.as_tensor().dtype()));
+        line.shape = leaf.as_tensor().shape();
+      } else {
+        line.dtype = "scalar " + std::string(leaf.kind_name());
+      }
+      p.report.keys.push_back(std::move(line));
+    }
+    if (!kept) continue;
+    auto [it, fresh] = taken.emplace(key, name);
+    if (!fresh)
+      throw Error(ErrorCode::invalid_argument,
+                  "the remap rules turn both '" + it->second + "' and '" + name + "' into '" + key + "'", key);
+    provenance->add_leaf(leaf, key);
+    trie.insert(key, leaf);
+  }
+  p.tree = trie.build();
+
+  LoadSettings settings;
+  settings.precision = args.precision();
+  settings.residence = args.residence();
+  const bool pytorch = args.layout() == Layout::PyTorch ||
+                       (args.layout() == Layout::Auto && !is_native_format(catalog.format()));
+  if (pytorch) settings.adapters.push_back(std::make_shared<PyTorchAdapter>());
+  for (const auto& a : args.adapters()) settings.adapters.push_back(a);
+  p.report.source = catalog.format();
+  p.loader = std::make_unique<Loader>(std::move(settings), p.report, std::move(provenance));
+  return p;
+}
+
+LoadReport finish_load(PreparedLoad& p, const LoadArgs& args) {
+  LoadReport& r = p.report;
+  const auto& used = p.loader->consumed_keys();
+  for (const auto& k : p.loader->provenance().keys())
+    if (!used.count(k)) r.unused.push_back(k);
+  // Suggestions cost |missing| x |unused| edit distances: give them to the
+  // first few missing fields, which is what a reader looks at.
+  constexpr std::size_t kSuggested = 32;
+  for (std::size_t i = 0; i < r.missing.size() && i < kSuggested; ++i)
+    r.missing[i].did_you_mean = suggestions(r.missing[i].path, r.unused);
+
+  auto listing = [](const auto& items, auto&& show) {
+    std::string s;
+    for (std::size_t i = 0; i < items.size() && i < 8; ++i) s += (i ? ", " : "") + show(items[i]);
+    if (items.size() > 8) s += ", ... " + std::to_string(items.size() - 8) + " more";
+    return s;
+  };
+  if (!r.mismatched.empty()) {
+    const auto& m = r.mismatched.front();
+    throw Error(ErrorCode::shape_mismatch,
+                "the module expects shape " + shape_to_string(m.expected) + " but the file's '" + m.source +
+                    "' has " + shape_to_string(m.found) +
+                    (r.mismatched.size() > 1
+                         ? " (" + std::to_string(r.mismatched.size()) + " mismatches: " +
+                               listing(r.mismatched, [](const LoadReport::Mismatch& x) {
+                                 return x.path + " " + shape_to_string(x.expected) + " vs " + shape_to_string(x.found);
+                               }) +
+                               ")"
+                         : std::string()),
+                m.path, std::nullopt, r.source);
+  }
+  if (!r.missing.empty() && !args.allow_partial()) {
+    const auto& m = r.missing.front();
+    std::string msg = "the module's field '" + m.path + "' (" + m.type + ") has no key in the file";
+    if (!m.did_you_mean.empty()) msg += "; did you mean '" + m.did_you_mean.front() + "'?";
+    if (r.missing.size() > 1)
+      msg += " (" + std::to_string(r.missing.size()) + " fields missing: " +
+             listing(r.missing, [](const LoadReport::Missing& x) { return x.path; }) + ")";
+    msg += ". Remap keys with LoadArgs::remap, or keep initial values with LoadArgs::allow_partial";
+    throw Error(ErrorCode::missing_key, msg, m.path, std::nullopt, r.source);
+  }
+  if (!r.unused.empty() && args.strict())
+    throw Error(ErrorCode::unused_key,
+                std::to_string(r.unused.size()) + " key(s) of the file are used by no field: " +
+                    listing(r.unused, [](const std::string& x) { return x; }),
+                r.unused.front(), std::nullopt, r.source);
+  return r;
+}
+
+}  // namespace torchport::detail

@@ -1,0 +1,59 @@
+#include "torchport/record/report.hpp"
+
+#include <cstdio>
+
+namespace torchport {
+namespace {
+
+std::string count(std::uint64_t n) {
+  char buf[32];
+  if (n >= 1000000) std::snprintf(buf, sizeof buf, "%.1fM", static_cast<double>(n) / 1e6);
+  else if (n >= 1000) std::snprintf(buf, sizeof buf, "%.1fk", static_cast<double>(n) / 1e3);
+  else std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(n));
+  return buf;
+}
+
+}  // namespace
+
+std::string LoadReport::summary() const {
+  std::string s = "loaded " + std::to_string(tensors) + " tensors (" + count(elements) + " elements, " +
+                  count(bytes) + "B";
+  if (zero_copy_bytes) s += ", " + count(zero_copy_bytes) + "B zero-copy";
+  s += ")";
+  if (!source.empty()) s += " from " + source;
+  s += "\n";
+  if (clean()) return s + "every field found, every key used\n";
+  if (!missing.empty()) {
+    s += "missing " + std::to_string(missing.size()) + ":\n";
+    for (const auto& m : missing) {
+      s += "  " + m.path + " (" + m.type + ")";
+      if (!m.did_you_mean.empty()) {
+        s += "  did you mean";
+        for (std::size_t i = 0; i < m.did_you_mean.size(); ++i) s += (i ? ", '" : " '") + m.did_you_mean[i] + "'";
+        s += "?";
+      }
+      s += "\n";
+    }
+  }
+  if (!unused.empty()) {
+    s += "unused " + std::to_string(unused.size()) + ":\n";
+    for (const auto& u : unused) s += "  " + u + "\n";
+  }
+  if (!mismatched.empty()) {
+    s += "shape mismatches " + std::to_string(mismatched.size()) + ":\n";
+    for (const auto& m : mismatched)
+      s += "  " + m.path + ": expected " + shape_to_string(m.expected) + ", file '" + m.source + "' has " +
+           shape_to_string(m.found) + "\n";
+  }
+  return s;
+}
+
+std::string LoadReport::key_listing() const {
+  std::string s;
+  for (const auto& k : keys)
+    s += k.original + " -> " + (k.remapped.empty() ? std::string("(filtered out)") : k.remapped) + "  " + k.dtype +
+         (k.dtype.starts_with("scalar") ? std::string() : shape_to_string(k.shape)) + "\n";
+  return s;
+}
+
+}  // namespace torchport

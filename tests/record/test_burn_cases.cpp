@@ -1,0 +1,623 @@
+// Burn's pytorch-tests, ported: each case loads a file torch wrote (see
+// tests/record/cases/<case>.py) into the equivalent C++ module, checks every
+// tensor against the values torch holds (in our layout), and runs the
+// forward pass against torch's output.
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "support/fixtures.hpp"
+#include "torchport/core/error.hpp"
+#include "torchport/formats/open.hpp"
+#include "torchport/nn/modules.hpp"
+#include "torchport/nn/ops.hpp"
+#include "torchport/record/load.hpp"
+#include "torchport/record/save.hpp"
+
+using namespace torchport;
+
+namespace {
+
+std::filesystem::path case_file(const std::string& name) {
+  return std::filesystem::path(TORCHPORT_FIXTURES_DIR) / ".." / "record" / "fixtures" / name;
+}
+
+// Tolerances, named per use.
+constexpr double kExact = 0.0;
+constexpr double kF32 = 1e-5;   // a forward pass in f32 against torch's f32
+constexpr double kHalf = 1e-3;  // parameters stored as f16
+
+std::vector<double> as_doubles(const Tensor& t) {
+  const Tensor d = t.to(t.dtype() == DType::BOOL ? DType::U8 : DType::F64);
+  std::vector<double> out;
+  if (d.dtype() == DType::U8) {
+    for (auto v : d.span<std::uint8_t>()) out.push_back(v);
+  } else {
+    for (auto v : d.span<double>()) out.push_back(v);
+  }
+  return out;
+}
+
+// |got - want| <= rtol * max(1, |want|) elementwise, same shape.
+void expect_close(const Tensor& got, const Tensor& want, double rtol, const std::string& what) {
+  ASSERT_TRUE(got.defined()) << what;
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  const auto g = as_doubles(got), w = as_doubles(want);
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const double tol = rtol * std::max(1.0, std::fabs(w[i]));
+    if (!(std::fabs(g[i] - w[i]) <= tol) && bad++ < 3)
+      ADD_FAILURE() << what << "[" << i << "]: got " << g[i] << ", torch " << w[i];
+  }
+}
+
+// Every tensor the module holds equals torch's (in our names and layout).
+template <class M>
+void expect_loaded(const M& module, const std::string& name, double rtol = kExact) {
+  const TensorCatalog got = to_catalog(module);
+  const TensorCatalog want = open(case_file(name + ".expected.pt"));
+  std::vector<std::string> got_names, want_names;
+  for (const auto& t : got.tensors()) got_names.push_back(t.name);
+  for (const auto& t : want.tensors()) want_names.push_back(t.name);
+  std::sort(got_names.begin(), got_names.end());
+  std::sort(want_names.begin(), want_names.end());
+  ASSERT_EQ(got_names, want_names);
+  for (const auto& t : want.tensors()) expect_close(*got.find(t.name), t.tensor, rtol, t.name);
+}
+
+TensorCatalog io(const std::string& name) { return open(case_file(name + ".io.pt")); }
+const Tensor& at(const TensorCatalog& c, const char* name) {
+  const Tensor* t = c.find(name);
+  if (t == nullptr) throw std::runtime_error(std::string("fixture lacks ") + name);
+  return *t;
+}
+
+template <class F>
+void expect_error(F&& f, ErrorCode code, const std::string& text) {
+  try {
+    f();
+    FAIL() << "no error; wanted " << error_code_name(code) << ": " << text;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+// --- batch_norm ---------------------------------------------------------------
+
+struct BatchNormNet {
+  nn::BatchNorm2d norm1{5};
+  TORCHPORT_FIELDS(norm1)
+};
+
+TEST(BurnCases, BatchNorm) {
+  BatchNormNet net;
+  const LoadReport r = load(net, case_file("batch_norm.pt"));
+  EXPECT_TRUE(r.clean()) << r.summary();
+  expect_loaded(net, "batch_norm");
+  const auto f = io("batch_norm");
+  expect_close(net.norm1.forward(at(f, "input")), at(f, "output"), kF32, "output");
+}
+
+TEST(BurnCases, ShapeMismatchIsAnError) {
+  BatchNormNet net;
+  net.norm1 = nn::BatchNorm2d(4);
+  expect_error([&] { load(net, case_file("shape_mismatch.pt")); }, ErrorCode::shape_mismatch,
+               "'norm1.gamma': the module expects shape [4] but the file's 'norm1.weight' has [5]");
+}
+
+// --- boolean, buffer, integer --------------------------------------------------
+
+struct BufferNet {
+  Tensor buffer;
+  TORCHPORT_FIELDS(buffer)
+};
+
+TEST(BurnCases, Boolean) {
+  BufferNet net;
+  load(net, case_file("boolean.pt"));
+  EXPECT_EQ(net.buffer.dtype(), DType::BOOL);
+  expect_loaded(net, "boolean");
+}
+
+TEST(BurnCases, Buffer) {
+  BufferNet net;
+  load(net, case_file("buffer.pt"));
+  expect_loaded(net, "buffer");
+  const auto f = io("buffer");
+  expect_close(nn::add(at(f, "input"), net.buffer), at(f, "output"), kF32, "output");
+}
+
+TEST(BurnCases, IntegerFullPrecisionIsI32) {
+  BufferNet net;
+  load(net, case_file("integer.pt"), LoadArgs{}.precision(Precision::Full));
+  EXPECT_EQ(net.buffer.dtype(), DType::I32);
+  expect_loaded(net, "integer");
+  BufferNet keep;
+  load(keep, case_file("integer.pt"), LoadArgs{}.precision(Precision::Keep));
+  EXPECT_EQ(keep.buffer.dtype(), DType::I64);
+}
+
+// --- complex_nested -------------------------------------------------------------
+
+struct ConvBlock {
+  nn::Conv2d conv;
+  nn::BatchNorm2d norm;
+  TORCHPORT_FIELDS(conv, norm)
+  Tensor forward(const Tensor& x) const { return norm.forward(conv.forward(x)); }
+};
+
+struct ComplexNet {
+  std::vector<ConvBlock> conv_blocks;
+  nn::BatchNorm2d norm1;
+  nn::Linear fc1;
+  nn::Linear fc2;
+  TORCHPORT_FIELDS(conv_blocks, norm1, fc1, fc2)
+
+  static ComplexNet make(DType dtype = DType::F32) {
+    ComplexNet n;
+    n.conv_blocks = {{nn::Conv2d(2, 4, {3, 2}, 1, 0, 1, 1, true, dtype), nn::BatchNorm2d(4, 1e-5, true, dtype)},
+                     {nn::Conv2d(4, 6, {3, 2}, 1, 0, 1, 1, true, dtype), nn::BatchNorm2d(6, 1e-5, true, dtype)}};
+    n.norm1 = nn::BatchNorm2d(6, 1e-5, true, dtype);
+    n.fc1 = nn::Linear(120, 12, true, dtype);
+    n.fc2 = nn::Linear(12, 10, true, dtype);
+    return n;
+  }
+  Tensor forward(Tensor x) const {
+    for (const auto& b : conv_blocks) x = b.forward(x);
+    x = nn::flatten(norm1.forward(x), 1);
+    x = nn::relu(fc1.forward(x));
+    return nn::log_softmax(fc2.forward(x), 1);
+  }
+};
+
+TEST(BurnCases, ComplexNestedFullPrecision) {
+  ComplexNet net = ComplexNet::make();
+  const LoadReport r = load(net, case_file("complex_nested.pt"));
+  EXPECT_TRUE(r.clean()) << r.summary();
+  EXPECT_EQ(r.tensors, 23u);
+  expect_loaded(net, "complex_nested");
+  const auto f = io("complex_nested");
+  expect_close(net.forward(at(f, "input")), at(f, "output"), kF32, "output");
+}
+
+TEST(BurnCases, ComplexNestedHalfPrecision) {
+  ComplexNet net = ComplexNet::make(DType::F16);
+  load(net, case_file("complex_nested.pt"), LoadArgs{}.precision(Precision::Half));
+  EXPECT_EQ(net.fc1.weight.dtype(), DType::F16);
+  EXPECT_EQ(net.conv_blocks[0].norm.num_batches_tracked->dtype(), DType::I16);
+  expect_loaded(net, "complex_nested", kHalf);
+  const auto f = io("complex_nested");
+  // torch's output with the same f16-rounded parameters, computed in f32.
+  expect_close(net.forward(at(f, "input")), at(f, "output_half_params"), kHalf, "output");
+}
+
+TEST(BurnCases, ComplexNestedDefaultConstructedTakesShapesFromTheFile) {
+  ComplexNet net;  // no shapes, no blocks: everything comes from the file
+  const LoadReport r = load(net, case_file("complex_nested.pt"));
+  EXPECT_TRUE(r.clean()) << r.summary();
+  ASSERT_EQ(net.conv_blocks.size(), 2u);
+  EXPECT_EQ(net.fc1.weight.shape(), (Shape{120, 12}));
+  expect_loaded(net, "complex_nested");
+}
+
+struct PartialNet {
+  ConvBlock conv1;
+  TORCHPORT_FIELDS(conv1)
+};
+
+TEST(BurnCases, ComplexNestedPartialLoadingViaRemap) {
+  PartialNet net;
+  const LoadReport r =
+      load(net, case_file("complex_nested.pt"), LoadArgs{}.remap(R"(^conv_blocks\.0\.(.*))", "conv1.$1"));
+  EXPECT_TRUE(r.missing.empty());
+  EXPECT_EQ(r.tensors, 7u);  // conv weight, bias, norm gamma, beta, mean, var, count
+  EXPECT_FALSE(r.unused.empty());  // the rest of the file
+  const TensorCatalog want = open(case_file("complex_nested.expected.pt"));
+  expect_close(net.conv1.conv.weight, *want.find("conv_blocks.0.conv.weight"), kExact, "conv1.conv.weight");
+  expect_close(*net.conv1.norm.running_var, *want.find("conv_blocks.0.norm.running_var"), kExact, "running_var");
+}
+
+struct NetWithExtra {
+  std::vector<ConvBlock> conv_blocks;
+  nn::BatchNorm2d norm1;
+  nn::Linear fc1, fc2;
+  std::optional<ConvBlock> extra;  // absent from the file
+  TORCHPORT_FIELDS(conv_blocks, norm1, fc1, fc2, extra)
+};
+
+TEST(BurnCases, ComplexNestedExtraFieldAbsentFromTheFile) {
+  NetWithExtra net;
+  net.extra = ConvBlock{nn::Conv2d(2, 2, 1), nn::BatchNorm2d(2)};
+  const LoadReport r = load(net, case_file("complex_nested.pt"));
+  EXPECT_TRUE(r.clean()) << r.summary();
+  EXPECT_FALSE(net.extra.has_value());
+}
+
+// --- config ---------------------------------------------------------------------
+
+struct SomeDict {
+  std::string some_key;
+  TORCHPORT_FIELDS(some_key)
+};
+
+struct ModelConfig {
+  std::int64_t n_head = 0;
+  std::int64_t n_layer = 0;
+  std::int64_t d_model = 0;
+  double some_float = 0;
+  int some_int = 0;
+  bool some_bool = false;
+  std::string some_str;
+  std::vector<std::int64_t> some_list_int;
+  std::vector<std::string> some_list_str;
+  std::vector<double> some_list_float;
+  SomeDict some_dict;
+  TORCHPORT_FIELDS(n_head, n_layer, d_model, some_float, some_int, some_bool, some_str, some_list_int,
+                   some_list_str, some_list_float, some_dict)
+};
+
+TEST(BurnCases, Config) {
+  const ModelConfig c = load_config<ModelConfig>(case_file("config.pt"), "config");
+  EXPECT_EQ(c.n_head, 2);
+  EXPECT_EQ(c.n_layer, 3);
+  EXPECT_EQ(c.d_model, 512);
+  EXPECT_DOUBLE_EQ(c.some_float, 0.1);
+  EXPECT_EQ(c.some_int, 1);
+  EXPECT_TRUE(c.some_bool);
+  EXPECT_EQ(c.some_str, "hello");
+  EXPECT_EQ(c.some_list_int, (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_EQ(c.some_list_str, (std::vector<std::string>{"hello", "world"}));
+  EXPECT_EQ(c.some_list_float, (std::vector<double>{1.0, 2.0, 3.0}));
+  EXPECT_EQ(c.some_dict.some_key, "some_value");
+  expect_error([] { load_config<ModelConfig>(case_file("config.pt"), "nope"); }, ErrorCode::missing_key, "nope");
+}
+
+// --- convolutions ---------------------------------------------------------------
+
+template <class C>
+struct TwoConvs {
+  C conv1, conv2;
+  TORCHPORT_FIELDS(conv1, conv2)
+  Tensor forward(const Tensor& x) const { return conv2.forward(conv1.forward(x)); }
+};
+
+TEST(BurnCases, Conv1d) {
+  TwoConvs<nn::Conv1d> net{nn::Conv1d(2, 2, 2), nn::Conv1d(2, 2, 2, 1, 0, 1, 1, false)};
+  EXPECT_TRUE(load(net, case_file("conv1d.pt")).clean());
+  expect_loaded(net, "conv1d");
+  const auto f = io("conv1d");
+  expect_close(net.forward(at(f, "input")), at(f, "output"), kF32, "output");
+}
+
+TEST(BurnCases, Conv2d) {
+  TwoConvs<nn::Conv2d> net{nn::Conv2d(2, 2, 2), nn::Conv2d(2, 2, 2, 1, 0, 1, 1, false)};
+  EXPECT_TRUE(load(net, case_file("conv2d.pt")).clean());
+  expect_loaded(net, "conv2d");
+  const auto f = io("conv2d");
+  expect_close(net.forward(at(f, "input")), at(f, "output"), kF32, "output");
+}
+
+TEST(BurnCases, ConvTranspose1d) {
+  TwoConvs<nn::ConvTranspose1d> net{nn::ConvTranspose1d(2, 2, 2),
+                                    nn::ConvTranspose1d(2, 2, 2, 1, 0, 0, 1, 1, false)};
+  EXPECT_TRUE(load(net, case_file("conv_transpose1d.pt")).clean());
+  expect_loaded(net, "conv_transpose1d");
+  const auto f = io("conv_transpose1d");
+  expect_close(net.forward(at(f, "input")), at(f, "output"), kF32, "output");
+}
+
+TEST(BurnCases, ConvTranspose2d) {
+  TwoConvs<nn::ConvTranspose2d> net{nn::ConvTranspose2d(2, 2, 2),
+                                    nn::ConvTranspose2d(2, 2, 2, 1, 0, 0, 1, 1, false)};
+  EXPECT_TRUE(load(net, case_file("conv_transpose2d.pt")).clean());
+  expect_loaded(net, "conv_transpose2d");
+  const auto f = io("conv_transpose2d");
+  expect_close(net.forward(at(f, "input")), at(f, "output"), kF32, "output");
+}
+
+TEST(BurnCases, ConvWithoutBiasIntoAModuleWithBias) {
+  // The file's conv2 has no bias: the optional field becomes empty.
+  TwoConvs<nn::Conv2d> net{nn::Conv2d(2, 2, 2), nn::Conv2d(2, 2, 2)};
+  load(net, case_file("conv2d.pt"));
+  EXPECT_FALSE(net.conv2.bias.has_value());
+}
+
+// --- embedding ------------------------------------------------------------------
+
+struct EmbeddingNet {
+  nn::Embedding embed{10, 3};
+  TORCHPORT_FIELDS(embed)
+};
+
+TEST(BurnCases, Embedding) {
+  EmbeddingNet net;
+  EXPECT_TRUE(load(net, case_file("embedding.pt")).clean());
+  expect_loaded(net, "embedding");
+  const auto f = io("embedding");
+  expect_close(net.embed.forward(at(f, "input")), at(f, "output"), kExact, "output");
+}
+
+// --- enum_module ----------------------------------------------------------------
+
+struct DwsConv {
+  nn::Conv2d dconv;
+  nn::Conv2d pconv;
+  TORCHPORT_FIELDS(dconv, pconv)
+};
+
+struct EnumNet {
+  std::variant<DwsConv, nn::Conv2d> conv;
+  TORCHPORT_FIELDS(conv)
+  Tensor forward(const Tensor& x) const {
+    if (const auto* d = std::get_if<DwsConv>(&conv)) return d->pconv.forward(d->dconv.forward(x));
+    return std::get<nn::Conv2d>(conv).forward(x);
+  }
+};
+
+TEST(BurnCases, EnumModuleDepthwise) {
+  EnumNet net;
+  EXPECT_TRUE(load(net, case_file("enum_depthwise_true.pt")).clean());
+  ASSERT_TRUE(std::holds_alternative<DwsConv>(net.conv));
+  std::get<DwsConv>(net.conv).dconv.groups = 2;
+  expect_loaded(net, "enum_depthwise_true");
+  const auto f = io("enum_depthwise_true");
+  expect_close(net.forward(at(f, "input")), at(f, "output"), kF32, "output");
+}
+
+TEST(BurnCases, EnumModulePlain) {
+  EnumNet net;
+  EXPECT_TRUE(load(net, case_file("enum_depthwise_false.pt")).clean());
+  ASSERT_TRUE(std::holds_alternative<nn::Conv2d>(net.conv));
+  expect_loaded(net, "enum_depthwise_false");
+  const auto f = io("enum_depthwise_false");
+  expect_close(net.forward(at(f, "input")), at(f, "output"), kF32, "output");
+}
+
+// --- norms ----------------------------------------------------------------------
+
+struct GroupNormNet {
+  nn::GroupNorm norm1{2, 6};
+  TORCHPORT_FIELDS(norm1)
+};
+
+TEST(BurnCases, GroupNorm) {
+  GroupNormNet net;
+  EXPECT_TRUE(load(net, case_file("group_norm.pt")).clean());
+  expect_loaded(net, "group_norm");
+  const auto f = io("group_norm");
+  expect_close(net.norm1.forward(at(f, "input")), at(f, "output"), kF32, "output");
+}
+
+struct LayerNormNet {
+  nn::LayerNorm norm1{{2}};
+  TORCHPORT_FIELDS(norm1)
+};
+
+TEST(BurnCases, LayerNorm) {
+  LayerNormNet net;
+  EXPECT_TRUE(load(net, case_file("layer_norm.pt")).clean());
+  expect_loaded(net, "layer_norm");
+  const auto f = io("layer_norm");
+  expect_close(net.norm1.forward(at(f, "input")), at(f, "output"), kF32, "output");
+}
+
+TEST(BurnCases, LayerNormWithoutBias) {
+  LayerNormNet net;
+  EXPECT_TRUE(load(net, case_file("layer_norm_no_bias.pt")).clean());
+  EXPECT_FALSE(net.norm1.beta.has_value());
+  expect_loaded(net, "layer_norm_no_bias");
+  const auto f = io("layer_norm_no_bias");
+  expect_close(net.norm1.forward(at(f, "input")), at(f, "output"), kF32, "output");
+}
+
+// --- linear ---------------------------------------------------------------------
+
+struct LinearNet {
+  nn::Linear fc1{2, 3};
+  nn::Linear fc2{3, 4, false};
+  TORCHPORT_FIELDS(fc1, fc2)
+  Tensor forward(const Tensor& x) const { return fc2.forward(nn::relu(fc1.forward(x))); }
+};
+
+TEST(BurnCases, Linear) {
+  LinearNet net;
+  const LoadReport r = load(net, case_file("linear.pt"));
+  EXPECT_TRUE(r.clean()) << r.summary();
+  EXPECT_EQ(net.fc1.weight.shape(), (Shape{2, 3}));  // ours: [in, out]
+  EXPECT_FALSE(net.fc2.bias.has_value());
+  expect_loaded(net, "linear");
+  const auto f = io("linear");
+  expect_close(net.forward(at(f, "input")), at(f, "output"), kF32, "output");
+}
+
+// --- key remapping --------------------------------------------------------------
+
+TEST(BurnCases, KeyRemap) {
+  TwoConvs<nn::Conv2d> net{nn::Conv2d(2, 2, 2), nn::Conv2d(2, 2, 2, 1, 0, 1, 1, false)};
+  expect_error([&] { load(net, case_file("key_remap.pt")); }, ErrorCode::missing_key,
+               "did you mean 'conv.conv1.weight'?");
+  const LoadReport r = load(net, case_file("key_remap.pt"), LoadArgs{}.remap(R"(^conv\.(.*))", "$1"));
+  EXPECT_TRUE(r.clean()) << r.summary();
+  expect_loaded(net, "key_remap");
+  const auto f = io("key_remap");
+  expect_close(net.forward(at(f, "input")), at(f, "output"), kF32, "output");
+}
+
+struct ChainedNet {
+  nn::Conv2d conv1{2, 2, 2};
+  nn::Conv2d conv2{2, 2, 2, 1, 0, 1, 1, false};
+  nn::Linear fc{2, 3};
+  TORCHPORT_FIELDS(conv1, conv2, fc)
+};
+
+TEST(BurnCases, KeyRemapChained) {
+  ChainedNet net;
+  auto two = LoadArgs{}.remap(R"(^model\.)", "").remap(R"(^conv\.0\.)", "conv1.");
+  expect_error([&] { load(net, case_file("key_remap_chained.pt"), two); }, ErrorCode::missing_key,
+               "'conv2.weight'");
+  auto three = two;
+  three.remap(R"(^conv\.1\.)", "conv2.");
+  const LoadReport r = load(net, case_file("key_remap_chained.pt"), three.debug());
+  EXPECT_TRUE(r.clean()) << r.summary();
+  expect_loaded(net, "key_remap_chained");
+  EXPECT_NE(r.key_listing().find("model.conv.1.weight -> conv2.weight  F32[2, 2, 2, 2]"), std::string::npos)
+      << r.key_listing();
+}
+
+TEST(BurnCases, InvalidRemapPatternIsAClearError) {
+  expect_error([] { LoadArgs{}.remap("conv.(", "x"); }, ErrorCode::invalid_argument, "conv.(");
+}
+
+// --- missing_module_field -------------------------------------------------------
+
+TEST(BurnCases, MissingModuleFieldNamesTheFieldAndItsType) {
+  TwoConvs<nn::Conv2d> net{nn::Conv2d(2, 2, 2), nn::Conv2d(2, 2, 2)};
+  expect_error([&] { load(net, case_file("missing_module_field.pt")); }, ErrorCode::missing_key,
+               "the module's field 'conv2.weight' (Tensor) has no key in the file");
+  const LoadReport r = load(net, case_file("missing_module_field.pt"), LoadArgs{}.allow_partial());
+  ASSERT_EQ(r.missing.size(), 1u);  // conv2's bias is optional: absent in the file, it is dropped
+  EXPECT_EQ(r.missing[0].path, "conv2.weight");
+  EXPECT_FALSE(net.conv2.bias.has_value());
+  EXPECT_TRUE(r.missing[0].did_you_mean.empty());  // every key of the file was used
+}
+
+struct ModuleMissingNet {
+  nn::Conv2d conv1;
+  std::vector<nn::Linear> heads;
+  TORCHPORT_FIELDS(conv1, heads)
+};
+
+TEST(BurnCases, MissingContainerNamesItsType) {
+  ModuleMissingNet net;
+  expect_error([&] { load(net, case_file("missing_module_field.pt")); }, ErrorCode::missing_key,
+               "'heads' (std::vector<Linear>)");
+}
+
+// --- non_contiguous_indexes -----------------------------------------------------
+
+struct SequentialNet {
+  std::vector<nn::Conv2d> variable_layers;
+  TORCHPORT_FIELDS(variable_layers)
+};
+
+TEST(BurnCases, NonContiguousIndexes) {
+  SequentialNet net;
+  EXPECT_TRUE(load(net, case_file("non_contiguous_indexes.pt")).clean());
+  ASSERT_EQ(net.variable_layers.size(), 3u);
+  expect_loaded(net, "non_contiguous_indexes");
+  Tensor x = at(io("non_contiguous_indexes"), "input");
+  for (auto& c : net.variable_layers) c.padding = 1;
+  for (std::size_t i = 0; i < 3; ++i) {
+    x = net.variable_layers[i].forward(x);
+    if (i < 2) x = nn::relu(x);
+  }
+  expect_close(x, at(io("non_contiguous_indexes"), "output"), kF32, "output");
+}
+
+// --- top_level_key --------------------------------------------------------------
+
+TEST(BurnCases, TopLevelKey) {
+  TwoConvs<nn::Conv2d> net{nn::Conv2d(2, 2, 2), nn::Conv2d(2, 2, 2, 1, 0, 1, 1, false)};
+  expect_error([&] { load(net, case_file("top_level_key.pt")); }, ErrorCode::missing_key,
+               "did you mean 'my_state_dict.conv1.weight'?");
+  const LoadReport r = load(net, case_file("top_level_key.pt"), LoadArgs{}.top_level_key("my_state_dict"));
+  EXPECT_TRUE(r.clean()) << r.summary();
+  expect_loaded(net, "top_level_key");
+  expect_error([&] { load(net, case_file("top_level_key.pt"), LoadArgs{}.top_level_key("state_dict")); },
+               ErrorCode::missing_key, "'my_state_dict'");
+}
+
+// --- attention, recurrent, DataParallel -----------------------------------------
+
+struct AttentionNet {
+  nn::MultiheadAttention attn{8, 2};
+  nn::MultiheadAttention cross{8, 2, true, true, 6, 4};
+  TORCHPORT_FIELDS(attn, cross)
+};
+
+TEST(BurnCases, MultiheadAttention) {
+  AttentionNet net;
+  const LoadReport r = load(net, case_file("multihead_attention.pt"));
+  EXPECT_TRUE(r.clean()) << r.summary();
+  expect_loaded(net, "multihead_attention");
+  const auto f = io("multihead_attention");
+  const auto self = net.attn.forward(at(f, "q"), at(f, "q"), at(f, "q"), {}, {}, true);
+  expect_close(self.output, at(f, "output"), kF32, "output");
+  expect_close(self.weights, at(f, "weights"), kF32, "weights");
+  const auto cross = net.cross.forward(at(f, "cross_q"), at(f, "cross_k"), at(f, "cross_v"), {}, {}, true);
+  expect_close(cross.output, at(f, "cross_output"), kF32, "cross_output");
+  expect_close(cross.weights, at(f, "cross_weights"), kF32, "cross_weights");
+}
+
+struct RecurrentNet {
+  nn::LSTM lstm{4, 6, 2, true, true};
+  nn::GRU gru{3, 5};
+  TORCHPORT_FIELDS(lstm, gru)
+};
+
+TEST(BurnCases, LstmAndGru) {
+  RecurrentNet net;
+  const LoadReport r = load(net, case_file("lstm.pt"));
+  EXPECT_TRUE(r.clean()) << r.summary();
+  expect_loaded(net, "lstm");
+  const auto f = io("lstm");
+  const auto out = net.lstm.forward(at(f, "input"));
+  expect_close(out.output, at(f, "output"), kF32, "output");
+  expect_close(out.h_n, at(f, "h_n"), kF32, "h_n");
+  expect_close(out.c_n, at(f, "c_n"), kF32, "c_n");
+}
+
+struct DataParallelNet {
+  nn::Linear fc1{2, 3};
+  nn::BatchNorm1d norm{3};
+  TORCHPORT_FIELDS(fc1, norm)
+};
+
+TEST(BurnCases, DataParallelPrefix) {
+  DataParallelNet net;
+  expect_error([&] { load(net, case_file("data_parallel.pt")); }, ErrorCode::missing_key,
+               "did you mean 'module.fc1.weight'?");
+  EXPECT_TRUE(load(net, case_file("data_parallel.pt"), LoadArgs{}.remap(R"(^module\.(.*))", "$1")).clean());
+  expect_loaded(net, "data_parallel");
+}
+
+// --- report and strictness ------------------------------------------------------
+
+TEST(BurnCases, StrictModeRefusesUnusedKeys) {
+  PartialNet net;
+  expect_error(
+      [&] {
+        load(net, case_file("complex_nested.pt"), LoadArgs{}.remap(R"(^conv_blocks\.0\.(.*))", "conv1.$1").strict());
+      },
+      ErrorCode::unused_key, "used by no field");
+}
+
+TEST(BurnCases, FiltersDropKeysBeforeLoading) {
+  PartialNet net;
+  const LoadReport r = load(net, case_file("complex_nested.pt"),
+                            LoadArgs{}.remap(R"(^conv_blocks\.0\.(.*))", "conv1.$1").include(R"(^conv1\.)").strict());
+  EXPECT_TRUE(r.clean()) << r.summary();
+}
+
+TEST(BurnCases, ZeroCopyWhenDtypeAndLayoutMatch) {
+  TwoConvs<nn::Conv2d> net{nn::Conv2d(2, 2, 2), nn::Conv2d(2, 2, 2, 1, 0, 1, 1, false)};
+  const LoadReport mapped = load(net, case_file("conv2d.pt"));
+  EXPECT_EQ(mapped.zero_copy_bytes, mapped.bytes);
+  EXPECT_TRUE(net.conv1.weight.storage()->borrowed());
+  const LoadReport owned = load(net, case_file("conv2d.pt"), LoadArgs{}.residence(Residence::owned));
+  EXPECT_EQ(owned.zero_copy_bytes, 0u);
+  EXPECT_TRUE(net.conv1.weight.storage()->writable());
+}
+
+TEST(BurnCases, SummaryListsMissingAndUnused) {
+  TwoConvs<nn::Conv2d> net{nn::Conv2d(2, 2, 2), nn::Conv2d(2, 2, 2)};
+  const LoadReport r = load(net, case_file("key_remap.pt"), LoadArgs{}.allow_partial());
+  const std::string s = r.summary();
+  EXPECT_NE(s.find("missing 2:"), std::string::npos) << s;
+  EXPECT_NE(s.find("conv1.weight (Tensor)  did you mean 'conv.conv1.weight'"), std::string::npos) << s;
+  EXPECT_NE(s.find("unused 3:"), std::string::npos) << s;
+}
+
+}  // namespace
