@@ -621,3 +621,86 @@ TEST(BurnCases, SummaryListsMissingAndUnused) {
 }
 
 }  // namespace
+
+namespace {
+
+// The reverse adapter: a loaded module saved in PyTorch's layout gives back
+// the very state_dict torch wrote (names and bits).
+template <class M>
+void expect_round_trip(const M& module, const std::string& name, const std::string& prefix = "") {
+  const TensorCatalog back = to_pytorch_state_dict(module);
+  const TensorCatalog original = open(case_file(name + ".pt"));
+  std::vector<std::string> a, b;
+  for (const auto& t : back.tensors()) a.push_back(t.name);
+  for (const auto& t : original.tensors()) b.push_back(t.name.substr(prefix.size()));
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  ASSERT_EQ(a, b);
+  for (const auto& t : original.tensors()) {
+    const Tensor* mine = back.find(t.name.substr(prefix.size()));
+    EXPECT_TRUE(mine->equal(t.tensor)) << t.name << ": " << mine->description() << " vs " << t.tensor.description();
+  }
+}
+
+TEST(ReverseAdapter, GivesBackTorchsStateDict) {
+  {
+    ComplexNet net = ComplexNet::make();
+    load(net, case_file("complex_nested.pt"));
+    expect_round_trip(net, "complex_nested");
+  }
+  {
+    AttentionNet net;
+    load(net, case_file("multihead_attention.pt"));
+    expect_round_trip(net, "multihead_attention");
+  }
+  {
+    RecurrentNet net;
+    load(net, case_file("lstm.pt"));
+    expect_round_trip(net, "lstm");
+  }
+  {
+    LinearNet net;
+    load(net, case_file("linear.pt"));
+    expect_round_trip(net, "linear");
+  }
+  {
+    LayerNormNet net;
+    load(net, case_file("layer_norm_no_bias.pt"));
+    expect_round_trip(net, "layer_norm_no_bias");
+  }
+  {
+    SequentialNet net;
+    load(net, case_file("non_contiguous_indexes.pt"));
+    const TensorCatalog back = to_pytorch_state_dict(net);
+    EXPECT_NE(back.find("variable_layers.2.weight"), nullptr);  // compacted indices stay compacted
+  }
+}
+
+TEST(ReverseAdapter, PermuteRuleAppliesOnLoadAndInvertsOnSave) {
+  TwoConvs<nn::Conv2d> net;
+  auto permute = std::make_shared<PermuteAdapter>();
+  permute->add(R"(^conv1\.weight$)", {0, 2, 3, 1});
+  load(net, case_file("conv2d.pt"), LoadArgs{}.adapter(permute));
+  const TensorCatalog want = open(case_file("conv2d.expected.pt"));
+  const Tensor expected = want.find("conv1.weight")->permute(std::vector<std::int64_t>{0, 2, 3, 1});
+  EXPECT_TRUE(net.conv1.weight.equal(expected.contiguous()));
+  SaveSettings s;
+  s.adapters.push_back(permute);
+  const TensorCatalog back = to_catalog(net, s);
+  EXPECT_TRUE(back.find("conv1.weight")->equal(*want.find("conv1.weight")));
+}
+
+TEST(Records, DescribeAndCompare) {
+  LinearNet a, b;
+  load(a, case_file("linear.pt"));
+  load(b, case_file("linear.pt"));
+  EXPECT_TRUE(records_equal(a, b));
+  b.fc1.bias = Tensor::zeros(DType::F32, {3});
+  EXPECT_FALSE(records_equal(a, b));
+  const std::string d = describe(a);
+  EXPECT_NE(d.find("(root)  [21 elements, 84 bytes]"), std::string::npos) << d;
+  EXPECT_NE(d.find("  fc1  [9 elements, 36 bytes]"), std::string::npos) << d;
+  EXPECT_NE(d.find("    weight: F32[2, 3]"), std::string::npos) << d;
+}
+
+}  // namespace
