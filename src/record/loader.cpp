@@ -210,8 +210,14 @@ Loader Loader::trial(LoadReport& scratch) const {
 }
 
 const Value* Loader::child(const Value* node, std::string_view name) const {
-  if (node == nullptr || !node->is(Value::Kind::Dict)) return nullptr;
-  return node->find(name);
+  if (node == nullptr) return nullptr;
+  if (node->is(Value::Kind::Dict)) return node->find(name);
+  // A level whose keys were all numbers became a list; a module that names
+  // its fields "0", "1" (an nn.Sequential as a struct) reads it by index.
+  std::size_t i;
+  if ((node->is(Value::Kind::List) || node->is(Value::Kind::Tuple)) && parse_index(name, i))
+    return i < node->size() ? &node->items()[i] : nullptr;
+  return nullptr;
 }
 
 std::size_t Loader::length(const Value* node, const std::string& path) const {

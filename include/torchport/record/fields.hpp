@@ -81,6 +81,8 @@
 #define TORCHPORT_FOR_EACH(m, ...)                                                                 \
   TORCHPORT_PP_EXPAND(TORCHPORT_PP_CAT(TORCHPORT_F, TORCHPORT_PP_NARG(__VA_ARGS__))(m, __VA_ARGS__))
 #define TORCHPORT_VISIT_ONE(f) visitor(#f, self.f);
+#define TORCHPORT_VISIT_NAMED_(f, name) visitor(name, self.f);
+#define TORCHPORT_VISIT_NAMED(pair) TORCHPORT_VISIT_NAMED_ pair
 /// \endcond
 
 /// Declares the recorded fields of a struct (up to 32), by member name.
@@ -91,6 +93,15 @@
   template <class TorchportSelf, class TorchportVisitor>                                           \
   static void torchport_visit(TorchportSelf& self, TorchportVisitor&& visitor) {                   \
     TORCHPORT_FOR_EACH(TORCHPORT_VISIT_ONE, __VA_ARGS__)                                           \
+  }
+
+/// Like `TORCHPORT_FIELDS`, with the key of each field given explicitly, for
+/// keys that are not C++ identifiers (an `nn.Sequential`'s "0", "1"):
+/// `TORCHPORT_NAMED_FIELDS((conv, "0"), (norm, "1"))`.
+#define TORCHPORT_NAMED_FIELDS(...)                                                                \
+  template <class TorchportSelf, class TorchportVisitor>                                           \
+  static void torchport_visit(TorchportSelf& self, TorchportVisitor&& visitor) {                   \
+    TORCHPORT_FOR_EACH(TORCHPORT_VISIT_NAMED, __VA_ARGS__)                                         \
   }
 
 namespace torchport {
