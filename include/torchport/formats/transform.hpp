@@ -43,7 +43,11 @@ struct TransformOptions {
 /// when its bytes are first needed, so a writer given the result converts
 /// one tensor at a time. Views that share a storage share one cast storage
 /// (tied weights stay tied); a tensor alone on its storage casts just its
-/// own elements.
+/// own elements. A cast keeps its source tensor until it is released, so
+/// for streaming let nothing else hold the input catalogue while writing:
+/// `auto out = transform(open(path), options); save(std::move(out), ...);`
+/// (in one expression, `save(transform(open(p), o), ...)`, the opened
+/// catalogue would live until `save` returns).
 ///
 /// \throws Error(missing_key) from `select`; Error(invalid_argument) when
 /// two tensors get the same name, a name becomes empty, or the dtype is not

@@ -1,0 +1,525 @@
+// The writers: round trips through safetensors and the PyTorch zip for
+// every dtype, views, tied weights, 0-d and empty tensors (bit-exact), the
+// byte layout each promises, streaming (one tensor alive at a time),
+// atomicity, the zip writer and catalogue transforms.
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "conversion_helpers.hpp"
+#include "support/fixtures.hpp"
+#include "torchport/formats/open.hpp"
+#include "torchport/formats/save.hpp"
+#include "torchport/formats/transform.hpp"
+#include "torchport/io/zip.hpp"
+#include "torchport/io/zip_writer.hpp"
+
+namespace fs = std::filesystem;
+using namespace torchport;
+using test::expect_error;
+using test::expect_same_tensors;
+
+namespace {
+
+class Writers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test::temp_dir(std::string("writers-") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TensorCatalog catalog(std::vector<NamedTensor> t, std::map<std::string, std::string> meta = {}) {
+  return TensorCatalog::from_tensors("test", std::move(t), std::move(meta));
+}
+
+std::string file_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// --- safetensors -----------------------------------------------------------
+
+TEST_F(Writers, SafetensorsRoundTripsEveryDtypeBitExact) {
+  const auto want = test::every_dtype(true);
+  save(catalog(want), dir_ / "m.safetensors", SaveFormat::safetensors);
+  const auto got = open(dir_ / "m.safetensors");
+  EXPECT_EQ(got.format(), "safetensors");
+  expect_same_tensors(got, want, /*any_order=*/true);
+}
+
+TEST_F(Writers, SafetensorsWritesViewsContiguousAndTiesTwice) {
+  const auto want = test::views_and_ties();
+  save(catalog(want), dir_ / "v.safetensors", SaveFormat::safetensors);
+  const auto got = open(dir_ / "v.safetensors");
+  expect_same_tensors(got, want, true);
+  for (const auto& [name, t] : got.tensors()) EXPECT_TRUE(t.is_contiguous()) << name;
+  EXPECT_NE(got.find("fc.weight")->storage(), got.find("tied.weight")->storage());
+}
+
+TEST_F(Writers, SafetensorsLayout) {
+  const auto want = test::every_dtype(true);
+  save(catalog(want, {{"source", "unit test"}}), dir_ / "m.safetensors", SaveFormat::safetensors);
+  const auto bytes = test::read_bytes(dir_ / "m.safetensors");
+  std::uint64_t n;
+  std::memcpy(&n, bytes.data(), 8);
+  EXPECT_EQ(n % 8, 0u);
+  const std::string header(reinterpret_cast<const char*>(bytes.data()) + 8, n);
+  const auto last = header.find_last_not_of(' ');
+  EXPECT_EQ(header[last], '}');
+  EXPECT_LT(header.size() - last - 1, 8u);  // padding is spaces only, less than 8
+  const auto j = nlohmann::ordered_json::parse(header);
+  auto it = j.begin();
+  EXPECT_EQ(it.key(), "__metadata__");
+  EXPECT_EQ((*it)["format"], "pt");
+  EXPECT_EQ((*it)["source"], "unit test");
+  // Sorted by alignment (largest first), then name; every offset aligned.
+  std::size_t prev_align = 64;
+  std::string prev_name;
+  std::uint64_t expect_begin = 0;
+  for (++it; it != j.end(); ++it) {
+    const DType d = *dtype_from_name((*it)["dtype"].get<std::string>());
+    const std::size_t a = dtype_alignment(d);
+    EXPECT_TRUE(a < prev_align || (a == prev_align && it.key() > prev_name)) << it.key();
+    const auto begin = (*it)["data_offsets"][0].get<std::uint64_t>();
+    EXPECT_EQ(begin, expect_begin);
+    EXPECT_EQ((8 + n + begin) % a, 0u) << it.key();
+    expect_begin = (*it)["data_offsets"][1].get<std::uint64_t>();
+    prev_align = a;
+    prev_name = it.key();
+  }
+  EXPECT_EQ(8 + n + expect_begin, bytes.size());
+}
+
+TEST_F(Writers, SafetensorsKeepsAnExistingFormatEntry) {
+  save(catalog({{"x", Tensor::scalar(1.0f)}}, {{"format", "mlx"}}), dir_ / "m.safetensors", SaveFormat::safetensors);
+  EXPECT_EQ(open(dir_ / "m.safetensors").metadata().at("format"), "mlx");
+}
+
+TEST_F(Writers, SafetensorsRefusesWhatItCannotHold) {
+  expect_error([&] { save(catalog({{"z", test::patterned(DType::C128, {2}, 1)}}), dir_ / "a.safetensors", SaveFormat::safetensors); },
+               ErrorCode::unsupported, {"complex128", "--format pytorch"});
+  expect_error([&] { save(catalog({{"__metadata__", Tensor::scalar(1.0f)}}), dir_ / "a.safetensors", SaveFormat::safetensors); },
+               ErrorCode::invalid_argument, {"collides"});
+  expect_error([&] { save(catalog({{"bad\xff", Tensor::scalar(1.0f)}}), dir_ / "a.safetensors", SaveFormat::safetensors); },
+               ErrorCode::invalid_argument, {"not valid UTF-8"});
+  EXPECT_TRUE(test::files_in(dir_).empty());  // no file, no temporary
+}
+
+// --- PyTorch zip -------------------------------------------------------------
+
+TEST_F(Writers, PytorchRoundTripsEveryDtypeBitExactInOrder) {
+  const auto want = test::every_dtype(false);
+  save(catalog(want), dir_ / "m.pt", SaveFormat::pytorch);
+  const auto got = open(dir_ / "m.pt");
+  EXPECT_EQ(got.format(), "pytorch-zip");
+  expect_same_tensors(got, want);
+}
+
+TEST_F(Writers, PytorchKeepsViewsAndSharedStorages) {
+  const auto want = test::views_and_ties();
+  save(catalog(want), dir_ / "v.pt", SaveFormat::pytorch);
+  const auto got = open(dir_ / "v.pt");
+  expect_same_tensors(got, want);
+  const Tensor& w = *got.find("fc.weight");
+  const Tensor& wt = *got.find("fc.weight_t");
+  EXPECT_EQ(w.storage(), wt.storage());
+  EXPECT_EQ(w.storage(), got.find("tied.weight")->storage());
+  EXPECT_EQ(w.storage(), got.find("fc.cols")->storage());
+  EXPECT_EQ(wt.strides(), (Shape{1, 6}));
+  EXPECT_EQ(got.find("fc.cols")->storage_offset(), 2);
+  EXPECT_EQ(got.find("fc.cols")->strides(), (Shape{6, 1}));
+  EXPECT_EQ(got.find("half.tail")->storage_offset(), 3);
+  EXPECT_EQ(got.find("half.tail")->storage()->nbytes(), 20u);  // the whole storage was written
+  // One record per distinct storage.
+  const auto zip = ZipArchive::open(Source::map_file(dir_ / "v.pt"), {});
+  std::size_t records = 0;
+  for (const auto& e : zip.entries()) records += e.name.starts_with("v/data/");
+  EXPECT_EQ(records, 5u);  // base, halfs, scalar, empty, empty_1d
+}
+
+TEST_F(Writers, PytorchArchiveLayout) {
+  save(catalog(test::every_dtype(false)), dir_ / "my.model.pt", SaveFormat::pytorch);
+  const Source src = Source::map_file(dir_ / "my.model.pt");
+  const auto zip = ZipArchive::open(src, {});
+  ASSERT_GE(zip.entries().size(), 4u);
+  EXPECT_EQ(zip.entries().front().name, "my/data.pkl");  // torch: the stem up to the first dot
+  EXPECT_EQ(zip.entries().back().name, "my/version");
+  auto text = [&](const char* name) {
+    const auto* e = zip.find(name);
+    EXPECT_NE(e, nullptr) << name;
+    const Source s = zip.read(*e);
+    return std::string(reinterpret_cast<const char*>(s.bytes().data()), s.size());
+  };
+  EXPECT_EQ(text("my/version"), "3\n");
+  EXPECT_EQ(text("my/byteorder"), "little");
+  const std::string pkl = text("my/data.pkl");
+  EXPECT_EQ(pkl.substr(0, 2), "\x80\x02");
+  EXPECT_NE(pkl.find("ccollections\nOrderedDict\n"), std::string::npos);
+  EXPECT_NE(pkl.find("torch._utils\n_rebuild_tensor_v2\n"), std::string::npos);
+  EXPECT_NE(pkl.find("torch._utils\n_rebuild_tensor_v3\n"), std::string::npos);  // U16 and friends
+  EXPECT_NE(pkl.find("torch\nUntypedStorage\n"), std::string::npos);
+  EXPECT_NE(pkl.find("torch\nBFloat16Storage\n"), std::string::npos);
+  for (const auto& e : zip.entries()) {
+    EXPECT_EQ(e.method, 0) << e.name;
+    EXPECT_EQ(e.data_offset % 64, 0u) << e.name;
+    EXPECT_NO_THROW(zip.verify_crc(e)) << e.name;
+  }
+}
+
+TEST_F(Writers, PytorchStorageSharedUnderTwoDtypesBecomesUntyped) {
+  const Tensor base = test::patterned(DType::F32, {4}, 5);
+  const Tensor as_int(DType::I32, {4}, {1}, 0, base.storage());
+  const std::vector<NamedTensor> want = {{"f", base}, {"i", as_int}};
+  save(catalog(want), dir_ / "mixed.pt", SaveFormat::pytorch);
+  const auto got = open(dir_ / "mixed.pt");
+  expect_same_tensors(got, want);
+  EXPECT_EQ(got.find("f")->storage(), got.find("i")->storage());
+}
+
+TEST_F(Writers, PytorchPickleEncodesEveryIntegerWidth) {
+  // Strides of size-1 dimensions reach no element, so any value is a valid
+  // view of a small storage: they exercise BININT1/BININT2/BININT/LONG1.
+  const Tensor base = test::patterned(DType::F32, {70000}, 8);
+  const std::vector<std::int64_t> strides = {1, 300, 70000, std::int64_t{1} << 31, std::int64_t{1} << 40,
+                                             INT64_MAX};
+  std::vector<NamedTensor> want;
+  for (std::size_t i = 0; i < strides.size(); ++i)
+    want.push_back({"s" + std::to_string(i), Tensor(DType::F32, {1, 2}, {strides[i], 1}, 69990, base.storage())});
+  save(catalog(want), dir_ / "ints.pt", SaveFormat::pytorch);
+  const auto got = open(dir_ / "ints.pt");
+  for (std::size_t i = 0; i < strides.size(); ++i) {
+    SCOPED_TRACE(strides[i]);
+    const Tensor& t = got.tensors()[i].tensor;
+    EXPECT_EQ(t.strides(), (Shape{strides[i], 1}));
+    EXPECT_EQ(t.storage_offset(), 69990);
+    EXPECT_TRUE(t.equal(want[i].tensor));
+  }
+}
+
+// --- streaming ---------------------------------------------------------------
+
+// Tensors whose bytes are made on first use and counted while alive.
+struct LiveCounter {
+  std::atomic<int> live{0};
+  std::atomic<int> peak{0};
+  std::atomic<int> made{0};
+};
+
+Tensor counted(std::shared_ptr<LiveCounter> c, std::int64_t n, unsigned seed) {
+  const Tensor pattern = test::patterned(DType::F32, {n}, seed);
+  auto st = Storage::deferred(static_cast<std::uint64_t>(n) * 4, [c, pattern] {
+    auto buf = std::shared_ptr<std::vector<std::byte>>(
+        new std::vector<std::byte>(pattern.bytes().begin(), pattern.bytes().end()), [c](std::vector<std::byte>* p) {
+          c->live--;
+          delete p;
+        });
+    const int now = ++c->live;
+    c->made++;
+    for (int p = c->peak; now > p && !c->peak.compare_exchange_weak(p, now);) {
+    }
+    return Storage::borrow_mutable(std::span<std::byte>(buf->data(), buf->size()), buf);
+  });
+  return Tensor(DType::F32, {n}, {1}, 0, st);
+}
+
+TEST_F(Writers, StreamsOneTensorAtATime) {
+  for (const SaveFormat f : {SaveFormat::safetensors, SaveFormat::pytorch}) {
+    SCOPED_TRACE(std::string(save_format_name(f)));
+    auto c = std::make_shared<LiveCounter>();
+    std::vector<NamedTensor> ts;
+    for (unsigned i = 0; i < 8; ++i) ts.push_back({"t" + std::to_string(i), counted(c, 1000, i)});
+    save(catalog(std::move(ts)), dir_ / (f == SaveFormat::safetensors ? "s.safetensors" : "s.pt"), f);
+    EXPECT_EQ(c->made, 8);
+    EXPECT_EQ(c->peak, 1);
+    EXPECT_EQ(c->live, 0);
+  }
+}
+
+TEST_F(Writers, ACatalogueKeptByTheCallerKeepsItsTensors) {
+  auto c = std::make_shared<LiveCounter>();
+  std::vector<NamedTensor> ts;
+  for (unsigned i = 0; i < 3; ++i) ts.push_back({"t" + std::to_string(i), counted(c, 10, i)});
+  const TensorCatalog kept = catalog(std::move(ts));
+  save(kept, dir_ / "k.safetensors", SaveFormat::safetensors);  // a copy: documented to keep them
+  EXPECT_EQ(c->peak, 3);
+}
+
+TEST_F(Writers, ProgressIsMonotoneAndEndsAtTheTotal) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
+  SaveOptions o;
+  o.progress = [&](std::uint64_t done, std::uint64_t total) { calls.emplace_back(done, total); };
+  const Tensor big = test::patterned(DType::F32, {5 << 20}, 3);  // 20 MiB: two chunks
+  save(catalog({{"big", big}, {"small", Tensor::scalar(1.0)}}), dir_ / "p.safetensors", SaveFormat::safetensors, o);
+  ASSERT_GE(calls.size(), 2u);
+  for (std::size_t i = 1; i < calls.size(); ++i) EXPECT_GT(calls[i].first, calls[i - 1].first);
+  EXPECT_EQ(calls.back().first, big.nbytes() + 8);
+  EXPECT_EQ(calls.back().second, big.nbytes() + 8);
+}
+
+// --- atomic writes -----------------------------------------------------------
+
+TEST_F(Writers, AFailedSaveLeavesTheOldFileAndNoTemporary) {
+  for (const SaveFormat f : {SaveFormat::safetensors, SaveFormat::pytorch}) {
+    const fs::path out = dir_ / (f == SaveFormat::safetensors ? "m.safetensors" : "m.pt");
+    save(catalog({{"old", Tensor::scalar(1.0f)}}), out, f);
+    const std::string before = file_text(out);
+    auto failing = Storage::deferred(8, []() -> std::shared_ptr<Storage> {
+      throw Error(ErrorCode::corrupt, "record went bad");
+    });
+    const std::vector<NamedTensor> ts = {{"fine", Tensor::scalar(2.0f)},
+                                         {"broken", Tensor(DType::F64, {1}, {1}, 0, failing)}};
+    const auto e = expect_error([&] { save(catalog(ts), out, f); }, ErrorCode::corrupt, {"record went bad"});
+    if (f == SaveFormat::safetensors) {
+      EXPECT_EQ(e.key(), "broken");
+    }
+    EXPECT_EQ(file_text(out), before);
+    EXPECT_EQ(open(out).tensors().front().name, "old");
+  }
+  EXPECT_EQ(test::files_in(dir_), (std::vector<std::string>{"m.pt", "m.safetensors"}));
+}
+
+TEST_F(Writers, AtomicFileCommitDiscardAndPermissions) {
+  const fs::path target = dir_ / "f.bin";
+  {
+    AtomicFile f(target);
+    const std::string s = "hello";
+    f.write(std::as_bytes(std::span<const char>(s.data(), s.size())));
+    EXPECT_TRUE(fs::exists(f.temp_path()));
+    EXPECT_FALSE(fs::exists(target));
+  }  // destroyed without commit
+  EXPECT_TRUE(test::files_in(dir_).empty());
+
+  AtomicFile f(target);
+  const std::string s = "hello world";
+  f.write(std::as_bytes(std::span<const char>(s.data(), s.size())));
+  const std::string patch = "J";
+  f.write_at(6, std::as_bytes(std::span<const char>(patch.data(), 1)));
+  EXPECT_EQ(f.size(), 11u);
+  f.commit();
+  EXPECT_TRUE(f.committed());
+  EXPECT_EQ(file_text(target), "hello Jorld");
+  EXPECT_EQ(test::files_in(dir_), (std::vector<std::string>{"f.bin"}));
+  expect_error([&] { f.commit(); }, ErrorCode::invalid_argument, {"committed"});
+
+  // Replacing a file keeps its permissions.
+  ::chmod(target.c_str(), 0640);
+  AtomicFile g(target);
+  g.write(std::as_bytes(std::span<const char>(s.data(), 2)));
+  g.commit();
+  struct stat st{};
+  ASSERT_EQ(::stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(file_text(target), "he");
+}
+
+TEST_F(Writers, AtomicFileErrors) {
+  expect_error([&] { AtomicFile f(dir_ / "missing" / "x.bin"); }, ErrorCode::io,
+               {"cannot create a temporary file", "No such file or directory"});
+  AtomicFile f(dir_ / "x.bin");
+  const std::string s = "abc";
+  expect_error([&] { f.write_at(2, std::as_bytes(std::span<const char>(s.data(), 3))); }, ErrorCode::invalid_argument,
+               {"past the 0 bytes written"});
+  f.discard();
+  expect_error([&] { f.write(std::as_bytes(std::span<const char>(s.data(), 3))); }, ErrorCode::invalid_argument,
+               {"committed or discarded"});
+}
+
+TEST_F(Writers, SavingOverTheMappedInputIsSafe) {
+  const auto want = test::views_and_ties();
+  save(catalog(want), dir_ / "m.pt", SaveFormat::pytorch);
+  // Read m.pt (mapped) and write it back over itself.
+  save(open(dir_ / "m.pt"), dir_ / "m.pt", SaveFormat::pytorch);
+  expect_same_tensors(open(dir_ / "m.pt"), want);
+}
+
+// --- zip writer --------------------------------------------------------------
+
+// Little-endian fields of a byte vector, for checking zip records by hand.
+std::uint64_t le(const std::vector<std::byte>& b, std::size_t at, int n) {
+  std::uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | static_cast<std::uint8_t>(b.at(at + static_cast<std::size_t>(i)));
+  return v;
+}
+
+TEST_F(Writers, ZipWriterForcedZip64Records) {
+  // Debian's minizip 1.1 ignores zip64 extra fields in the central
+  // directory, so ZipArchive cannot check these; we parse the records here
+  // (and tests/interop reads the same layout with Python's zipfile).
+  AtomicFile f(dir_ / "z.zip");
+  ZipWriterOptions o;
+  o.force_zip64 = true;
+  o.alignment = 4096;
+  ZipWriter z(f, o);
+  const std::string a = "first entry", b = "second";
+  z.add_entry("dir/a", std::as_bytes(std::span<const char>(a.data(), a.size())));
+  z.begin_entry("dir/b\xc3\xa9", b.size());  // UTF-8 name
+  z.write(std::as_bytes(std::span<const char>(b.data(), 3)));
+  z.write(std::as_bytes(std::span<const char>(b.data() + 3, 3)));
+  z.end_entry();
+  z.finish();
+  f.commit();
+  const auto x = test::read_bytes(dir_ / "z.zip");
+  // End of central directory, then the zip64 locator 20 bytes before it.
+  const std::size_t eocd = x.size() - 22;
+  ASSERT_EQ(le(x, eocd, 4), 0x06054b50u);
+  ASSERT_EQ(le(x, eocd - 20, 4), 0x07064b50u);
+  const std::size_t end64 = le(x, eocd - 20 + 8, 8);
+  ASSERT_EQ(le(x, end64, 4), 0x06064b50u);
+  EXPECT_EQ(le(x, end64 + 32, 8), 2u);  // entries
+  std::size_t cd = le(x, end64 + 48, 8);
+  const std::vector<std::string> names = {"dir/a", "dir/b\xc3\xa9"};
+  const std::vector<std::string> data = {a, b};
+  for (std::size_t i = 0; i < 2; ++i) {
+    SCOPED_TRACE(names[i]);
+    ASSERT_EQ(le(x, cd, 4), 0x02014b50u);
+    EXPECT_EQ(le(x, cd + 8, 2), i == 1 ? 0x0800u : 0u);  // UTF-8 flag
+    EXPECT_EQ(le(x, cd + 20, 4), 0xFFFFFFFFu);
+    EXPECT_EQ(le(x, cd + 24, 4), 0xFFFFFFFFu);
+    EXPECT_EQ(le(x, cd + 42, 4), 0xFFFFFFFFu);
+    const std::size_t name_len = le(x, cd + 28, 2), extra_len = le(x, cd + 30, 2);
+    const std::size_t ex = cd + 46 + name_len;
+    ASSERT_EQ(le(x, ex, 2), 1u);    // zip64 extra id
+    ASSERT_EQ(le(x, ex + 2, 2), 24u);
+    EXPECT_EQ(le(x, ex + 4, 8), data[i].size());
+    EXPECT_EQ(le(x, ex + 12, 8), data[i].size());
+    const std::size_t local = le(x, ex + 20, 8);
+    ASSERT_EQ(le(x, local, 4), 0x04034b50u);
+    const std::size_t start = local + 30 + le(x, local + 26, 2) + le(x, local + 28, 2);
+    EXPECT_EQ(start % 4096, 0u);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(x.data()) + start, data[i].size()), data[i]);
+    EXPECT_EQ(le(x, local + 14, 4), le(x, cd + 16, 4));  // the patched CRC matches the directory
+    cd += 46 + name_len + extra_len;
+  }
+}
+
+TEST_F(Writers, ZipWriterOutputReadsBackWithoutZip64) {
+  AtomicFile f(dir_ / "z.zip");
+  ZipWriter z(f, ZipWriterOptions{4096, false});
+  const std::string a = "payload";
+  z.add_entry("x/a", std::as_bytes(std::span<const char>(a.data(), a.size())));
+  z.add_entry("x/empty", {});
+  z.finish();
+  f.commit();
+  const auto zip = ZipArchive::open(Source::map_file(dir_ / "z.zip"), {});
+  ASSERT_EQ(zip.entries().size(), 2u);
+  for (const auto& e : zip.entries()) {
+    EXPECT_EQ(e.data_offset % 4096, 0u);
+    EXPECT_NO_THROW(zip.verify_crc(e));
+  }
+  const Source s = zip.read(zip.entries()[0]);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(s.bytes().data()), s.size()), "payload");
+}
+
+TEST_F(Writers, ZipWriterMisuse) {
+  AtomicFile f(dir_ / "z.zip");
+  expect_error([&] { ZipWriter(f, ZipWriterOptions{48, false}); }, ErrorCode::invalid_argument, {"power of two"});
+  ZipWriter z(f);
+  const std::string a = "abc";
+  const auto bytes = std::as_bytes(std::span<const char>(a.data(), a.size()));
+  expect_error([&] { z.write(bytes); }, ErrorCode::invalid_argument, {"without an open entry"});
+  z.begin_entry("a", 2);
+  expect_error([&] { z.write(bytes); }, ErrorCode::invalid_argument, {"declared 2 bytes", "3 were written"});
+  expect_error([&] { z.end_entry(); }, ErrorCode::invalid_argument, {"only 0 were written"});
+  expect_error([&] { z.begin_entry("b", 1); }, ErrorCode::invalid_argument, {"'a' is open"});
+  z.write(bytes.first(2));
+  z.end_entry();
+  expect_error([&] { z.add_entry("a", bytes); }, ErrorCode::invalid_argument, {"duplicate zip entry name"});
+  expect_error([&] { z.add_entry("", bytes); }, ErrorCode::invalid_argument, {"name of 0 bytes"});
+  z.finish();
+  expect_error([&] { z.add_entry("c", bytes); }, ErrorCode::invalid_argument, {"after finish"});
+}
+
+// --- transforms --------------------------------------------------------------
+
+TEST_F(Writers, TransformSelectsFiltersRenamesAndCastsLazily) {
+  const Tensor w = test::patterned(DType::F32, {2, 3}, 1);
+  const Tensor ids = Tensor::from<std::int64_t>({1, 2, 3}, {3});
+  const auto src = TensorCatalog::from_value(
+      "test", [&] {
+        Value sd = Value::dict();
+        sd.insert(Value::str("enc.w"), Value::tensor(w));
+        sd.insert(Value::str("enc.wt"), Value::tensor(w.transpose(0, 1)));
+        sd.insert(Value::str("enc.ids"), Value::tensor(ids));
+        sd.insert(Value::str("dec.w"), Value::tensor(w));
+        Value root = Value::dict();
+        root.insert(Value::str("state_dict"), sd);
+        root.insert(Value::str("epoch"), Value::integer(3));
+        return root;
+      }());
+  TransformOptions o;
+  o.top_level_key = "state_dict";
+  o.keep = [](std::string_view k) { return k.starts_with("enc."); };
+  o.rename = [](std::string_view k) { return "encoder." + std::string(k.substr(4)); };
+  o.dtype = DType::BF16;
+  const auto out = transform(src, o);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out.tensors()[0].name, "encoder.w");
+  EXPECT_EQ(out.tensors()[1].name, "encoder.wt");
+  EXPECT_EQ(out.tensors()[2].name, "encoder.ids");
+  const Tensor& cw = *out.find("encoder.w");
+  const Tensor& cwt = *out.find("encoder.wt");
+  EXPECT_EQ(cw.dtype(), DType::BF16);
+  EXPECT_EQ(out.find("encoder.ids")->dtype(), DType::I64);  // integers keep theirs
+  EXPECT_TRUE(cw.storage()->pending());                      // nothing converted yet
+  EXPECT_EQ(cw.storage(), cwt.storage());                    // tied views share one cast
+  EXPECT_EQ(cwt.strides(), (Shape{1, 3}));
+  EXPECT_TRUE(cw.equal(w.to(DType::BF16)));
+  EXPECT_TRUE(cwt.equal(w.transpose(0, 1).to(DType::BF16)));
+  EXPECT_TRUE(out.find("encoder.ids")->equal(ids));
+}
+
+TEST_F(Writers, TransformCastsAViewAloneOnItsStorageByItself) {
+  const Tensor base = test::patterned(DType::F64, {100}, 4);
+  const auto out = transform(catalog({{"v", base.narrow(0, 10, 5)}}), [] {
+    TransformOptions o;
+    o.dtype = DType::F32;
+    return o;
+  }());
+  EXPECT_EQ(out.find("v")->storage()->nbytes(), 20u);
+  EXPECT_TRUE(out.find("v")->equal(base.narrow(0, 10, 5).to(DType::F32)));
+}
+
+TEST_F(Writers, TransformErrors) {
+  const auto cat = catalog({{"a.x", Tensor::scalar(1.0f)}, {"b.x", Tensor::scalar(2.0f)}});
+  TransformOptions collide;
+  collide.rename = [](std::string_view k) { return std::string(k.substr(2)); };
+  expect_error([&] { transform(cat, collide); }, ErrorCode::invalid_argument, {"both 'a.x' and 'b.x'", "'x'"});
+  TransformOptions empty;
+  empty.rename = [](std::string_view) { return std::string(); };
+  expect_error([&] { transform(cat, empty); }, ErrorCode::invalid_argument, {"empty name"});
+  TransformOptions to_int;
+  to_int.dtype = DType::I32;
+  expect_error([&] { transform(cat, to_int); }, ErrorCode::invalid_argument, {"only floating dtypes"});
+  TransformOptions to_f8;
+  to_f8.dtype = DType::F8_E4M3;
+  expect_error([&] { transform(cat, to_f8); }, ErrorCode::invalid_argument, {"float8 is not implemented"});
+  TransformOptions key;
+  key.top_level_key = "c";
+  expect_error([&] { transform(cat, key); }, ErrorCode::missing_key, {"'a', 'b'"});
+}
+
+TEST_F(Writers, CastThenSaveStreams) {
+  auto c = std::make_shared<LiveCounter>();
+  std::vector<NamedTensor> ts;
+  for (unsigned i = 0; i < 6; ++i) ts.push_back({"t" + std::to_string(i), counted(c, 1000, i)});
+  TransformOptions o;
+  o.dtype = DType::F16;
+  // As the tool does: the input catalogue is a temporary of the transform
+  // statement, so only the transformed catalogue holds the tensors.
+  TensorCatalog cast = transform(catalog(std::move(ts)), o);
+  save(std::move(cast), dir_ / "c.safetensors", SaveFormat::safetensors);
+  EXPECT_EQ(c->made, 6);
+  EXPECT_EQ(c->peak, 1);
+  EXPECT_EQ(c->live, 0);
+  const auto got = open(dir_ / "c.safetensors");
+  for (const auto& [n, t] : got.tensors()) EXPECT_EQ(t.dtype(), DType::F16);
+}
+
+}  // namespace
