@@ -1,6 +1,10 @@
 #include "torchport/core/storage.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <new>
 #include <string>
 
@@ -39,13 +43,27 @@ std::shared_ptr<Storage> Storage::allocate(std::uint64_t nbytes) {
 }
 
 std::shared_ptr<Storage> Storage::borrow(std::span<const std::byte> bytes,
-                                         std::shared_ptr<const void> owner) {
+                                         std::shared_ptr<const void> owner, bool file_backed) {
   auto s = std::make_shared<Storage>(Private{});
   s->nbytes_ = bytes.size();
   s->data_ = const_cast<std::byte*>(bytes.data());  // never written: writable_ is false
   s->owner_ = std::move(owner);
   s->borrowed_ = true;
+  s->file_backed_ = file_backed;
   return s;
+}
+
+void Storage::release_pages(std::uint64_t offset, std::uint64_t n) const noexcept {
+  if (!file_backed_ || offset >= nbytes_ || n == 0) return;
+  n = std::min(n, nbytes_ - offset);
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  // Only whole pages inside the range: a neighbour's bytes stay resident.
+  const auto start = reinterpret_cast<std::uintptr_t>(data_ + offset);
+  const auto begin = (start + page - 1) & ~(page - 1);
+  const auto end = (start + n) & ~(page - 1);
+  // MADV_DONTNEED on a private read-only file mapping only unmaps our page
+  // table entries; it would zero anonymous memory, hence the file_backed check.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 std::shared_ptr<Storage> Storage::borrow_mutable(std::span<std::byte> bytes,

@@ -27,6 +27,7 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence, Mat
       const auto src = (*s)->bytes();
       auto slice = dst.subspan(static_cast<std::size_t>(at), src.size());
       if (!src.empty()) std::memcpy(slice.data(), src.data(), src.size());
+      (*s)->release_pages(0, src.size());  // the copy replaces the mapped pages
       replaced[s->get()] = Storage::borrow_mutable(slice, arena);
       at += (src.size() + kAlign - 1) / kAlign * kAlign;
       st.bytes += src.size();

@@ -77,7 +77,7 @@ std::shared_ptr<Storage> record_storage(const Source& source, std::uint64_t offs
                                         std::uint64_t nbytes, DType dtype, bool big_endian) {
   const Source rec = source.slice(offset, nbytes, source.name());
   const auto addr = reinterpret_cast<std::uintptr_t>(rec.bytes().data());
-  if (!big_endian && addr % dtype_alignment(dtype) == 0) return Storage::borrow(rec.bytes(), rec.owner());
+  if (!big_endian && addr % dtype_alignment(dtype) == 0) return rec.storage(0, rec.size());
   // Copy into aligned memory on first use; swap each element (each
   // component of a complex number) when the file is big-endian.
   const std::size_t unit = is_complex(dtype) ? dtype_size(dtype) / 2 : dtype_size(dtype);

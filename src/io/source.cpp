@@ -101,7 +101,7 @@ Source Source::slice(std::uint64_t offset, std::uint64_t size, std::string name)
 
 std::shared_ptr<Storage> Source::storage(std::uint64_t offset, std::uint64_t size) const {
   const Source s = slice(offset, size, name_);
-  return Storage::borrow(s.bytes_, owner_);
+  return Storage::borrow(s.bytes_, owner_, !path_.empty() && !bytes_.empty());
 }
 
 }  // namespace torchport

@@ -297,8 +297,13 @@ void Loader::tensor(const Value* node, const std::string& path, Tensor& field) {
   else if (field.defined()) target = field.dtype();
   else target = precision_dtype(Precision::Full, t.dtype());
   try {
+    const Tensor source = t;
     if (t.dtype() != target || !t.is_contiguous()) t = t.to(target);
     else if (settings_.residence == Residence::owned && !t.storage()->writable()) t = t.clone();
+    // A copy was made: the mapped pages it came from need not stay resident.
+    if (t.storage() != source.storage() && source.numel() > 0 && source.is_contiguous())
+      source.storage()->release_pages(static_cast<std::uint64_t>(source.storage_offset()) * dtype_size(source.dtype()),
+                                      source.nbytes());
   } catch (const Error& e) {
     throw Error(e.code(), e.message(), path, e.offset(), e.where());
   }

@@ -31,9 +31,11 @@ class Storage {
   /// Owned, writable, uninitialised bytes aligned to 64.
   /// \throws Error(limit_exceeded) when the allocation fails.
   static std::shared_ptr<Storage> allocate(std::uint64_t nbytes);
-  /// Read-only bytes that `owner` keeps alive (e.g. a `MappedFile`).
+  /// Read-only bytes that `owner` keeps alive (e.g. a mapped file).
+  /// `file_backed` says the bytes are a private mapping of a file, whose
+  /// pages `release_pages()` may drop (they fault back in from the file).
   static std::shared_ptr<Storage> borrow(std::span<const std::byte> bytes,
-                                         std::shared_ptr<const void> owner);
+                                         std::shared_ptr<const void> owner, bool file_backed = false);
   /// Writable bytes that `owner` keeps alive (e.g. a slice of an arena).
   static std::shared_ptr<Storage> borrow_mutable(std::span<std::byte> bytes,
                                                  std::shared_ptr<void> owner);
@@ -54,8 +56,14 @@ class Storage {
   bool writable() const noexcept { return writable_; }
   /// True when the bytes live in someone else's memory (a mapped file).
   bool borrowed() const noexcept { return borrowed_; }
+  /// True when the bytes are a private read-only mapping of a file.
+  bool file_backed() const noexcept { return file_backed_; }
   /// True for a deferred storage whose loader has not run yet.
   bool pending() const noexcept;
+  /// Drops this process's resident pages of `[offset, offset + n)` when the
+  /// storage is file-backed (memory use falls; the page cache keeps the data
+  /// and a later access reads it again). Does nothing for other storages.
+  void release_pages(std::uint64_t offset, std::uint64_t n) const noexcept;
 
   struct Private;  // construction token
   explicit Storage(const Private&) {}
@@ -66,6 +74,7 @@ class Storage {
   std::shared_ptr<const void> owner_;
   bool writable_ = false;
   bool borrowed_ = false;
+  bool file_backed_ = false;
   // Deferred storages only.
   Loader loader_;
   mutable std::once_flag once_;
