@@ -704,3 +704,26 @@ TEST(Records, DescribeAndCompare) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Recorder, PyTorchFileRecorderLoadsAtItsPrecision) {
+  const PyTorchFileRecorder doubles(Precision::Double);
+  const LinearNet net = doubles.load<LinearNet>(case_file("linear.pt"));
+  EXPECT_EQ(net.fc1.weight.dtype(), DType::F64);
+  EXPECT_EQ(net.fc1.weight.shape(), (Shape{2, 3}));
+  expect_loaded(net, "linear");
+  ComplexNet half = ComplexNet::make(DType::F16);
+  const LoadReport r = PyTorchFileRecorder(Precision::Half).load(half, case_file("complex_nested.pt"));
+  EXPECT_TRUE(r.clean());
+  EXPECT_EQ(half.norm1.running_var->dtype(), DType::F16);
+}
+
+TEST(Recorder, IntegersThatDoNotFitAreErrors) {
+  BufferNet net;
+  // The integer fixture holds [[1, 2, 3], [-4, 5, 6]]: converting it to bool cannot work.
+  net.buffer = Tensor::zeros(DType::BOOL, {2, 3});
+  expect_error([&] { load(net, case_file("integer.pt")); }, ErrorCode::dtype_mismatch, "'buffer'");
+}
+
+}  // namespace
