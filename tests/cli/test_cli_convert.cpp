@@ -1,0 +1,246 @@
+// torchport convert and torchport diff, run as a user runs them: inputs
+// are written with the library, outputs checked with it and with diff.
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "formats/conversion_helpers.hpp"
+#include "support/fixtures.hpp"
+#include "torchport/formats/open.hpp"
+#include "torchport/formats/save.hpp"
+
+namespace fs = std::filesystem;
+using namespace torchport;
+using test::run_command;
+
+namespace {
+
+// The entry of `name` in diff --json's "tensors".
+nlohmann::json entry(const nlohmann::json& j, const std::string& name) {
+  for (const auto& t : j["tensors"])
+    if (t["name"] == name) return t;
+  ADD_FAILURE() << "no tensor " << name << " in " << j.dump();
+  return nlohmann::json::object();
+}
+
+class CliConvert : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test::temp_dir(std::string("cli-") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string p(const std::string& name) const { return "'" + (dir_ / name).string() + "'"; }
+  int tool(const std::string& args, std::string* out = nullptr) const {
+    std::string local;
+    const int rc = run_command(std::string(TORCHPORT_TOOL) + " " + args, out ? out : &local);
+    return rc;
+  }
+  void write(const std::string& name, std::vector<NamedTensor> ts, SaveFormat f) const {
+    save(TensorCatalog::from_tensors("t", std::move(ts)), dir_ / name, f);
+  }
+  fs::path dir_;
+};
+
+TEST_F(CliConvert, PytorchToSafetensorsAndBackIsBitExact) {
+  auto want = test::views_and_ties();
+  auto all = test::every_dtype(true);
+  want.insert(want.end(), all.begin(), all.end());
+  write("in.pt", want, SaveFormat::pytorch);
+  std::string out;
+  ASSERT_EQ(tool("convert " + p("in.pt") + " " + p("out.safetensors"), &out), 0) << out;
+  EXPECT_NE(out.find("wrote"), std::string::npos) << out;
+  EXPECT_NE(out.find(std::to_string(want.size()) + " tensors"), std::string::npos) << out;
+  EXPECT_EQ(out.find('\r'), std::string::npos);  // no progress bar without a terminal
+  test::expect_same_tensors(open(dir_ / "out.safetensors"), want, true);
+  ASSERT_EQ(tool("convert " + p("out.safetensors") + " " + p("back.pth"), &out), 0) << out;
+  ASSERT_EQ(tool("diff " + p("in.pt") + " " + p("back.pth"), &out), 0) << out;
+  EXPECT_NE(out.find("equal:"), std::string::npos) << out;
+}
+
+TEST_F(CliConvert, SelectFilterRemapAndCast) {
+  Value sd = Value::dict();
+  const Tensor w = test::patterned(DType::F32, {3, 2}, 1);
+  sd.insert(Value::str("model.layers.0.attn.weight"), Value::tensor(w));
+  sd.insert(Value::str("model.layers.0.attn.bias"), Value::tensor(Tensor::from<float>({1, 2, 3}, {3})));
+  sd.insert(Value::str("model.layers.1.mlp.weight"), Value::tensor(w.transpose(0, 1)));
+  sd.insert(Value::str("model.rotary.inv_freq"), Value::tensor(Tensor::from<float>({1}, {1})));
+  sd.insert(Value::str("model.ids"), Value::tensor(Tensor::from<std::int64_t>({7, 8}, {2})));
+  Value root = Value::dict();
+  root.insert(Value::str("state_dict"), sd);
+  root.insert(Value::str("epoch"), Value::integer(4));
+  save(TensorCatalog::from_value("t", root), dir_ / "ckpt.pt", SaveFormat::pytorch);
+
+  std::string out;
+  ASSERT_EQ(tool("convert " + p("ckpt.pt") + " " + p("m.safetensors") +
+                     " --top-level-key state_dict --include '^model\\.(layers|ids)' --exclude 'bias$'"
+                     " --remap '^model\\.' '' --remap 'layers\\.(\\d+)' 'h.$1' --dtype bf16",
+                 &out),
+            0)
+      << out;
+  const auto got = open(dir_ / "m.safetensors");
+  ASSERT_EQ(got.size(), 3u);
+  ASSERT_NE(got.find("h.0.attn.weight"), nullptr);
+  ASSERT_NE(got.find("h.1.mlp.weight"), nullptr);
+  ASSERT_NE(got.find("ids"), nullptr);
+  EXPECT_TRUE(got.find("h.0.attn.weight")->equal(w.to(DType::BF16)));
+  EXPECT_TRUE(got.find("h.1.mlp.weight")->equal(w.transpose(0, 1).to(DType::BF16)));
+  EXPECT_EQ(got.find("ids")->dtype(), DType::I64);  // --dtype casts floating tensors only
+}
+
+TEST_F(CliConvert, ShardedOutAndInAgain) {
+  std::vector<NamedTensor> want;
+  for (unsigned i = 0; i < 6; ++i)
+    want.push_back({"l" + std::to_string(i), test::patterned(DType::F32, {64}, i)});  // 256 bytes each
+  write("in.safetensors", want, SaveFormat::safetensors);
+  fs::create_directory(dir_ / "shards");
+  std::string out;
+  ASSERT_EQ(tool("convert " + p("in.safetensors") + " " + p("shards/pytorch_model.bin") + " --max-shard-size 600B", &out), 0)
+      << out;
+  EXPECT_NE(out.find("3 shards"), std::string::npos) << out;
+  EXPECT_TRUE(fs::exists(dir_ / "shards" / "pytorch_model-00003-of-00003.bin"));
+  EXPECT_TRUE(fs::exists(dir_ / "shards" / "pytorch_model.bin.index.json"));
+  ASSERT_EQ(tool("convert " + p("shards") + " " + p("single.safetensors"), &out), 0) << out;
+  ASSERT_EQ(tool("diff " + p("in.safetensors") + " " + p("single.safetensors"), &out), 0) << out;
+  ASSERT_EQ(tool("diff " + p("in.safetensors") + " " + p("shards/pytorch_model.bin.index.json"), &out), 0) << out;
+}
+
+TEST_F(CliConvert, DirectoryOutputGetsHuggingFaceNames) {
+  write("in.pt", {{"w", Tensor::scalar(1.5f)}}, SaveFormat::pytorch);
+  fs::create_directory(dir_ / "o");
+  ASSERT_EQ(tool("convert " + p("in.pt") + " " + p("o")), 0);
+  EXPECT_TRUE(fs::exists(dir_ / "o" / "model.safetensors"));
+  ASSERT_EQ(tool("convert " + p("in.pt") + " " + p("o") + " --format pytorch"), 0);
+  EXPECT_TRUE(fs::exists(dir_ / "o" / "pytorch_model.bin"));
+  EXPECT_EQ(open(dir_ / "o" / "pytorch_model.bin").format(), "pytorch-zip");
+}
+
+TEST_F(CliConvert, UsageErrorsExitTwo) {
+  write("in.pt", {{"w", Tensor::scalar(1.5f)}}, SaveFormat::pytorch);
+  const std::string in = p("in.pt");
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"convert " + in + " " + p("out.xyz"), "cannot tell the output format"},
+      {"convert " + in + " " + p("o.pt") + " --format onnx", "--format"},
+      {"convert " + in + " " + p("o.pt") + " --dtype float99", "unknown dtype 'float99'"},
+      {"convert " + in + " " + p("o.pt") + " --dtype int32", "only floating dtypes"},
+      {"convert " + in + " " + p("o.pt") + " --remap '(' x", "invalid regular expression '('"},
+      {"convert " + in + " " + p("o.pt") + " --remap '(a)' '$2'", "group 2"},
+      {"convert " + in + " " + p("o.pt") + " --include '['", "invalid regular expression '['"},
+      {"convert " + in + " " + p("o.pt") + " --max-shard-size 5XB", "size '5XB'"},
+      {"convert " + p("missing.pt") + " " + p("o.pt"), "missing.pt"},
+      {"convert " + in, "out"},
+      {"diff " + in + " " + in + " --atol -1", "non-negative"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    std::string out;
+    EXPECT_EQ(tool(c.args, &out), 2) << out;
+    EXPECT_NE(out.find(c.message), std::string::npos) << out;
+  }
+  EXPECT_EQ(test::files_in(dir_), (std::vector<std::string>{"in.pt"}));
+}
+
+TEST_F(CliConvert, BadInputExitsOneAndKeepsTheOldOutput) {
+  write("old.safetensors", {{"w", Tensor::scalar(2.5f)}}, SaveFormat::safetensors);
+  const auto before = test::read_bytes(dir_ / "old.safetensors");
+  test::write_bytes(dir_ / "bad.safetensors",
+                    test::safetensors_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,9]}})", 9));
+  std::string out;
+  EXPECT_EQ(tool("convert " + p("bad.safetensors") + " " + p("old.safetensors"), &out), 1) << out;
+  EXPECT_NE(out.find("F32[2] needs 8 bytes"), std::string::npos) << out;
+  EXPECT_EQ(test::read_bytes(dir_ / "old.safetensors"), before);
+  EXPECT_EQ(test::files_in(dir_), (std::vector<std::string>{"bad.safetensors", "old.safetensors"}));
+}
+
+// --- diff ----------------------------------------------------------------------
+
+TEST_F(CliConvert, DiffReportsEveryKindOfDifference) {
+  const Tensor w = Tensor::from<float>({1, 2, 3, 4}, {2, 2});
+  write("a.safetensors",
+        {{"same", w}, {"changed", w}, {"reshaped", w}, {"retyped", w}, {"only_a", w}}, SaveFormat::safetensors);
+  write("b.pt",
+        {{"same", w},
+         {"changed", Tensor::from<float>({1, 2, 3, 4.5f}, {2, 2})},
+         {"reshaped", w.reshape({4})},
+         {"retyped", w.to(DType::F64)},
+         {"only_b", w}},
+        SaveFormat::pytorch);
+  std::string out;
+  EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("b.pt"), &out), 1);
+  EXPECT_NE(out.find("only in A: only_a"), std::string::npos) << out;
+  EXPECT_NE(out.find("only in B: only_b"), std::string::npos) << out;
+  EXPECT_NE(out.find("changed: 1 of 4 elements differ, max abs 0.5, max rel 0.111"), std::string::npos) << out;
+  EXPECT_NE(out.find("reshaped: F32[2, 2] vs F32[4]: not comparable"), std::string::npos) << out;
+  EXPECT_NE(out.find("retyped: dtype F32 vs F64"), std::string::npos) << out;
+  EXPECT_NE(out.find("different: 1 of 4 common tensors identical"), std::string::npos) << out;
+
+  ASSERT_EQ(tool("diff --json " + p("a.safetensors") + " " + p("b.pt"), &out), 1);
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_FALSE(j["equal"].get<bool>());
+  EXPECT_EQ(j["only_in_a"], nlohmann::json::array({"only_a"}));
+  EXPECT_EQ(j["only_in_b"], nlohmann::json::array({"only_b"}));
+  ASSERT_EQ(j["tensors"].size(), 4u);
+  const auto changed = entry(j, "changed");
+  EXPECT_FALSE(changed["equal"].get<bool>());
+  EXPECT_EQ(changed["mismatched"], 1);
+  EXPECT_DOUBLE_EQ(changed["max_abs"].get<double>(), 0.5);
+  EXPECT_EQ(entry(j, "reshaped")["shape_b"], nlohmann::json::array({4}));
+  EXPECT_FALSE(entry(j, "reshaped").contains("max_abs"));
+  EXPECT_EQ(entry(j, "retyped")["dtype_b"], "F64");
+  EXPECT_TRUE(entry(j, "same")["equal"].get<bool>());
+}
+
+TEST_F(CliConvert, DiffTolerancesAndDtypes) {
+  const Tensor a = Tensor::from<float>({1.0f, 100.0f, -3.0f}, {3});
+  write("a.safetensors", {{"x", a}}, SaveFormat::safetensors);
+  write("b.safetensors", {{"x", Tensor::from<float>({1.001f, 100.05f, -3.0f}, {3})}}, SaveFormat::safetensors);
+  write("bf.safetensors", {{"x", a.to(DType::BF16)}}, SaveFormat::safetensors);
+  std::string out;
+  EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("b.safetensors"), &out), 1) << out;
+  EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("b.safetensors") + " --atol 0.01", &out), 1) << out;  // 0.05 off
+  EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("b.safetensors") + " --atol 0.01 --rtol 0.001", &out), 0)
+      << out;
+  EXPECT_NE(out.find("within tolerance"), std::string::npos) << out;
+  // The same values in another dtype: a difference when exact, equal within a tolerance.
+  EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("bf.safetensors"), &out), 1) << out;
+  EXPECT_NE(out.find("dtype F32 vs BF16; values equal"), std::string::npos) << out;
+  EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("bf.safetensors") + " --atol 1e-9", &out), 0) << out;
+}
+
+TEST_F(CliConvert, DiffNaNsZerosAndInfinities) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  float other_nan;
+  const std::uint32_t bits = 0x7fc00001u;  // a NaN with another payload
+  std::memcpy(&other_nan, &bits, 4);
+  write("a.safetensors", {{"nan", Tensor::from<float>({nan}, {1})}, {"zero", Tensor::from<float>({0.0f}, {1})},
+                          {"inf", Tensor::from<float>({inf, -inf}, {2})}},
+        SaveFormat::safetensors);
+  write("same.safetensors", {{"nan", Tensor::from<float>({nan}, {1})}, {"zero", Tensor::from<float>({0.0f}, {1})},
+                             {"inf", Tensor::from<float>({inf, -inf}, {2})}},
+        SaveFormat::safetensors);
+  write("b.safetensors", {{"nan", Tensor::from<float>({other_nan}, {1})}, {"zero", Tensor::from<float>({-0.0f}, {1})},
+                          {"inf", Tensor::from<float>({inf, -inf}, {2})}},
+        SaveFormat::safetensors);
+  std::string out;
+  EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("same.safetensors"), &out), 0) << out;
+  EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("b.safetensors"), &out), 1) << out;
+  EXPECT_NE(out.find("nan: 1 of 1 elements differ"), std::string::npos) << out;
+  EXPECT_NE(out.find("zero: 1 of 1 elements differ"), std::string::npos) << out;  // -0 is not +0 bitwise
+  EXPECT_EQ(out.find("inf:"), std::string::npos) << out;
+  // With a tolerance -0 == +0, but a NaN still only equals the same NaN.
+  EXPECT_EQ(tool("diff --json " + p("a.safetensors") + " " + p("b.safetensors") + " --rtol 0.5", &out), 1) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_FALSE(entry(j, "nan")["equal"].get<bool>());
+  EXPECT_TRUE(entry(j, "zero")["equal"].get<bool>());
+  EXPECT_TRUE(entry(j, "inf")["equal"].get<bool>());
+}
+
+}  // namespace
