@@ -10,7 +10,7 @@
 //   <stem>/data/<key>   each storage's bytes, stored, aligned to 64
 //   <stem>/version      "3\n"
 //
-// For dtypes without a legacy typed storage class torch (2.1+) pickles
+// For dtypes without a legacy typed storage class (and complex32) torch 2.1+ pickles
 // _rebuild_tensor_v3(untyped_storage, offset, size, stride, False,
 // OrderedDict(), dtype) with ('storage', torch.UntypedStorage, key, 'cpu',
 // nbytes); we do the same (torch/_tensor.py `_reduce_ex_internal`).
@@ -154,6 +154,14 @@ struct Record {
   bool typed = true;        // a legacy typed storage class exists and fits
 };
 
+// The legacy typed storage class torch pickles for `d`, or "" for the dtypes
+// torch/storage.py `_new_dtypes()` serializes as UntypedStorage + dtype:
+// uint16/32/64, the float8 kinds, and complex32 (torch never had a
+// ComplexHalfStorage it could save).
+std::string_view legacy_storage_class(DType d) {
+  return d == DType::C32 ? std::string_view() : dtype_storage_class(d);
+}
+
 // torch names the archive folder after the file, up to its first dot
 // (PyTorchStreamWriter's constructor).
 std::string archive_name(const std::filesystem::path& target) {
@@ -192,7 +200,7 @@ void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStrea
     tensor_record[i] = it->second;
   }
   for (Record& r : records)
-    r.typed = r.typed && !dtype_storage_class(r.dtype).empty() &&
+    r.typed = r.typed && !legacy_storage_class(r.dtype).empty() &&
               r.storage->nbytes() % dtype_size(r.dtype) == 0;
 
   Pickler p;
@@ -210,7 +218,7 @@ void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStrea
       p.op(kMark);
       p.str("storage");
       if (r.typed) {
-        p.global("torch", std::string(dtype_storage_class(r.dtype)));
+        p.global("torch", std::string(legacy_storage_class(r.dtype)));
         p.str(r.key);
         p.str("cpu");
         p.integer(static_cast<std::int64_t>(r.storage->nbytes() / dtype_size(r.dtype)));

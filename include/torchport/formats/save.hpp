@@ -48,7 +48,7 @@ struct SaveOptions {
   /// read from the file again if the tensor is used later. A hint only:
   /// nothing changes when the kernel ignores it.
   bool release_pages = true;
-  /// Called as data is written (at most every 16 MiB and after each tensor).
+  /// Called as data is written: every 16 MiB and once all data is written.
   SaveProgress progress;
 };
 
@@ -79,8 +79,8 @@ struct SaveResult {
 /// `data/<key>` records aligned to 64 bytes, `byteorder`, `version`).
 /// Tensors that share a storage keep sharing it (one record; each view its
 /// own offset and strides). Dtypes without a typed storage class (uint16/32/
-/// 64, float8) use UntypedStorage and `_rebuild_tensor_v3`, which needs
-/// torch 2.1 or newer to load. The catalogue's non-tensor values and
+/// 64, float8, complex32) use UntypedStorage and `_rebuild_tensor_v3`, as
+/// torch 2.1+ writes them; only torch 2.1 or newer loads those tensors. The catalogue's non-tensor values and
 /// metadata are not written: the file is a flat state dict.
 ///
 /// Streaming: the header (or pickle) is written from shapes and dtypes
