@@ -7,6 +7,7 @@
 #include "torchport/core/error.hpp"
 #include "torchport/io/tar.hpp"
 #include "torchport/io/zip.hpp"
+#include "torchport/recorders/recorder.hpp"
 
 namespace torchport {
 namespace {
@@ -53,6 +54,7 @@ std::string sniff_format(const Source& source) {
   if (looks_like_zip(b)) return "pytorch-zip";
   if (looks_like_tar(b)) return "pytorch-tar";
   if (looks_like_safetensors(b)) return "safetensors";
+  if (looks_like_record(source)) return "torchport";
   if (looks_like_pickle(b)) return "pytorch-legacy";
   return "";
 }
@@ -63,6 +65,15 @@ TensorCatalog open(const Source& source, const OpenOptions& options) {
   if (format == "pytorch-tar") return formats::read_pytorch_tar(source, options);
   if (format == "pytorch-legacy" || format == "pickle") return formats::read_pytorch_legacy(source, options);
   if (format == "safetensors") return formats::read_safetensors(source, options);
+  if (format.starts_with("torchport")) {
+    ParsedRecord r = read_record(source, options.limits);
+    std::map<std::string, std::string> meta = r.metadata.extra;
+    meta["torchport.version"] = std::to_string(r.version);
+    meta["torchport.library"] = r.metadata.library;
+    meta["torchport.precision"] = r.metadata.precision;
+    meta["torchport.type"] = r.metadata.type;
+    return TensorCatalog::from_value(r.format, std::move(r.tree), options.limits, std::move(meta));
+  }
   if (format.starts_with("sharded"))
     throw Error(ErrorCode::invalid_argument,
                 "format '" + format + "' is read from a path (an *.index.json or its directory), not from bytes",

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "torchport/record/load.hpp"
+#include "torchport/version.hpp"
 
 namespace torchport::detail {
 
@@ -388,12 +389,31 @@ PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args) {
   if (pytorch) settings.adapters.push_back(std::make_shared<PyTorchAdapter>());
   for (const auto& a : args.adapters()) settings.adapters.push_back(a);
   p.report.source = catalog.format();
+  p.file_metadata = catalog.metadata();
   p.loader = std::make_unique<Loader>(std::move(settings), p.report, std::move(provenance));
   return p;
 }
 
-LoadReport finish_load(PreparedLoad& p, const LoadArgs& args) {
+// How a record file's metadata differs from the module and this library,
+// for error messages: "" when nothing differs or the file is no record.
+std::string metadata_differences(const std::map<std::string, std::string>& meta, const std::string& module_type) {
+  auto get = [&](const char* k) {
+    auto it = meta.find(k);
+    return it == meta.end() ? std::string() : it->second;
+  };
+  std::string d;
+  const std::string type = get("torchport.type"), library = get("torchport.library"), precision = get("torchport.precision");
+  if (!type.empty() && !module_type.empty() && type != module_type)
+    d += "the file holds a '" + type + "', this module is a '" + module_type + "'";
+  if (!library.empty() && library != kVersion)
+    d += (d.empty() ? "" : "; ") + std::string("it was written by torchport ") + library + ", this is " + kVersion;
+  if (!d.empty() && !precision.empty()) d += "; it was saved at " + precision + " precision";
+  return d.empty() ? d : " (" + d + ")";
+}
+
+LoadReport finish_load(PreparedLoad& p, const LoadArgs& args, const std::string& module_type) {
   LoadReport& r = p.report;
+  const std::string differs = metadata_differences(p.file_metadata, module_type);
   const auto& used = p.loader->consumed_keys();
   for (const auto& k : p.loader->provenance().keys())
     if (!used.count(k)) r.unused.push_back(k);
@@ -420,7 +440,8 @@ LoadReport finish_load(PreparedLoad& p, const LoadArgs& args) {
                                  return x.path + " " + shape_to_string(x.expected) + " vs " + shape_to_string(x.found);
                                }) +
                                ")"
-                         : std::string()),
+                         : std::string()) +
+                    differs,
                 m.path, std::nullopt, r.source);
   }
   if (!r.missing.empty() && !args.allow_partial()) {
@@ -430,13 +451,13 @@ LoadReport finish_load(PreparedLoad& p, const LoadArgs& args) {
     if (r.missing.size() > 1)
       msg += " (" + std::to_string(r.missing.size()) + " fields missing: " +
              listing(r.missing, [](const LoadReport::Missing& x) { return x.path; }) + ")";
-    msg += ". Remap keys with LoadArgs::remap, or keep initial values with LoadArgs::allow_partial";
+    msg += ". Remap keys with LoadArgs::remap, or keep initial values with LoadArgs::allow_partial" + differs;
     throw Error(ErrorCode::missing_key, msg, m.path, std::nullopt, r.source);
   }
   if (!r.unused.empty() && args.strict())
     throw Error(ErrorCode::unused_key,
                 std::to_string(r.unused.size()) + " key(s) of the file are used by no field: " +
-                    listing(r.unused, [](const std::string& x) { return x; }),
+                    listing(r.unused, [](const std::string& x) { return x; }) + differs,
                 r.unused.front(), std::nullopt, r.source);
   return r;
 }

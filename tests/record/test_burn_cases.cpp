@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "burn_modules.hpp"
 #include "support/fixtures.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/open.hpp"
@@ -16,12 +17,9 @@
 #include "torchport/record/save.hpp"
 
 using namespace torchport;
+using namespace burn_cases;
 
 namespace {
-
-std::filesystem::path case_file(const std::string& name) {
-  return std::filesystem::path(TORCHPORT_FIXTURES_DIR) / ".." / "record" / "fixtures" / name;
-}
 
 // Tolerances, named per use.
 constexpr double kExact = 0.0;
@@ -86,11 +84,6 @@ void expect_error(F&& f, ErrorCode code, const std::string& text) {
 
 // --- batch_norm ---------------------------------------------------------------
 
-struct BatchNormNet {
-  nn::BatchNorm2d norm1{5};
-  TORCHPORT_FIELDS(norm1)
-};
-
 TEST(BurnCases, BatchNorm) {
   BatchNormNet net;
   const LoadReport r = load(net, case_file("batch_norm.pt"));
@@ -108,11 +101,6 @@ TEST(BurnCases, ShapeMismatchIsAnError) {
 }
 
 // --- boolean, buffer, integer --------------------------------------------------
-
-struct BufferNet {
-  Tensor buffer;
-  TORCHPORT_FIELDS(buffer)
-};
 
 TEST(BurnCases, Boolean) {
   BufferNet net;
@@ -140,37 +128,6 @@ TEST(BurnCases, IntegerFullPrecisionIsI32) {
 }
 
 // --- complex_nested -------------------------------------------------------------
-
-struct ConvBlock {
-  nn::Conv2d conv;
-  nn::BatchNorm2d norm;
-  TORCHPORT_FIELDS(conv, norm)
-  Tensor forward(const Tensor& x) const { return norm.forward(conv.forward(x)); }
-};
-
-struct ComplexNet {
-  std::vector<ConvBlock> conv_blocks;
-  nn::BatchNorm2d norm1;
-  nn::Linear fc1;
-  nn::Linear fc2;
-  TORCHPORT_FIELDS(conv_blocks, norm1, fc1, fc2)
-
-  static ComplexNet make(DType dtype = DType::F32) {
-    ComplexNet n;
-    n.conv_blocks = {{nn::Conv2d(2, 4, {3, 2}, 1, 0, 1, 1, true, dtype), nn::BatchNorm2d(4, 1e-5, true, dtype)},
-                     {nn::Conv2d(4, 6, {3, 2}, 1, 0, 1, 1, true, dtype), nn::BatchNorm2d(6, 1e-5, true, dtype)}};
-    n.norm1 = nn::BatchNorm2d(6, 1e-5, true, dtype);
-    n.fc1 = nn::Linear(120, 12, true, dtype);
-    n.fc2 = nn::Linear(12, 10, true, dtype);
-    return n;
-  }
-  Tensor forward(Tensor x) const {
-    for (const auto& b : conv_blocks) x = b.forward(x);
-    x = nn::flatten(norm1.forward(x), 1);
-    x = nn::relu(fc1.forward(x));
-    return nn::log_softmax(fc2.forward(x), 1);
-  }
-};
 
 TEST(BurnCases, ComplexNestedFullPrecision) {
   ComplexNet net = ComplexNet::make();
@@ -202,11 +159,6 @@ TEST(BurnCases, ComplexNestedDefaultConstructedTakesShapesFromTheFile) {
   expect_loaded(net, "complex_nested");
 }
 
-struct PartialNet {
-  ConvBlock conv1;
-  TORCHPORT_FIELDS(conv1)
-};
-
 TEST(BurnCases, ComplexNestedPartialLoadingViaRemap) {
   PartialNet net;
   const LoadReport r =
@@ -219,14 +171,6 @@ TEST(BurnCases, ComplexNestedPartialLoadingViaRemap) {
   expect_close(*net.conv1.norm.running_var, *want.find("conv_blocks.0.norm.running_var"), kExact, "running_var");
 }
 
-struct NetWithExtra {
-  std::vector<ConvBlock> conv_blocks;
-  nn::BatchNorm2d norm1;
-  nn::Linear fc1, fc2;
-  std::optional<ConvBlock> extra;  // absent from the file
-  TORCHPORT_FIELDS(conv_blocks, norm1, fc1, fc2, extra)
-};
-
 TEST(BurnCases, ComplexNestedExtraFieldAbsentFromTheFile) {
   NetWithExtra net;
   net.extra = ConvBlock{nn::Conv2d(2, 2, 1), nn::BatchNorm2d(2)};
@@ -236,27 +180,6 @@ TEST(BurnCases, ComplexNestedExtraFieldAbsentFromTheFile) {
 }
 
 // --- config ---------------------------------------------------------------------
-
-struct SomeDict {
-  std::string some_key;
-  TORCHPORT_FIELDS(some_key)
-};
-
-struct ModelConfig {
-  std::int64_t n_head = 0;
-  std::int64_t n_layer = 0;
-  std::int64_t d_model = 0;
-  double some_float = 0;
-  int some_int = 0;
-  bool some_bool = false;
-  std::string some_str;
-  std::vector<std::int64_t> some_list_int;
-  std::vector<std::string> some_list_str;
-  std::vector<double> some_list_float;
-  SomeDict some_dict;
-  TORCHPORT_FIELDS(n_head, n_layer, d_model, some_float, some_int, some_bool, some_str, some_list_int,
-                   some_list_str, some_list_float, some_dict)
-};
 
 TEST(BurnCases, Config) {
   const ModelConfig c = load_config<ModelConfig>(case_file("config.pt"), "config");
@@ -275,13 +198,6 @@ TEST(BurnCases, Config) {
 }
 
 // --- convolutions ---------------------------------------------------------------
-
-template <class C>
-struct TwoConvs {
-  C conv1, conv2;
-  TORCHPORT_FIELDS(conv1, conv2)
-  Tensor forward(const Tensor& x) const { return conv2.forward(conv1.forward(x)); }
-};
 
 TEST(BurnCases, Conv1d) {
   TwoConvs<nn::Conv1d> net{nn::Conv1d(2, 2, 2), nn::Conv1d(2, 2, 2, 1, 0, 1, 1, false)};
@@ -326,11 +242,6 @@ TEST(BurnCases, ConvWithoutBiasIntoAModuleWithBias) {
 
 // --- embedding ------------------------------------------------------------------
 
-struct EmbeddingNet {
-  nn::Embedding embed{10, 3};
-  TORCHPORT_FIELDS(embed)
-};
-
 TEST(BurnCases, Embedding) {
   EmbeddingNet net;
   EXPECT_TRUE(load(net, case_file("embedding.pt")).clean());
@@ -340,21 +251,6 @@ TEST(BurnCases, Embedding) {
 }
 
 // --- enum_module ----------------------------------------------------------------
-
-struct DwsConv {
-  nn::Conv2d dconv;
-  nn::Conv2d pconv;
-  TORCHPORT_FIELDS(dconv, pconv)
-};
-
-struct EnumNet {
-  std::variant<DwsConv, nn::Conv2d> conv;
-  TORCHPORT_FIELDS(conv)
-  Tensor forward(const Tensor& x) const {
-    if (const auto* d = std::get_if<DwsConv>(&conv)) return d->pconv.forward(d->dconv.forward(x));
-    return std::get<nn::Conv2d>(conv).forward(x);
-  }
-};
 
 TEST(BurnCases, EnumModuleDepthwise) {
   EnumNet net;
@@ -377,11 +273,6 @@ TEST(BurnCases, EnumModulePlain) {
 
 // --- norms ----------------------------------------------------------------------
 
-struct GroupNormNet {
-  nn::GroupNorm norm1{2, 6};
-  TORCHPORT_FIELDS(norm1)
-};
-
 TEST(BurnCases, GroupNorm) {
   GroupNormNet net;
   EXPECT_TRUE(load(net, case_file("group_norm.pt")).clean());
@@ -389,11 +280,6 @@ TEST(BurnCases, GroupNorm) {
   const auto f = io("group_norm");
   expect_close(net.norm1.forward(at(f, "input")), at(f, "output"), kF32, "output");
 }
-
-struct LayerNormNet {
-  nn::LayerNorm norm1{{2}};
-  TORCHPORT_FIELDS(norm1)
-};
 
 TEST(BurnCases, LayerNorm) {
   LayerNormNet net;
@@ -413,13 +299,6 @@ TEST(BurnCases, LayerNormWithoutBias) {
 }
 
 // --- linear ---------------------------------------------------------------------
-
-struct LinearNet {
-  nn::Linear fc1{2, 3};
-  nn::Linear fc2{3, 4, false};
-  TORCHPORT_FIELDS(fc1, fc2)
-  Tensor forward(const Tensor& x) const { return fc2.forward(nn::relu(fc1.forward(x))); }
-};
 
 TEST(BurnCases, Linear) {
   LinearNet net;
@@ -444,13 +323,6 @@ TEST(BurnCases, KeyRemap) {
   const auto f = io("key_remap");
   expect_close(net.forward(at(f, "input")), at(f, "output"), kF32, "output");
 }
-
-struct ChainedNet {
-  nn::Conv2d conv1{2, 2, 2};
-  nn::Conv2d conv2{2, 2, 2, 1, 0, 1, 1, false};
-  nn::Linear fc{2, 3};
-  TORCHPORT_FIELDS(conv1, conv2, fc)
-};
 
 TEST(BurnCases, KeyRemapChained) {
   ChainedNet net;
@@ -483,12 +355,6 @@ TEST(BurnCases, MissingModuleFieldNamesTheFieldAndItsType) {
   EXPECT_TRUE(r.missing[0].did_you_mean.empty());  // every key of the file was used
 }
 
-struct ModuleMissingNet {
-  nn::Conv2d conv1;
-  std::vector<nn::Linear> heads;
-  TORCHPORT_FIELDS(conv1, heads)
-};
-
 TEST(BurnCases, MissingContainerNamesItsType) {
   ModuleMissingNet net;
   expect_error([&] { load(net, case_file("missing_module_field.pt")); }, ErrorCode::missing_key,
@@ -496,11 +362,6 @@ TEST(BurnCases, MissingContainerNamesItsType) {
 }
 
 // --- non_contiguous_indexes -----------------------------------------------------
-
-struct SequentialNet {
-  std::vector<nn::Conv2d> variable_layers;
-  TORCHPORT_FIELDS(variable_layers)
-};
 
 TEST(BurnCases, NonContiguousIndexes) {
   SequentialNet net;
@@ -531,12 +392,6 @@ TEST(BurnCases, TopLevelKey) {
 
 // --- attention, recurrent, DataParallel -----------------------------------------
 
-struct AttentionNet {
-  nn::MultiheadAttention attn{8, 2};
-  nn::MultiheadAttention cross{8, 2, true, true, 6, 4};
-  TORCHPORT_FIELDS(attn, cross)
-};
-
 TEST(BurnCases, MultiheadAttention) {
   AttentionNet net;
   const LoadReport r = load(net, case_file("multihead_attention.pt"));
@@ -551,12 +406,6 @@ TEST(BurnCases, MultiheadAttention) {
   expect_close(cross.weights, at(f, "cross_weights"), kF32, "cross_weights");
 }
 
-struct RecurrentNet {
-  nn::LSTM lstm{4, 6, 2, true, true};
-  nn::GRU gru{3, 5};
-  TORCHPORT_FIELDS(lstm, gru)
-};
-
 TEST(BurnCases, LstmAndGru) {
   RecurrentNet net;
   const LoadReport r = load(net, case_file("lstm.pt"));
@@ -568,12 +417,6 @@ TEST(BurnCases, LstmAndGru) {
   expect_close(out.h_n, at(f, "h_n"), kF32, "h_n");
   expect_close(out.c_n, at(f, "c_n"), kF32, "c_n");
 }
-
-struct DataParallelNet {
-  nn::Linear fc1{2, 3};
-  nn::BatchNorm1d norm{3};
-  TORCHPORT_FIELDS(fc1, norm)
-};
 
 TEST(BurnCases, DataParallelPrefix) {
   DataParallelNet net;

@@ -15,6 +15,7 @@
 /// kind, shape check, dtype conversion -> the report.
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -103,14 +104,16 @@ struct PreparedLoad {
   Value tree;
   LoadReport report;
   std::unique_ptr<Loader> loader;
+  std::map<std::string, std::string> file_metadata;  ///< the catalogue's
 };
 
 /// Selects, remaps, filters and unflattens a catalogue's tensors (and the
 /// scalars of its root) into a tree, and sets up the loader.
 PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args);
 /// Lists unused keys, suggests names for missing fields, and throws what the
-/// args make an error. Returns the report.
-LoadReport finish_load(PreparedLoad& p, const LoadArgs& args);
+/// args make an error (saying how a record file's metadata differs from
+/// `module_type` and this library, when it does). Returns the report.
+LoadReport finish_load(PreparedLoad& p, const LoadArgs& args, const std::string& module_type = {});
 
 }  // namespace detail
 
@@ -125,7 +128,7 @@ template <Module M>
 LoadReport load(M& module, const TensorCatalog& catalog, const LoadArgs& args = {}) {
   detail::PreparedLoad p = detail::prepare_load(catalog, args);
   detail::load_into(*p.loader, &p.tree, "", module);
-  return detail::finish_load(p, args);
+  return detail::finish_load(p, args, type_name<M>());
 }
 
 /// Opens `path` (any format `open()` reads) and loads it into `module`.

@@ -1,0 +1,138 @@
+#pragma once
+/// \file
+/// Our own record formats: named MessagePack, pretty JSON and a compact
+/// binary, each optionally gzipped, in files or in memory.
+///
+/// \code
+/// torchport::save(net, "model.mpk", torchport::NamedMpk{}, torchport::Precision::Half);
+/// Net again = make_net(config);
+/// torchport::load(again, "model.mpk");   // converts to the module's dtypes
+/// \endcode
+///
+/// Every recorder writes the same value tree (`to_value(module)`, or any
+/// catalogue), so every recorder works with every module and with untyped
+/// checkpoints, and `open()` reads them all back. Byte layouts are in
+/// docs/format.md.
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "torchport/core/value.hpp"
+#include "torchport/formats/catalog.hpp"
+#include "torchport/formats/open.hpp"
+#include "torchport/record/load.hpp"
+#include "torchport/record/precision.hpp"
+#include "torchport/record/save.hpp"
+
+namespace torchport {
+
+/// The record formats.
+enum class RecordFormat {
+  named_mpk,    ///< `.mpk`: MessagePack, fields by name, tensors as bin blobs
+  pretty_json,  ///< `.json`: indented JSON, tensors as base64
+  compact_bin,  ///< `.tpb`: a small binary header, then 64-byte aligned raw tensors (fastest, zero-copy)
+};
+
+/// A record format, optionally gzipped.
+struct Recorder {
+  RecordFormat format = RecordFormat::named_mpk;
+  bool gzip = false;
+};
+struct NamedMpk : Recorder {
+  NamedMpk() : Recorder{RecordFormat::named_mpk, false} {}
+};
+struct NamedMpkGz : Recorder {
+  NamedMpkGz() : Recorder{RecordFormat::named_mpk, true} {}
+};
+struct PrettyJson : Recorder {
+  PrettyJson() : Recorder{RecordFormat::pretty_json, false} {}
+};
+struct PrettyJsonGz : Recorder {
+  PrettyJsonGz() : Recorder{RecordFormat::pretty_json, true} {}
+};
+struct CompactBin : Recorder {
+  CompactBin() : Recorder{RecordFormat::compact_bin, false} {}
+};
+struct CompactBinGz : Recorder {
+  CompactBinGz() : Recorder{RecordFormat::compact_bin, true} {}
+};
+
+/// "torchport-mpk", "torchport-json", "torchport-bin" (the format names
+/// files carry and catalogues report; ".gz" appended when gzipped).
+std::string recorder_name(const Recorder& r);
+/// The recorder a path's extension asks for (`.mpk`, `.mpk.gz`, `.json`,
+/// `.json.gz`, `.tpb`, `.tpb.gz`), if any.
+std::optional<Recorder> recorder_for_path(const std::filesystem::path& path);
+
+/// What every record file carries besides the record.
+struct RecordMetadata {
+  std::string library;    ///< the torchport version that wrote it
+  std::string precision;  ///< "full", "half", "double" or "keep"
+  std::string type;       ///< the module's type name ("" for an untyped record)
+  std::map<std::string, std::string> extra;  ///< user metadata (string values)
+};
+
+/// The version of each format this library writes and reads up to.
+inline constexpr int kRecordFormatVersion = 1;
+
+/// Writes `tree` (dicts with string keys, lists, scalars, strings, tensors)
+/// atomically to `path`: the file appears whole or not at all.
+/// \throws Error(invalid_argument) for values a record cannot hold
+/// (objects, non-string dict keys), Error(io) when writing fails.
+void write_record(const Value& tree, const std::filesystem::path& path, const Recorder& recorder,
+                  const RecordMetadata& metadata);
+/// The same, into memory.
+std::vector<std::byte> record_to_bytes(const Value& tree, const Recorder& recorder, const RecordMetadata& metadata);
+
+/// A record read back.
+struct ParsedRecord {
+  Value tree;
+  std::string format;  ///< as `recorder_name`
+  int version = 0;
+  RecordMetadata metadata;
+};
+/// Reads a record (any of our formats, gzipped or not) from `source`.
+/// Tensors of the compact binary format (and aligned ones of MessagePack)
+/// are zero-copy views of `source`.
+/// \throws Error(not_a_checkpoint | corrupt | truncated | unsupported | limit_exceeded).
+ParsedRecord read_record(const Source& source, const Limits& limits = {});
+/// True when `source` starts like one of our records (gzipped ones included).
+bool looks_like_record(const Source& source);
+
+/// Saves `module` in `recorder`'s format, converting tensors by `precision`.
+template <class M>
+void save(const M& module, const std::filesystem::path& path, const Recorder& recorder,
+          Precision precision = Precision::Full) {
+  SaveSettings s;
+  s.precision = precision;
+  write_record(to_value(module, s), path, recorder,
+               {std::string(), std::string(precision_name(precision)), type_name<M>(), {}});
+}
+
+/// Saves `module` into bytes (to embed, send, or keep in memory).
+template <class M>
+std::vector<std::byte> save_to_bytes(const M& module, const Recorder& recorder = NamedMpk{},
+                                     Precision precision = Precision::Full) {
+  SaveSettings s;
+  s.precision = precision;
+  return record_to_bytes(to_value(module, s), recorder,
+                         {std::string(), std::string(precision_name(precision)), type_name<M>(), {}});
+}
+
+/// Loads `module` from record bytes (a `static const` array of embedded
+/// weights, say), touching no file. With the compact binary format the
+/// module's tensors view `bytes`, which must then outlive the module.
+template <class M>
+LoadReport load_from_bytes(M& module, std::span<const std::byte> bytes, LoadArgs args = {}) {
+  const Source source = Source::borrow(bytes, "embedded record");
+  return load(module, open(source, args.open_options()), args.layout(Layout::Native));
+}
+
+}  // namespace torchport
