@@ -117,8 +117,9 @@ Tensor matmul_scaled(std::string_view op, const Tensor& a_in, const Tensor& b_in
   Shape out_shape = batch;
   if (a.dim() > 1) out_shape.push_back(m);
   if (b.dim() > 1) out_shape.push_back(n);
-  Tensor out = Tensor::zeros(dt, out_shape);
-  if (out.numel() == 0 || k == 0) return out;  // an empty sum is 0
+  if (k == 0) return Tensor::zeros(dt, out_shape);  // an empty sum is 0
+  Tensor out = Tensor::empty(dt, out_shape);        // gemm writes every element (beta = 0)
+  if (out.numel() == 0) return out;
 
   dispatch(dt, [&]<class T>() {
     const T* pa = view_data<T>(a);

@@ -182,7 +182,10 @@ Tensor argmax(const Tensor& x, std::optional<std::int64_t> dim, bool keepdim) {
         T bv = row[i];
         for (std::int64_t r = 1; r < p.red && !std::isnan(bv); ++r) {
           const T v = row[r * p.inner + i];
-          if (v > bv || std::isnan(v)) bv = v, best = r;
+          if (v > bv || std::isnan(v)) {
+            bv = v;
+            best = r;
+          }
         }
         o[a * p.inner + i] = best;
       }
@@ -209,7 +212,10 @@ Tensor softmax_impl(std::string_view op, const Tensor& x, std::int64_t dim) {
     std::vector<double> s(static_cast<std::size_t>(p.inner));
     for (std::int64_t a = 0; a < p.outer; ++a) {
       T* row = o + a * p.red * p.inner;
-      for (std::int64_t i = 0; i < p.inner; ++i) mx[static_cast<std::size_t>(i)] = row[i], s[static_cast<std::size_t>(i)] = 0;
+      for (std::int64_t i = 0; i < p.inner; ++i) {
+        mx[static_cast<std::size_t>(i)] = row[i];
+        s[static_cast<std::size_t>(i)] = 0;
+      }
       for (std::int64_t r = 1; r < p.red; ++r)
         for (std::int64_t i = 0; i < p.inner; ++i)
           mx[static_cast<std::size_t>(i)] = std::max(mx[static_cast<std::size_t>(i)], row[r * p.inner + i]);

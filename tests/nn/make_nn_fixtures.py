@@ -133,7 +133,7 @@ def shape_ops():
 def reductions():
     seed("reductions")
     x = rnd(3, 4, 5)
-    x[1, 2, 3] = x[1, 2, 0]  # a tie for argmax along dim 2
+    x[1, 2, 0] = x[1, 2, 3] = x.abs().max() + 1  # a tie at the maximum: argmax takes the first
     save("reductions", x=x,
          sum_1=x.sum(1), sum_02k=x.sum((0, 2), keepdim=True), sum_all=x.sum(),
          mean_12=x.mean((1, 2)), max_2=x.amax(2), max_02=x.amax((0, 2)),
@@ -312,6 +312,8 @@ def pooling():
          max_a=F.max_pool2d(x, 3, 2, 1),
          max_b=F.max_pool2d(x, (2, 3), (1, 2), 0, ceil_mode=True),
          max_c=F.max_pool2d(x, 3, 1, 1, dilation=2),
+         max_d=F.max_pool2d(x, 2, 2, 1, ceil_mode=True),  # H: the last window would start in the padding
+         avg_e=F.avg_pool2d(x, 2, 2, 1, ceil_mode=True),
          avg_a=F.avg_pool2d(x, 3, 2, 1),
          avg_b=F.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
          avg_c=F.avg_pool2d(x, (3, 2), 2, (1, 1), ceil_mode=True),

@@ -269,7 +269,11 @@ TEST(NnParity, Pooling) {
                "max k(2,3) s(1,2) ceil");
   expect_close(nn::max_pool2d(x, 3, {.stride = 1, .padding = 1, .dilation = 2}), f["max_c"], kExact,
                "max k3 dilation 2");
+  expect_close(nn::max_pool2d(x, 2, {.stride = 2, .padding = 1, .ceil_mode = true}), f["max_d"], kExact,
+               "max k2 s2 p1 ceil, last window dropped");
   expect_close(nn::avg_pool2d(x, 3, {.stride = 2, .padding = 1}), f["avg_a"], kF32, "avg k3 s2 p1");
+  expect_close(nn::avg_pool2d(x, 2, {.stride = 2, .padding = 1, .ceil_mode = true}), f["avg_e"], kF32,
+               "avg k2 s2 p1 ceil, last window dropped");
   expect_close(nn::avg_pool2d(x, 3, {.stride = 2, .padding = 1, .count_include_pad = false}), f["avg_b"], kF32,
                "avg without pad count");
   expect_close(nn::avg_pool2d(x, {3, 2}, {.stride = 2, .padding = 1, .ceil_mode = true}), f["avg_c"], kF32,

@@ -35,8 +35,9 @@
 ///   layouts unchanged.
 /// - Dropout is the identity at inference, so there is no dropout op; the
 ///   ops that torch would apply dropout in (attention, LSTM) skip it.
-/// - Threads: matrix products use OpenBLAS (and its threads); the other
-///   loops run on the calling thread. Ops are safe to call concurrently.
+/// - Threads: matrix products use OpenBLAS (and its thread pool); the other
+///   loops run on the calling thread. The ops keep no state of their own,
+///   so they may be called from several threads at once.
 
 #include "torchport/nn/activation.hpp"
 #include "torchport/nn/attention.hpp"
