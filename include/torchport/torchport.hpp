@@ -21,6 +21,7 @@
 #include "torchport/formats/open.hpp"
 #include "torchport/formats/save.hpp"
 #include "torchport/formats/transform.hpp"
+#include "torchport/io/gzip.hpp"
 #include "torchport/io/source.hpp"
 #include "torchport/nn/modules.hpp"
 #include "torchport/nn/ops.hpp"
@@ -31,4 +32,5 @@
 #include "torchport/record/remap.hpp"
 #include "torchport/record/report.hpp"
 #include "torchport/record/save.hpp"
+#include "torchport/recorders/recorder.hpp"
 #include "torchport/version.hpp"
