@@ -1,0 +1,160 @@
+"""Checks torchport's output against torch. Exits non-zero with a message
+on the first difference.
+
+  check.py torch  REFERENCE OUT [--key K] [--cast DTYPE] [--exclude RE]
+      OUT loads with torch.load(weights_only=True) and holds REFERENCE's
+      tensors (its K sub-dict), bit-exact, in order; with --cast, floating
+      tensors are compared with REFERENCE's cast by torch (round to nearest
+      even; any NaN matches any NaN there, because torch 1.13's CPU cast to
+      bfloat16 makes NaN 0xFFFF while its scalar c10::BFloat16 makes 0x7FC0).
+      Storages shared in REFERENCE are shared in OUT. --exclude RE drops
+      matching names from REFERENCE (what convert --exclude dropped).
+  check.py safetensors REFERENCE OUT [--key K] [--cast DTYPE] [--exclude RE]
+      OUT read by safetensors_reader.py holds the same tensors (any order).
+  check.py shards REFERENCE INDEX
+      each shard of a sharded checkpoint loads with torch and together they
+      hold REFERENCE's tensors; the index's weight_map and total_size agree.
+  check.py zip FILE [ALIGN]
+      Python's zipfile reads FILE, every CRC matches, data aligned to ALIGN.
+"""
+
+import json
+import os
+import re
+import sys
+import zipfile
+
+import torch
+
+import safetensors_reader
+
+
+def fail(msg):
+    print("check.py: " + msg)
+    sys.exit(1)
+
+
+def raw(t):
+    t = t.contiguous().reshape(-1)
+    return t.view(torch.uint8) if t.numel() else t
+
+
+def same_bits(name, want, got, any_nan=False):
+    if want.dtype != got.dtype or want.shape != got.shape:
+        fail(f"{name}: {want.dtype}{list(want.shape)} vs {got.dtype}{list(got.shape)}")
+    if any_nan and want.is_floating_point():
+        nan_w, nan_g = torch.isnan(want), torch.isnan(got)
+        if not torch.equal(nan_w, nan_g):
+            fail(f"{name}: NaNs at different places")
+        want, got = want[~nan_w], got[~nan_g]
+    if not torch.equal(raw(want), raw(got)):
+        fail(f"{name}: values differ")
+
+
+def reference(path, key, cast, exclude=None):
+    ref = torch.load(path)
+    if isinstance(ref, torch.nn.Module):
+        ref = ref.state_dict()
+    if key:
+        ref = ref[key]
+    if exclude:
+        ref = {k: v for k, v in ref.items() if not re.search(exclude, k)}
+    if cast:
+        dtype = getattr(torch, cast)
+        ref = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in ref.items()}
+    return ref
+
+
+def args(argv):
+    opts = {"--key": None, "--cast": None, "--exclude": None}
+    rest = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in opts:
+            opts[argv[i]] = argv[i + 1]
+            i += 2
+        else:
+            rest.append(argv[i])
+            i += 1
+    return rest, opts
+
+
+def check_torch(ref_path, out_path, key, cast, exclude):
+    ref = reference(ref_path, key, cast, exclude)
+    got = torch.load(out_path, weights_only=True)
+    if list(got) != list(ref):
+        fail(f"names {list(got)} != {list(ref)}")
+    for name in ref:
+        same_bits(name, ref[name], got[name], any_nan=bool(cast))
+    if not cast:
+        orig = reference(ref_path, key, None, exclude)
+        for a in orig:
+            for b in orig:
+                shared = orig[a].storage().data_ptr() == orig[b].storage().data_ptr()
+                if shared and got[a].storage().data_ptr() != got[b].storage().data_ptr():
+                    fail(f"{a} and {b} share a storage in the reference but not in the output")
+
+
+def check_safetensors(ref_path, out_path, key, cast, exclude):
+    ref = reference(ref_path, key, cast, exclude)
+    got, metadata = safetensors_reader.load(out_path)
+    if metadata.get("format") != "pt":
+        fail(f"metadata {metadata} lacks format=pt")
+    if sorted(got) != sorted(ref):
+        fail(f"names {sorted(got)} != {sorted(ref)}")
+    for name in ref:
+        same_bits(name, ref[name], got[name], any_nan=bool(cast))
+
+
+def check_shards(ref_path, index_path):
+    ref = torch.load(ref_path)
+    index = json.load(open(index_path))
+    directory = os.path.dirname(index_path)
+    seen = {}
+    for file in sorted(set(index["weight_map"].values())):
+        part = torch.load(os.path.join(directory, file), weights_only=True)
+        for name, t in part.items():
+            if index["weight_map"].get(name) != file:
+                fail(f"{name} is in {file} but the index says {index['weight_map'].get(name)}")
+            seen[name] = t
+    if sorted(seen) != sorted(ref):
+        fail(f"shards hold {sorted(seen)}, reference {sorted(ref)}")
+    for name in ref:
+        same_bits(name, ref[name], seen[name])
+    total = sum(t.numel() * t.element_size() for t in ref.values())
+    if index["metadata"]["total_size"] != total:
+        fail(f"total_size {index['metadata']['total_size']} != {total}")
+
+
+def check_zip(path, align):
+    with zipfile.ZipFile(path) as z:
+        bad = z.testzip()
+        if bad is not None:
+            fail(f"CRC mismatch in {bad}")
+        with open(path, "rb") as f:
+            for info in z.infolist():
+                f.seek(info.header_offset + 26)
+                n, m = int.from_bytes(f.read(2), "little"), int.from_bytes(f.read(2), "little")
+                start = info.header_offset + 30 + n + m
+                if start % align:
+                    fail(f"{info.filename}: data at {start}, not aligned to {align}")
+                z.read(info)
+
+
+def main():
+    rest, opts = args(sys.argv[1:])
+    what = rest[0]
+    if what == "torch":
+        check_torch(rest[1], rest[2], opts["--key"], opts["--cast"], opts["--exclude"])
+    elif what == "safetensors":
+        check_safetensors(rest[1], rest[2], opts["--key"], opts["--cast"], opts["--exclude"])
+    elif what == "shards":
+        check_shards(rest[1], rest[2])
+    elif what == "zip":
+        check_zip(rest[1], int(rest[2]) if len(rest) > 2 else 64)
+    else:
+        fail("unknown check " + what)
+    print("ok")
+
+
+main()
