@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <new>
@@ -22,39 +23,94 @@ struct AlignedFree {
 
 }  // namespace
 
+namespace {
+
+// Large buffers come straight from mmap, 2 MiB aligned and advised to use
+// transparent huge pages: first touching fresh memory is what bounds a
+// load, and a 2 MiB page costs one fault where 4 KiB pages cost 512. When
+// the kernel has no huge pages to give, the advice is ignored and the
+// buffer is ordinary memory.
+constexpr std::uint64_t kHuge = std::uint64_t{2} << 20;
+constexpr std::uint64_t kHugeFrom = std::uint64_t{8} << 20;
+
+struct Unmap {
+  std::size_t length;
+  void operator()(void* p) const noexcept { ::munmap(p, length); }
+};
+
+void* map_huge(std::uint64_t nbytes, std::shared_ptr<void>& owner) {
+  const std::uint64_t length = (nbytes + kHuge - 1) / kHuge * kHuge + kHuge;
+  void* raw = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  // Trim to a 2 MiB aligned window.
+  const auto start = reinterpret_cast<std::uintptr_t>(raw);
+  const auto aligned = (start + kHuge - 1) & ~(kHuge - 1);
+  const std::uint64_t head = aligned - start;
+  const std::uint64_t body = length - kHuge;
+  if (head) ::munmap(raw, head);
+  if (kHuge - head) ::munmap(reinterpret_cast<void*>(aligned + body), kHuge - head);
+  void* p = reinterpret_cast<void*>(aligned);
+#ifdef MADV_HUGEPAGE
+  ::madvise(p, body, MADV_HUGEPAGE);
+#endif
+  owner = std::shared_ptr<void>(p, Unmap{static_cast<std::size_t>(body)});
+  return p;
+}
+
+}  // namespace
+
 std::shared_ptr<Storage> Storage::allocate(std::uint64_t nbytes) {
   constexpr std::uint64_t kAlign = 64;
   if (nbytes > (std::uint64_t{1} << 62))
     throw Error(ErrorCode::limit_exceeded,
                 "cannot allocate " + std::to_string(nbytes) + " bytes for a tensor");
-  // aligned_alloc needs a size that is a multiple of the alignment, and a
-  // non-null result even for zero bytes.
-  const std::uint64_t rounded = (nbytes + kAlign - 1) / kAlign * kAlign;
-  void* p = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
-  if (p == nullptr)
-    throw Error(ErrorCode::limit_exceeded,
-                "out of memory allocating " + std::to_string(nbytes) + " bytes for a tensor");
   auto s = std::make_shared<Storage>(Private{});
   s->nbytes_ = nbytes;
-  s->data_ = static_cast<std::byte*>(p);
-  s->owner_ = std::shared_ptr<void>(p, AlignedFree{});
   s->writable_ = true;
+  std::shared_ptr<void> owner;
+  void* p = nbytes >= kHugeFrom ? map_huge(nbytes, owner) : nullptr;
+  if (p == nullptr) {
+    // aligned_alloc needs a size that is a multiple of the alignment, and a
+    // non-null result even for zero bytes.
+    const std::uint64_t rounded = (nbytes + kAlign - 1) / kAlign * kAlign;
+    p = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
+    if (p == nullptr)
+      throw Error(ErrorCode::limit_exceeded,
+                  "out of memory allocating " + std::to_string(nbytes) + " bytes for a tensor");
+    owner = std::shared_ptr<void>(p, AlignedFree{});
+  }
+  s->data_ = static_cast<std::byte*>(p);
+  s->owner_ = std::move(owner);
   return s;
 }
 
-std::shared_ptr<Storage> Storage::borrow(std::span<const std::byte> bytes,
-                                         std::shared_ptr<const void> owner, bool file_backed) {
+std::shared_ptr<Storage> Storage::borrow(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
+                                         std::shared_ptr<const FileBacking> file) {
   auto s = std::make_shared<Storage>(Private{});
   s->nbytes_ = bytes.size();
   s->data_ = const_cast<std::byte*>(bytes.data());  // never written: writable_ is false
   s->owner_ = std::move(owner);
   s->borrowed_ = true;
-  s->file_backed_ = file_backed;
+  s->file_ = std::move(file);
   return s;
 }
 
+void Storage::read_into(std::uint64_t offset, std::span<std::byte> dst) const {
+  if (offset > nbytes_ || dst.size() > nbytes_ - offset)
+    throw Error(ErrorCode::invalid_argument, "read of [" + std::to_string(offset) + ", +" + std::to_string(dst.size()) +
+                                                 ") from a storage of " + std::to_string(nbytes_) + " bytes");
+  if (dst.empty()) return;
+  if (loader_) {
+    bytes();
+    made_->read_into(offset, dst);
+    return;
+  }
+  if (file_ && file_->read(data_ + offset, dst)) return;
+  std::memcpy(dst.data(), data_ + offset, dst.size());
+}
+
 void Storage::release_pages(std::uint64_t offset, std::uint64_t n) const noexcept {
-  if (!file_backed_ || offset >= nbytes_ || n == 0) return;
+  if (!file_ || offset >= nbytes_ || n == 0) return;
   n = std::min(n, nbytes_ - offset);
   static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
   // Only whole pages inside the range: a neighbour's bytes stay resident.

@@ -207,8 +207,7 @@ void Tensor::copy_to(std::span<std::byte> out) const {
                                                  " bytes, tensor " + std::to_string(nbytes()));
   if (numel_ == 0) return;
   if (is_contiguous()) {
-    auto b = bytes();
-    std::memcpy(out.data(), b.data(), b.size());
+    storage_->read_into(static_cast<std::uint64_t>(offset_) * dtype_size(dtype_), out);
     return;
   }
   const auto all = storage_->bytes();

@@ -2,6 +2,7 @@
 #include <unordered_map>
 
 #include "torchport/core/error.hpp"
+#include "torchport/detail/parallel_copy.hpp"
 #include "torchport/formats/open.hpp"
 
 namespace torchport {
@@ -18,20 +19,25 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence, Mat
 
   constexpr std::uint64_t kAlign = 64;
   if (residence == Residence::owned) {
+    // One arena for every storage (huge pages when the kernel has them),
+    // filled by reading the file straight into it, in pieces spread over
+    // the cores.
     std::uint64_t total = 0;
     for (const auto* s : order) total += ((*s)->nbytes() + kAlign - 1) / kAlign * kAlign;
     auto arena = Storage::allocate(total);
     auto dst = arena->mutable_bytes();
+    std::vector<detail::CopyJob> jobs;
     std::uint64_t at = 0;
     for (const auto* s : order) {
-      const auto src = (*s)->bytes();
-      auto slice = dst.subspan(static_cast<std::size_t>(at), src.size());
-      if (!src.empty()) std::memcpy(slice.data(), src.data(), src.size());
-      (*s)->release_pages(0, src.size());  // the copy replaces the mapped pages
+      const std::uint64_t n = (*s)->nbytes();
+      (*s)->bytes();  // materialise deferred storages (inflate, swap) before the parallel part
+      auto slice = dst.subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(n));
+      detail::split_copy(**s, slice, jobs);
       replaced[s->get()] = Storage::borrow_mutable(slice, arena);
-      at += (src.size() + kAlign - 1) / kAlign * kAlign;
-      st.bytes += src.size();
+      at += (n + kAlign - 1) / kAlign * kAlign;
+      st.bytes += n;
     }
+    detail::run_copies(jobs);
   } else {
     for (const auto* s : order) {
       (*s)->bytes();  // materialise deferred storages; mapped ones stay views

@@ -1,5 +1,6 @@
 #include "torchport/io/source.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -12,11 +13,32 @@
 namespace torchport {
 namespace {
 
-struct Mapping {
+// A read-only private mapping of a file. It keeps the descriptor open, so
+// copies can pread the file rather than fault the mapping page by page.
+struct Mapping : FileBacking {
   void* addr = nullptr;
   std::size_t len = 0;
-  ~Mapping() {
+  int fd = -1;
+  ~Mapping() override {
     if (addr != nullptr) ::munmap(addr, len);
+    if (fd >= 0) ::close(fd);
+  }
+  bool read(const std::byte* at, std::span<std::byte> dst) const noexcept override {
+    const auto* base = static_cast<const std::byte*>(addr);
+    if (at < base || at + dst.size() > base + len) return false;
+    auto offset = static_cast<off_t>(at - base);
+    std::size_t done = 0;
+    while (done < dst.size()) {
+      const ssize_t n = ::pread(fd, dst.data() + done, std::min<std::size_t>(dst.size() - done, 1u << 30), offset);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {  // the file shrank or cannot be read: copy the rest from memory
+        std::memcpy(dst.data() + done, at + done, dst.size() - done);
+        return true;
+      }
+      done += static_cast<std::size_t>(n);
+      offset += n;
+    }
+    return true;
   }
 };
 
@@ -52,12 +74,16 @@ Source Source::map_file(const std::filesystem::path& path, MapOptions options) {
   if (options.populate) flags |= MAP_POPULATE;
   void* addr = ::mmap(nullptr, len, PROT_READ, flags, fd, 0);
   const int e = errno;
-  ::close(fd);  // the mapping keeps the file referenced
-  if (addr == MAP_FAILED) os_error("cannot map", path, e);
+  if (addr == MAP_FAILED) {
+    ::close(fd);
+    os_error("cannot map", path, e);
+  }
   auto m = std::make_shared<Mapping>();
   m->addr = addr;
   m->len = len;
+  m->fd = fd;
   s.bytes_ = {static_cast<const std::byte*>(addr), len};
+  s.file_ = m;
   s.owner_ = std::move(m);
   return s;
 }
@@ -101,7 +127,7 @@ Source Source::slice(std::uint64_t offset, std::uint64_t size, std::string name)
 
 std::shared_ptr<Storage> Source::storage(std::uint64_t offset, std::uint64_t size) const {
   const Source s = slice(offset, size, name_);
-  return Storage::borrow(s.bytes_, owner_, !path_.empty() && !bytes_.empty());
+  return Storage::borrow(s.bytes_, owner_, file_);
 }
 
 }  // namespace torchport

@@ -13,6 +13,17 @@
 
 namespace torchport {
 
+/// A private read-only file mapping that borrowed storages point into. It
+/// lets a copy read the file (one pread) rather than fault the mapping in
+/// page by page, and lets a storage drop pages it no longer needs.
+class FileBacking {
+ public:
+  virtual ~FileBacking() = default;
+  /// Copies `dst.size()` bytes of the file, starting at address `at` inside
+  /// the mapping, into `dst`. False when it could not (then copy from memory).
+  virtual bool read(const std::byte* at, std::span<std::byte> dst) const noexcept = 0;
+};
+
 /// The bytes behind one or more tensors (torch's storage).
 ///
 /// Ownership: a `Storage` is shared by `std::shared_ptr`; every tensor viewing
@@ -32,10 +43,10 @@ class Storage {
   /// \throws Error(limit_exceeded) when the allocation fails.
   static std::shared_ptr<Storage> allocate(std::uint64_t nbytes);
   /// Read-only bytes that `owner` keeps alive (e.g. a mapped file).
-  /// `file_backed` says the bytes are a private mapping of a file, whose
-  /// pages `release_pages()` may drop (they fault back in from the file).
-  static std::shared_ptr<Storage> borrow(std::span<const std::byte> bytes,
-                                         std::shared_ptr<const void> owner, bool file_backed = false);
+  /// `file`, when given, is the file mapping the bytes lie in: copies then
+  /// read the file, and `release_pages()` may drop resident pages.
+  static std::shared_ptr<Storage> borrow(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
+                                         std::shared_ptr<const FileBacking> file = nullptr);
   /// Writable bytes that `owner` keeps alive (e.g. a slice of an arena).
   static std::shared_ptr<Storage> borrow_mutable(std::span<std::byte> bytes,
                                                  std::shared_ptr<void> owner);
@@ -57,7 +68,12 @@ class Storage {
   /// True when the bytes live in someone else's memory (a mapped file).
   bool borrowed() const noexcept { return borrowed_; }
   /// True when the bytes are a private read-only mapping of a file.
-  bool file_backed() const noexcept { return file_backed_; }
+  bool file_backed() const noexcept { return file_ != nullptr; }
+  /// Copies `dst.size()` bytes starting at `offset` into `dst`: from the file
+  /// when file-backed (no page faults on the mapping), else from memory;
+  /// materialises a deferred storage. \throws Error(invalid_argument) when
+  /// the range is outside the storage.
+  void read_into(std::uint64_t offset, std::span<std::byte> dst) const;
   /// True for a deferred storage whose loader has not run yet.
   bool pending() const noexcept;
   /// Drops this process's resident pages of `[offset, offset + n)` when the
@@ -74,7 +90,7 @@ class Storage {
   std::shared_ptr<const void> owner_;
   bool writable_ = false;
   bool borrowed_ = false;
-  bool file_backed_ = false;
+  std::shared_ptr<const FileBacking> file_;
   // Deferred storages only.
   Loader loader_;
   mutable std::once_flag once_;

@@ -58,6 +58,7 @@ class Source {
  private:
   std::span<const std::byte> bytes_;
   std::shared_ptr<const void> owner_;
+  std::shared_ptr<const FileBacking> file_;  ///< set for a mapped file
   std::string name_;
   std::filesystem::path path_;
 };
