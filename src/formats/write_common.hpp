@@ -31,7 +31,10 @@ class DataStreamer {
   std::uint64_t total() const noexcept { return total_; }
 
  private:
-  void write_bytes(std::span<const std::byte> bytes, bool mapped, const ByteSink& sink);
+  // Writes `bytes`, which start at `offset` in `storage` (whose pages are
+  // released as they stream when `storage` is given).
+  void write_bytes(std::span<const std::byte> bytes, const Storage* storage, std::uint64_t offset,
+                   const ByteSink& sink);
 
   const SaveOptions& options_;
   std::uint64_t total_ = 0;
@@ -42,10 +45,13 @@ class DataStreamer {
 /// True when the storage's bytes are a read-only view of someone else's
 /// memory (in practice, a mapped file): the pages we may ask to drop.
 bool is_mapped(const Storage& storage) noexcept;
-/// Asks the kernel to drop the pages under `bytes` from this process
-/// (MADV_PAGEOUT: never loses data; file pages are re-read on next use).
-void release_pages(std::span<const std::byte> bytes) noexcept;
-/// `release_pages` over the bytes `t` can reach, when its storage is mapped.
+/// Drops this process's pages of `[offset, offset + n)` of a mapped storage:
+/// `Storage::release_pages` (MADV_DONTNEED, the page cache keeps the data)
+/// when it is known to be file-backed, else MADV_PAGEOUT, which is safe on
+/// any memory (it never loses data) but also evicts the file's page cache.
+/// Does nothing for storages that are not mapped.
+void release_storage_pages(const Storage& storage, std::uint64_t offset, std::uint64_t n) noexcept;
+/// `release_storage_pages` over the bytes `t` can reach.
 void release_view_pages(const Tensor& t) noexcept;
 /// True when `s` is well-formed UTF-8 (what JSON and Python str need).
 bool valid_utf8(std::string_view s) noexcept;

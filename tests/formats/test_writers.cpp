@@ -265,6 +265,37 @@ TEST_F(Writers, ProgressIsMonotoneAndEndsAtTheTotal) {
   EXPECT_EQ(calls.back().second, big.nbytes() + 8);
 }
 
+// Resident file-backed pages of this process, in kB (/proc/self/status).
+long rss_file_kb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("RssFile:", 0) == 0) return std::stol(line.substr(8));
+  return -1;
+}
+
+TEST_F(Writers, MappedInputPagesAreReleasedAsTheyStream) {
+  // 64 MiB of mapped input, written once with and once without release.
+  std::vector<NamedTensor> ts;
+  for (unsigned i = 0; i < 4; ++i) ts.push_back({"t" + std::to_string(i), test::patterned(DType::F32, {4 << 20}, i)});
+  save(catalog(std::move(ts)), dir_ / "in.safetensors", SaveFormat::safetensors);
+  for (const bool release : {false, true}) {
+    SCOPED_TRACE(release);
+    const TensorCatalog in = open(dir_ / "in.safetensors");  // kept alive: the mapping stays
+    const long before = rss_file_kb();
+    ASSERT_GE(before, 0);
+    SaveOptions o;
+    o.release_pages = release;
+    save(in, dir_ / "out.safetensors", SaveFormat::safetensors, o);
+    const long grown = rss_file_kb() - before;
+    if (release) {
+      EXPECT_LT(grown, 16 * 1024) << "kB still resident";
+    } else {
+      EXPECT_GT(grown, 48 * 1024) << "kB resident (the control: reading does fault pages in)";
+    }
+  }
+}
+
 // --- atomic writes -----------------------------------------------------------
 
 TEST_F(Writers, AFailedSaveLeavesTheOldFileAndNoTemporary) {
