@@ -475,6 +475,8 @@ def lstm():
     seed("lstm_stacked")
     lstm_save("lstm_stacked", torch.nn.LSTM(4, 5, num_layers=2, batch_first=True), rnd(3, 6, 4),
               rnd(2, 3, 5), rnd(2, 3, 5))
+    seed("lstm_f64")
+    lstm_save("lstm_f64", torch.nn.LSTM(3, 4, num_layers=2).double(), rnd(4, 2, 3, dtype=torch.float64))
     seed("lstm_unbatched_nobias")
     lstm_save("lstm_unbatched_nobias", torch.nn.LSTM(3, 4, num_layers=2, bias=False), rnd(7, 3))
 

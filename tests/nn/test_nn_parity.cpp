@@ -400,6 +400,13 @@ TEST(NnParity, Lstm) {
     expect_close(r.c_n, f["c_n"], kF32Dot, "lstm_stacked c_n");
   }
   {
+    const NnFixture f("lstm_f64");  // 2 layers in double
+    const auto r = nn::lstm(f["input"], lstm_layers(f, 2, true));
+    expect_close(r.output, f["output"], kF64, "lstm_f64 output");
+    expect_close(r.h_n, f["h_n"], kF64, "lstm_f64 h_n");
+    expect_close(r.c_n, f["c_n"], kF64, "lstm_f64 c_n");
+  }
+  {
     const NnFixture f("lstm_unbatched_nobias");  // [T=7, 3], 2 layers, bias=False
     const auto r = nn::lstm(f["input"], lstm_layers(f, 2, false));
     expect_close(r.output, f["output"], kF32Dot, "lstm_unbatched output");

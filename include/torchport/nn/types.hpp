@@ -22,6 +22,7 @@ struct Int2 {
   constexpr Int2(std::int64_t height, std::int64_t width) noexcept : h(height), w(width) {}
   /// Element `i` (0 = height, 1 = width).
   constexpr std::int64_t operator[](int i) const noexcept { return i == 0 ? h : w; }
+  /// Both values equal.
   friend constexpr bool operator==(const Int2&, const Int2&) noexcept = default;
 };
 
