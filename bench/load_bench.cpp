@@ -1,0 +1,151 @@
+// One way of loading a checkpoint, timed and measured in fresh processes.
+//
+//   load_bench METHOD FILE [RUNS] [ARCH]
+//
+// METHOD: open (directory and pickle only), owned (every tensor copied into
+// memory: `torchport load`), mapped (tensors left in the mapped file:
+// `torchport load --mmap`), typed (into the C++ ResNet, zero-copy where
+// dtype and layout match), typed-owned (the same, copying), pread (the
+// bandwidth baseline: the file's bytes read into fresh 4 KiB pages).
+// Each run forks a child that measures its resident set before loading
+// (baseline) and its peak after (VmHWM); the page cache is warmed first.
+// Prints one JSON object: {"method", "file", "seconds": [..], "median",
+// "bytes", "peak_above_baseline"}.
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <torchport/torchport.hpp>
+
+#include "../examples/resnet/resnet.hpp"
+
+namespace {
+
+std::uint64_t status_bytes(const char* field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field, 0) == 0) return std::stoull(line.substr(std::strlen(field) + 1)) * 1024;
+  return 0;
+}
+
+struct Sample {
+  double seconds = 0;
+  double peak = 0;  // bytes above the baseline
+  std::uint64_t bytes = 0;
+};
+
+Sample measure(const std::string& method, const std::string& file, const std::string& arch) {
+  // Build what is not part of the load before the baseline (a typed load's
+  // module exists before it is loaded).
+  std::optional<resnet::ResNet> net;
+  if (method.starts_with("typed")) net = resnet::ResNet::make(arch);
+  std::ofstream("/proc/self/clear_refs") << "5";  // reset VmHWM
+  const std::uint64_t baseline = status_bytes("VmRSS:");
+  Sample s;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (method == "open") {
+    const auto cat = torchport::open(file);
+    s.bytes = cat.total_bytes();
+  } else if (method == "owned" || method == "mapped") {
+    torchport::MaterializeStats st;
+    const auto cat = torchport::materialize(
+        torchport::open(file), method == "owned" ? torchport::Residence::owned : torchport::Residence::mapped, &st);
+    s.bytes = st.bytes;
+  } else if (method == "typed" || method == "typed-owned") {
+    const auto r = torchport::load(*net, file,
+                                   torchport::LoadArgs{}.residence(method == "typed" ? torchport::Residence::mapped
+                                                                                     : torchport::Residence::owned));
+    s.bytes = r.bytes;
+  } else if (method == "pread") {
+    const int fd = ::open(file.c_str(), O_RDONLY);
+    struct stat st{};
+    ::fstat(fd, &st);
+    const auto n = static_cast<std::size_t>(st.st_size);
+    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ::madvise(p, n, MADV_NOHUGEPAGE);  // the 4 KiB-page baseline
+    std::size_t done = 0;
+    while (done < n) {
+      const ssize_t r = ::pread(fd, static_cast<char*>(p) + done, n - done, static_cast<off_t>(done));
+      if (r <= 0) break;
+      done += static_cast<std::size_t>(r);
+    }
+    ::close(fd);
+    s.bytes = done;
+  } else {
+    std::fprintf(stderr, "unknown method %s\n", method.c_str());
+    std::exit(2);
+  }
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  s.peak = static_cast<double>(status_bytes("VmHWM:")) - static_cast<double>(baseline);
+  return s;
+}
+
+Sample in_child(const std::string& method, const std::string& file, const std::string& arch) {
+  int fds[2];
+  if (pipe(fds) != 0) std::abort();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    const Sample s = measure(method, file, arch);
+    if (write(fds[1], &s, sizeof s) != sizeof s) _exit(1);
+    _exit(0);
+  }
+  close(fds[1]);
+  Sample s;
+  if (read(fds[0], &s, sizeof s) != sizeof s) {
+    std::fprintf(stderr, "load_bench: the %s run failed\n", method.c_str());
+    std::exit(1);
+  }
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: load_bench open|owned|mapped|typed|typed-owned|pread FILE [RUNS] [ARCH]\n");
+    return 2;
+  }
+  const std::string method = argv[1], file = argv[2];
+  const int runs = argc > 3 ? std::atoi(argv[3]) : 5;
+  const std::string arch = argc > 4 ? argv[4] : "resnet152";
+  // Warm the page cache: every method then reads memory, not the disk.
+  {
+    std::ifstream in(file, std::ios::binary);
+    std::vector<char> buf(1 << 20);
+    while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
+    }
+  }
+  std::vector<double> seconds;
+  double peak = 0;
+  std::uint64_t bytes = 0;
+  for (int i = 0; i < runs; ++i) {
+    const Sample s = in_child(method, file, arch);
+    seconds.push_back(s.seconds);
+    peak = std::max(peak, s.peak);
+    bytes = s.bytes;
+  }
+  std::vector<double> sorted = seconds;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  std::printf("{\"method\": \"%s\", \"file\": \"%s\", \"seconds\": [", method.c_str(), file.c_str());
+  for (std::size_t i = 0; i < seconds.size(); ++i) std::printf("%s%.6f", i ? ", " : "", seconds[i]);
+  std::printf("], \"median\": %.6f, \"bytes\": %llu, \"peak_above_baseline\": %.0f}\n", median,
+              static_cast<unsigned long long>(bytes), peak);
+  return 0;
+}
