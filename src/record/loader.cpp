@@ -384,8 +384,12 @@ PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args) {
   LoadSettings settings;
   settings.precision = args.precision();
   settings.residence = args.residence();
+  // Our records hold our layout, unless they were converted from a PyTorch
+  // checkpoint without a module to adapt to (they then say so).
+  const auto layout = catalog.metadata().find("torchport.layout");
+  const bool converted = layout != catalog.metadata().end() && layout->second == "pytorch";
   const bool pytorch = args.layout() == Layout::PyTorch ||
-                       (args.layout() == Layout::Auto && !is_native_format(catalog.format()));
+                       (args.layout() == Layout::Auto && (!is_native_format(catalog.format()) || converted));
   if (pytorch) settings.adapters.push_back(std::make_shared<PyTorchAdapter>());
   for (const auto& a : args.adapters()) settings.adapters.push_back(a);
   p.report.source = catalog.format();
