@@ -358,9 +358,11 @@ PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args) {
   auto provenance = std::make_shared<Provenance>();
   Trie trie;
   std::unordered_map<std::string, std::string> taken;  // remapped -> original
+  // As `torchport convert` does (see transform()): filters see the file's
+  // names, then the remap rules rename what is kept.
   for (auto& [name, leaf] : leaves) {
-    const std::string key = args.remap().empty() ? name : args.remap().apply(name);
-    const bool kept = args.filter().accepts(key);
+    const bool kept = args.filter().accepts(name);
+    const std::string key = !kept || args.remap().empty() ? name : args.remap().apply(name);
     if (args.debug()) {
       LoadReport::KeyLine line{name, kept ? key : "", "", {}};
       if (leaf.is(Value::Kind::Tensor)) {

@@ -440,7 +440,7 @@ TEST(BurnCases, StrictModeRefusesUnusedKeys) {
 TEST(BurnCases, FiltersDropKeysBeforeLoading) {
   PartialNet net;
   const LoadReport r = load(net, case_file("complex_nested.pt"),
-                            LoadArgs{}.remap(R"(^conv_blocks\.0\.(.*))", "conv1.$1").include(R"(^conv1\.)").strict());
+                            LoadArgs{}.include(R"(^conv_blocks\.0\.)").remap(R"(^conv_blocks\.0\.(.*))", "conv1.$1").strict());
   EXPECT_TRUE(r.clean()) << r.summary();
 }
 

@@ -9,10 +9,11 @@
 /// std::puts(report.summary().c_str());
 /// \endcode
 ///
-/// The flow: the file's tensors (under the top-level key) -> remap rules ->
-/// include/exclude filters -> unflatten into a tree (numeric segments become
-/// lists, gaps compacted) -> for each field of the module: adapters of its
-/// kind, shape check, dtype conversion -> the report.
+/// The flow: the file's tensors (under the top-level key) -> include/exclude
+/// filters (on the file's names) -> remap rules -> unflatten into a tree
+/// (numeric segments become lists, gaps compacted) -> for each field of the
+/// module: adapters of its kind, shape check, dtype conversion -> the report.
+/// Selection, filters and remapping mean what they mean for `torchport convert`.
 
 #include <filesystem>
 #include <map>
@@ -47,7 +48,7 @@ class LoadArgs {
   /// Appends a rename rule (PCRE2, `$1` / `${name}`); rules apply in order,
   /// each to the output of the previous. \throws Error(invalid_argument).
   LoadArgs& remap(std::string_view pattern, std::string_view replacement) { remap_.add(pattern, replacement); return *this; }
-  /// Keeps only keys (after remapping) matching one of the includes...
+  /// Keeps only keys (the file's names, before remapping) matching one of the includes...
   LoadArgs& include(std::string_view re) { filter_.include(re); return *this; }
   /// ...and none of the excludes.
   LoadArgs& exclude(std::string_view re) { filter_.exclude(re); return *this; }
