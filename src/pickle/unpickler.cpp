@@ -304,8 +304,9 @@ void Machine::persistent(Value pid) {
   try {
     v = persistent_(pid, op_offset_);
   } catch (const Error& e) {
-    if (e.offset() || !e.where().empty()) throw;
-    throw Error(e.code(), e.message(), e.key(), op_offset_, r_.what());
+    // Say where: the callback knows the record's offset, the VM the pickle's.
+    throw Error(e.code(), e.message(), e.key(), e.offset() ? e.offset() : std::optional<std::uint64_t>(op_offset_),
+                e.where().empty() ? r_.what() : e.where());
   }
   push(std::move(v));
 }
