@@ -32,11 +32,12 @@ void valid_range(std::int64_t count, std::int64_t stride, std::int64_t off, std:
   hi = std::clamp(hi, lo, count);
 }
 
-// Unfolds one group of one image, x [cg, h, w], into col [cg*kh*kw, ho*wo]
-// (row (c, i, j) holds the input each output position sees through tap (i, j)).
+// Unfolds output rows [oh0, oh0 + rows) of one group of one image, x [cg, h, w],
+// into col [cg*kh*kw, rows*wo] (row (c, i, j) holds the input each output
+// position sees through tap (i, j)).
 template <class T>
-void im2col(const T* x, std::int64_t cg, const Geom& g, T* col) {
-  const std::int64_t plane = g.ho * g.wo;
+void im2col(const T* x, std::int64_t cg, const Geom& g, std::int64_t oh0, std::int64_t rows, T* col) {
+  const std::int64_t plane = rows * g.wo;
   for (std::int64_t c = 0; c < cg; ++c)
     for (std::int64_t ki = 0; ki < g.kh; ++ki)
       for (std::int64_t kj = 0; kj < g.kw; ++kj) {
@@ -44,8 +45,8 @@ void im2col(const T* x, std::int64_t cg, const Geom& g, T* col) {
         const std::int64_t off_w = kj * g.dil[1] - g.pad[1];
         std::int64_t lo, hi;
         valid_range(g.wo, g.stride[1], off_w, g.w, lo, hi);
-        for (std::int64_t oh = 0; oh < g.ho; ++oh) {
-          T* d = dst + oh * g.wo;
+        for (std::int64_t oh = oh0; oh < oh0 + rows; ++oh) {
+          T* d = dst + (oh - oh0) * g.wo;
           const std::int64_t ih = oh * g.stride[0] - g.pad[0] + ki * g.dil[0];
           if (ih < 0 || ih >= g.h || lo == hi) {
             std::fill(d, d + g.wo, T(0));
@@ -133,18 +134,31 @@ void conv_forward(const T* x, const T* w, const T* bias, const Geom& g, T* out) 
       }
     return;
   }
-  const bool direct = g.kh == 1 && g.kw == 1 && g.stride == I2{1, 1} && g.pad == I2{0, 0};
-  std::vector<T> col(direct ? 0 : static_cast<std::size_t>(k * plane));
+  if (g.kh == 1 && g.kw == 1 && g.stride == I2{1, 1} && g.pad == I2{0, 0}) {
+    // A 1x1 convolution is a matrix product with the image itself.
+    for (std::int64_t i = 0; i < g.n; ++i)
+      for (std::int64_t gr = 0; gr < g.groups; ++gr)
+        detail::gemm<T>(false, false, og, plane, k, T(1), w + gr * og * k, k, x + (i * g.c + gr * cg) * in_plane,
+                        plane, T(1), out + (i * g.o + gr * og) * plane, plane);
+    return;
+  }
+  // im2col a band of output rows at a time, so the column buffer stays
+  // bounded (kColumnBudget elements, 4 MB in F32) whatever the image size —
+  // a whole 224x224 image with a 3x3x64 kernel would need 115 MB — while a
+  // band stays wide enough that BLAS gets few, large products.
+  constexpr std::int64_t kColumnBudget = std::int64_t{1} << 20;
+  const std::int64_t band = std::clamp<std::int64_t>(kColumnBudget / (k * g.wo), 1, g.ho);
+  std::vector<T> col(static_cast<std::size_t>(k * band * g.wo));
   for (std::int64_t i = 0; i < g.n; ++i)
     for (std::int64_t gr = 0; gr < g.groups; ++gr) {
       const T* xg = x + (i * g.c + gr * cg) * in_plane;
-      const T* b = xg;
-      if (!direct) {
-        im2col(xg, cg, g, col.data());
-        b = col.data();
+      T* og_out = out + (i * g.o + gr * og) * plane;
+      for (std::int64_t oh0 = 0; oh0 < g.ho; oh0 += band) {
+        const std::int64_t rows = std::min(band, g.ho - oh0), cols = rows * g.wo;
+        im2col(xg, cg, g, oh0, rows, col.data());
+        detail::gemm<T>(false, false, og, cols, k, T(1), w + gr * og * k, k, col.data(), cols, T(1),
+                        og_out + oh0 * g.wo, plane);
       }
-      detail::gemm<T>(false, false, og, plane, k, T(1), w + gr * og * k, k, b, plane, T(1),
-              out + (i * g.o + gr * og) * plane, plane);
     }
 }
 

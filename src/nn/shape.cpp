@@ -51,16 +51,19 @@ Tensor concat(const std::vector<Tensor>& tensors, std::int64_t dim) {
   std::int64_t outer = 1, inner = 1;
   for (std::int64_t j = 0; j < d; ++j) outer *= out_shape[static_cast<std::size_t>(j)];
   for (std::size_t j = static_cast<std::size_t>(d) + 1; j < out_shape.size(); ++j) inner *= out_shape[j];
+  // Each part contributes one chunk of size[d] * inner elements per outer index.
   std::vector<Tensor> parts;
+  std::vector<std::pair<const std::byte*, std::size_t>> chunks;
   parts.reserve(tensors.size());
-  for (const Tensor& t : tensors) parts.push_back(t.to(dt));
+  for (const Tensor& t : tensors) {
+    parts.push_back(t.to(dt));
+    const std::size_t chunk = static_cast<std::size_t>(t.shape()[static_cast<std::size_t>(d)] * inner) * elem;
+    if (chunk > 0) chunks.emplace_back(parts.back().bytes().data(), chunk);
+  }
   std::byte* dst = out.mutable_bytes().data();
   for (std::int64_t o = 0; o < outer; ++o)
-    for (const Tensor& t : parts) {
-      const std::size_t chunk =
-          static_cast<std::size_t>(t.shape()[static_cast<std::size_t>(d)] * inner) * elem;
-      if (chunk == 0) continue;
-      std::memcpy(dst, t.bytes().data() + static_cast<std::size_t>(o) * chunk, chunk);
+    for (const auto& [src, chunk] : chunks) {
+      std::memcpy(dst, src + static_cast<std::size_t>(o) * chunk, chunk);
       dst += chunk;
     }
   return out;

@@ -39,6 +39,16 @@ Tensor iota(Shape shape, float start = 0, float step = 1) {
   return Tensor::from(std::span<const float>(v), std::move(shape));
 }
 
+// Deterministic values in [-1, 1) (a linear congruential generator).
+Tensor noise(Shape shape, std::uint32_t seed) {
+  std::vector<float> v(static_cast<std::size_t>(shape_numel(shape)));
+  for (float& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = static_cast<float>(seed >> 8) / static_cast<float>(1u << 23) - 1.0f;
+  }
+  return Tensor::from(std::span<const float>(v), std::move(shape));
+}
+
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
 
@@ -237,6 +247,45 @@ TEST(NnConv, HandComputed) {
                f32({1, 10, 2, 20}, {1, 1, 4}), kExact, "transposed stamp");
   expect_close(nn::conv_transpose1d(f32({1, 2}, {1, 1, 2}), f32({1, 10, 100}, {1, 1, 3})),
                f32({1, 12, 120, 200}, {1, 1, 4}), kExact, "transposed overlap");
+}
+
+// Direct convolution in double: the reference for inputs too large for a fixture.
+Tensor naive_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::int64_t stride, std::int64_t pad) {
+  const std::int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3);
+  const std::int64_t o = w.size(0), kh = w.size(2), kw = w.size(3);
+  const std::int64_t ho = (h + 2 * pad - kh) / stride + 1, wo = (wd + 2 * pad - kw) / stride + 1;
+  const auto xs = x.span<float>(), ws = w.span<float>(), bs = b.span<float>();
+  std::vector<float> out(static_cast<std::size_t>(n * o * ho * wo));
+  std::size_t idx = 0;
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t oc = 0; oc < o; ++oc)
+      for (std::int64_t y = 0; y < ho; ++y)
+        for (std::int64_t z = 0; z < wo; ++z) {
+          double acc = bs[static_cast<std::size_t>(oc)];
+          for (std::int64_t ic = 0; ic < c; ++ic)
+            for (std::int64_t ki = 0; ki < kh; ++ki)
+              for (std::int64_t kj = 0; kj < kw; ++kj) {
+                const std::int64_t iy = y * stride - pad + ki, iz = z * stride - pad + kj;
+                if (iy < 0 || iy >= h || iz < 0 || iz >= wd) continue;
+                acc += static_cast<double>(xs[static_cast<std::size_t>(((i * c + ic) * h + iy) * wd + iz)]) *
+                       ws[static_cast<std::size_t>(((oc * c + ic) * kh + ki) * kw + kj)];
+              }
+          out[idx++] = static_cast<float>(acc);
+        }
+  return Tensor::from(std::span<const float>(out), {n, o, ho, wo});
+}
+
+TEST(NnConv, LargeImagesAreUnfoldedInBands) {
+  // 576 x 2025 (and 576 x 2116) columns exceed the 2^20-element im2col
+  // budget, so the output is computed in two bands of rows.
+  for (const auto& [size, stride] : {std::pair{45, 1}, std::pair{91, 2}}) {
+    SCOPED_TRACE("input " + std::to_string(size) + ", stride " + std::to_string(stride));
+    const Tensor x = noise({1, 64, size, size}, 1);
+    const Tensor w = nn::mul(noise({3, 64, 3, 3}, 2), 0.05);
+    const Tensor b = f32({0.5f, -1, 2}, {3});
+    expect_close(nn::conv2d(x, w, b, {.stride = stride, .padding = 1}), naive_conv2d(x, w, b, stride, 1),
+                 {1e-5, 1e-5}, "banded conv vs direct");
+  }
 }
 
 TEST(NnConv, Errors) {
