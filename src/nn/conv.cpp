@@ -65,10 +65,17 @@ void im2col(const T* x, std::int64_t cg, const Geom& g, std::int64_t oh0, std::i
       }
 }
 
-// Adds col [og*kh*kw, h*w] into out [og, ho, wo]: the scatter that undoes im2col.
+// The most elements an im2col/col2im buffer holds (4 MB in F32): big
+// images are processed in bands of rows so memory stays bounded — a whole
+// 224x224 image with a 3x3x64 kernel would need 115 MB — while a band stays
+// wide enough that BLAS gets few, large products.
+constexpr std::int64_t kColumnBudget = std::int64_t{1} << 20;
+
+// Adds col [og*kh*kw, rows*w], the contributions of input rows
+// [ih0, ih0 + rows), into out [og, ho, wo]: the scatter that undoes im2col.
 template <class T>
-void col2im_add(const T* col, std::int64_t og, const Geom& g, T* out) {
-  const std::int64_t plane = g.h * g.w;
+void col2im_add(const T* col, std::int64_t og, const Geom& g, std::int64_t ih0, std::int64_t rows, T* out) {
+  const std::int64_t plane = rows * g.w;
   for (std::int64_t c = 0; c < og; ++c)
     for (std::int64_t ki = 0; ki < g.kh; ++ki)
       for (std::int64_t kj = 0; kj < g.kw; ++kj) {
@@ -77,11 +84,11 @@ void col2im_add(const T* col, std::int64_t og, const Geom& g, T* out) {
         std::int64_t lo, hi;
         valid_range(g.w, g.stride[1], off_w, g.wo, lo, hi);
         if (lo == hi) continue;
-        for (std::int64_t ih = 0; ih < g.h; ++ih) {
+        for (std::int64_t ih = ih0; ih < ih0 + rows; ++ih) {
           const std::int64_t oh = ih * g.stride[0] - g.pad[0] + ki * g.dil[0];
           if (oh < 0 || oh >= g.ho) continue;
           T* row = out + (c * g.ho + oh) * g.wo;  // input column iw adds to row[iw*stride + off_w]
-          const T* s = src + ih * g.w;
+          const T* s = src + (ih - ih0) * g.w;
           const std::int64_t sw = g.stride[1];
           for (std::int64_t iw = lo; iw < hi; ++iw) row[iw * sw + off_w] += s[iw];
         }
@@ -142,11 +149,7 @@ void conv_forward(const T* x, const T* w, const T* bias, const Geom& g, T* out) 
                         plane, T(1), out + (i * g.o + gr * og) * plane, plane);
     return;
   }
-  // im2col a band of output rows at a time, so the column buffer stays
-  // bounded (kColumnBudget elements, 4 MB in F32) whatever the image size —
-  // a whole 224x224 image with a 3x3x64 kernel would need 115 MB — while a
-  // band stays wide enough that BLAS gets few, large products.
-  constexpr std::int64_t kColumnBudget = std::int64_t{1} << 20;
+  // im2col a band of output rows at a time (see kColumnBudget).
   const std::int64_t band = std::clamp<std::int64_t>(kColumnBudget / (k * g.wo), 1, g.ho);
   std::vector<T> col(static_cast<std::size_t>(k * band * g.wo));
   for (std::int64_t i = 0; i < g.n; ++i)
@@ -167,14 +170,17 @@ void conv_transposed(const T* x, const T* w, const T* bias, const Geom& g, T* ou
   const std::int64_t cg = g.c / g.groups, og = g.o / g.groups;
   const std::int64_t m = og * g.kh * g.kw, in_plane = g.h * g.w, plane = g.ho * g.wo;
   fill_bias(out, g.n, g.o, plane, bias);
-  std::vector<T> col(static_cast<std::size_t>(m * in_plane));
+  const std::int64_t band = std::clamp<std::int64_t>(kColumnBudget / (m * g.w), 1, g.h);  // input rows
+  std::vector<T> col(static_cast<std::size_t>(m * band * g.w));
   for (std::int64_t i = 0; i < g.n; ++i)
-    for (std::int64_t gr = 0; gr < g.groups; ++gr) {
-      // col = W_g^T @ x_g with W_g [cg, og*kh*kw] and x_g [cg, h*w].
-      detail::gemm<T>(true, false, m, in_plane, cg, T(1), w + gr * cg * m, m, x + (i * g.c + gr * cg) * in_plane,
-              in_plane, T(0), col.data(), in_plane);
-      col2im_add(col.data(), og, g, out + (i * g.o + gr * og) * plane);
-    }
+    for (std::int64_t gr = 0; gr < g.groups; ++gr)
+      for (std::int64_t ih0 = 0; ih0 < g.h; ih0 += band) {
+        // col = W_g^T @ x_g(band) with W_g [cg, og*kh*kw] and x_g [cg, h*w].
+        const std::int64_t rows = std::min(band, g.h - ih0), cols = rows * g.w;
+        detail::gemm<T>(true, false, m, cols, cg, T(1), w + gr * cg * m, m,
+                        x + (i * g.c + gr * cg) * in_plane + ih0 * g.w, in_plane, T(0), col.data(), cols);
+        col2im_add(col.data(), og, g, ih0, rows, out + (i * g.o + gr * og) * plane);
+      }
 }
 
 struct Spec {

@@ -275,6 +275,29 @@ Tensor naive_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, std::int6
   return Tensor::from(std::span<const float>(out), {n, o, ho, wo});
 }
 
+// Transposed convolution by scattering, in double (groups 1, dilation 1).
+Tensor naive_conv_transpose2d(const Tensor& x, const Tensor& w, std::int64_t stride, std::int64_t pad) {
+  const std::int64_t c = x.size(1), h = x.size(2), wd = x.size(3);
+  const std::int64_t o = w.size(1), kh = w.size(2), kw = w.size(3);
+  const std::int64_t ho = (h - 1) * stride - 2 * pad + kh, wo = (wd - 1) * stride - 2 * pad + kw;
+  const auto xs = x.span<float>(), ws = w.span<float>();
+  std::vector<double> acc(static_cast<std::size_t>(o * ho * wo), 0.0);
+  for (std::int64_t ic = 0; ic < c; ++ic)
+    for (std::int64_t y = 0; y < h; ++y)
+      for (std::int64_t z = 0; z < wd; ++z)
+        for (std::int64_t oc = 0; oc < o; ++oc)
+          for (std::int64_t ki = 0; ki < kh; ++ki)
+            for (std::int64_t kj = 0; kj < kw; ++kj) {
+              const std::int64_t oy = y * stride - pad + ki, oz = z * stride - pad + kj;
+              if (oy < 0 || oy >= ho || oz < 0 || oz >= wo) continue;
+              acc[static_cast<std::size_t>((oc * ho + oy) * wo + oz)] +=
+                  static_cast<double>(xs[static_cast<std::size_t>((ic * h + y) * wd + z)]) *
+                  ws[static_cast<std::size_t>(((ic * o + oc) * kh + ki) * kw + kj)];
+            }
+  std::vector<float> out(acc.begin(), acc.end());
+  return Tensor::from(std::span<const float>(out), {1, o, ho, wo});
+}
+
 TEST(NnConv, LargeImagesAreUnfoldedInBands) {
   // 576 x 2025 (and 576 x 2116) columns exceed the 2^20-element im2col
   // budget, so the output is computed in two bands of rows.
@@ -286,6 +309,11 @@ TEST(NnConv, LargeImagesAreUnfoldedInBands) {
     expect_close(nn::conv2d(x, w, b, {.stride = stride, .padding = 1}), naive_conv2d(x, w, b, stride, 1),
                  {1e-5, 1e-5}, "banded conv vs direct");
   }
+  // Transposed: 64*4*4 = 1024 column rows x 40*40 input positions: two bands.
+  const Tensor x = noise({1, 8, 40, 40}, 3);
+  const Tensor w = nn::mul(noise({8, 64, 4, 4}, 4), 0.2);
+  expect_close(nn::conv_transpose2d(x, w, Tensor(), {.stride = 2, .padding = 1}), naive_conv_transpose2d(x, w, 2, 1),
+               {1e-5, 1e-5}, "banded transposed conv vs scatter");
 }
 
 TEST(NnConv, Errors) {
