@@ -119,6 +119,20 @@ TEST_F(CliConvert, DirectoryOutputGetsHuggingFaceNames) {
   EXPECT_EQ(open(dir_ / "o" / "pytorch_model.bin").format(), "pytorch-zip");
 }
 
+TEST_F(CliConvert, RecordOutputsByExtension) {
+  const auto want = test::views_and_ties();
+  write("in.pt", want, SaveFormat::pytorch);
+  for (const char* name : {"r.tpb", "r.mpk.gz", "r.json"}) {
+    SCOPED_TRACE(name);
+    std::string out;
+    ASSERT_EQ(tool("convert " + p("in.pt") + " " + p(name), &out), 0) << out;
+    EXPECT_NE(out.find("torchport-"), std::string::npos) << out;
+    ASSERT_EQ(tool("diff " + p("in.pt") + " " + p(name), &out), 0) << out;
+  }
+  std::string out;
+  EXPECT_EQ(tool("convert " + p("in.pt") + " " + p("r2.tpb") + " --max-shard-size 1MB", &out), 2) << out;
+}
+
 TEST_F(CliConvert, UsageErrorsExitTwo) {
   write("in.pt", {{"w", Tensor::scalar(1.5f)}}, SaveFormat::pytorch);
   const std::string in = p("in.pt");

@@ -16,6 +16,7 @@
 #include "torchport/formats/save.hpp"
 #include "torchport/formats/transform.hpp"
 #include "torchport/record/remap.hpp"
+#include "torchport/recorders/recorder.hpp"
 
 namespace torchport::cli {
 namespace {
@@ -46,10 +47,15 @@ int run_convert(const ConvertArgs& a) {
     out /= *format == SaveFormat::safetensors ? "model.safetensors" : "pytorch_model.bin";
   }
   if (!format) format = save_format_for_path(out);
-  if (!format)
+  // Our own record formats, by extension (.mpk, .json, .tpb, each maybe .gz).
+  const std::optional<Recorder> recorder = format ? std::nullopt : recorder_for_path(out);
+  if (!format && !recorder)
     throw Error(ErrorCode::invalid_argument,
                 "cannot tell the output format from '" + out.filename().string() +
-                    "': name it .safetensors, .pt, .pth or .bin, or pass --format safetensors|pytorch");
+                    "': name it .safetensors, .pt, .pth or .bin (or .mpk, .json, .tpb for torchport "
+                    "records), or pass --format safetensors|pytorch");
+  if (recorder && !a.max_shard_size.empty())
+    throw Error(ErrorCode::invalid_argument, "--max-shard-size applies to safetensors and PyTorch output only");
 
   TransformOptions t;
   t.top_level_key = a.top_level_key;
@@ -74,6 +80,14 @@ int run_convert(const ConvertArgs& a) {
   const std::size_t count = cat.size();
   if (count == 0)
     fmt::print(stderr, "torchport: warning: no tensors to write (check --include/--exclude/--top-level-key)\n");
+  if (recorder) {
+    const std::uint64_t bytes = cat.total_bytes();
+    write_record(cat.root(), out, *recorder, RecordMetadata{{}, "keep", {}, cat.metadata()});
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    fmt::print("wrote {} ({}): {} tensors, {} in {:.2f} s\n", out.string(), recorder_name(*recorder), count,
+               human_bytes(bytes), secs);
+    return 0;
+  }
   ProgressBar bar("writing");
   s.progress = [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
   const SaveResult r = save(std::move(cat), out, *format, s);
@@ -99,7 +113,8 @@ Command add_convert(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingPath);
   sub->add_option("out", args->out,
-                  "Output file (.safetensors, or .pt/.pth/.bin for PyTorch), or an existing directory")
+                  "Output file (.safetensors; .pt/.pth/.bin for PyTorch; .mpk/.json/.tpb[.gz] for torchport "
+                  "records), or an existing directory")
       ->required();
   sub->add_option("--format", args->format, "Output format when the name does not tell")
       ->check(CLI::IsMember({"safetensors", "pytorch"}));
