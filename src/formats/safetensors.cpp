@@ -8,9 +8,12 @@
 //   data                      the tensors' bytes, C order, little-endian;
 //                             offsets are relative to the data's start
 //
-// We accept exactly what the reference implementation's `validate` does
-// (offsets tile the data region: no holes, no overlaps, no trailing bytes)
-// and additionally reject duplicate keys, which serde would also refuse.
+// We accept what the reference implementation's `validate` does (offsets
+// tile the data region: no holes, no overlaps, no trailing bytes) and
+// additionally reject duplicate keys: serde_json (into a HashMap) and
+// nlohmann both keep the last one, but other readers keep the first, so a
+// file with two entries for one name means different things to different
+// tools.
 
 #include <algorithm>
 #include <array>
