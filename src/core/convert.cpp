@@ -2,6 +2,7 @@
 
 #include <bit>
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 #include <cmath>
@@ -248,7 +249,11 @@ bool has_avx2() {
   return yes;
 }
 bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // clang 14 knows no __builtin_cpu_supports("f16c"): ask cpuid (leaf 1, ECX bit 29).
+  static const bool yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return has_avx2() && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+  }();
   return yes;
 }
 #endif

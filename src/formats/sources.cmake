@@ -1,5 +1,5 @@
 # Sources of the formats layer.
-target_sources(torchport PRIVATE
+target_sources(torchport_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/catalog.cpp
   ${CMAKE_CURRENT_LIST_DIR}/materialize.cpp
   ${CMAKE_CURRENT_LIST_DIR}/open.cpp
