@@ -81,6 +81,18 @@ void write_record(const Value& tree, const std::filesystem::path& path, const Re
   file.commit();
 }
 
+void write_record(const TensorCatalog& catalog, const std::filesystem::path& path, const Recorder& recorder) {
+  Value flat = Value::dict();
+  for (const auto& t : catalog.tensors()) flat.insert(Value::str(t.name), Value::tensor(t.tensor));
+  RecordMetadata m;
+  m.precision = "keep";
+  for (const auto& [k, v] : catalog.metadata())
+    if (!k.starts_with("torchport.") || k == "torchport.layout") m.extra[k] = v;  // ours are rewritten
+  const bool ours = catalog.format().starts_with("torchport") || catalog.format() == "value";
+  if (!ours) m.extra["torchport.layout"] = "pytorch";
+  write_record(flat, path, recorder, m);
+}
+
 std::vector<std::byte> record_to_bytes(const Value& tree, const Recorder& recorder, const RecordMetadata& metadata) {
   std::vector<std::byte> out;
   encode(tree, recorder, metadata, [&](std::span<const std::byte> b) { out.insert(out.end(), b.begin(), b.end()); });

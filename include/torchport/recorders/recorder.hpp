@@ -88,6 +88,12 @@ inline constexpr int kRecordFormatVersion = 1;
 /// (objects, non-string dict keys), Error(io) when writing fails.
 void write_record(const Value& tree, const std::filesystem::path& path, const Recorder& recorder,
                   const RecordMetadata& metadata);
+/// Writes the tensors of any catalogue as a record: a flat dict of name ->
+/// tensor, with the catalogue's string metadata. A catalogue read from a
+/// PyTorch or safetensors file keeps PyTorch's layout and the record says
+/// so (`torchport.layout` = "pytorch"), so loading it into a module applies
+/// the PyTorch adapter, as loading the original file would.
+void write_record(const TensorCatalog& catalog, const std::filesystem::path& path, const Recorder& recorder);
 /// The same, into memory.
 std::vector<std::byte> record_to_bytes(const Value& tree, const Recorder& recorder, const RecordMetadata& metadata);
 
