@@ -8,7 +8,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ clang pkg-config
-  zlib1g-dev libminizip-dev nlohmann-json3-dev libmsgpack-cxx-dev libpcre2-dev
+  zlib1g-dev nlohmann-json3-dev libmsgpack-cxx-dev libpcre2-dev
   libcli11-dev libfmt-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )

@@ -1,69 +1,269 @@
+// The zip directory, parsed by hand over the mapped bytes, following
+// APPNOTE.TXT 6.3.9: 4.3.7 local file header, 4.3.12 central directory
+// header, 4.3.14 zip64 end of central directory record, 4.3.15 its locator,
+// 4.3.16 end of central directory record, 4.5.3 zip64 extended information.
+// Every field is read through a bounds check; see docs/format.md for why
+// this is not minizip any more.
+
 #include "torchport/io/zip.hpp"
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <optional>
 
-#include <minizip/unzip.h>
 #include <zlib.h>
 
 #include "torchport/core/error.hpp"
-#include "torchport/io/byte_reader.hpp"
 
 namespace torchport {
 namespace {
 
-// minizip reads through these callbacks, so it only ever sees our bounds-
-// checked view of the mapped file, never the file system.
-struct MemoryStream {
-  std::span<const std::byte> bytes;
-  std::uint64_t pos = 0;
-};
-
-voidpf ZCALLBACK mem_open(voidpf opaque, const void*, int) { return opaque; }
-
-uLong ZCALLBACK mem_read(voidpf, voidpf stream, void* buf, uLong size) {
-  auto* s = static_cast<MemoryStream*>(stream);
-  if (s->pos >= s->bytes.size()) return 0;
-  const std::uint64_t n = std::min<std::uint64_t>(size, s->bytes.size() - s->pos);
-  std::memcpy(buf, s->bytes.data() + s->pos, static_cast<std::size_t>(n));
-  s->pos += n;
-  return static_cast<uLong>(n);
-}
-
-uLong ZCALLBACK mem_write(voidpf, voidpf, const void*, uLong) { return 0; }
-
-ZPOS64_T ZCALLBACK mem_tell(voidpf, voidpf stream) { return static_cast<MemoryStream*>(stream)->pos; }
-
-long ZCALLBACK mem_seek(voidpf, voidpf stream, ZPOS64_T offset, int origin) {
-  auto* s = static_cast<MemoryStream*>(stream);
-  std::uint64_t base;
-  switch (origin) {
-    case ZLIB_FILEFUNC_SEEK_SET: base = 0; break;
-    case ZLIB_FILEFUNC_SEEK_CUR: base = s->pos; break;
-    case ZLIB_FILEFUNC_SEEK_END: base = s->bytes.size(); break;
-    default: return -1;
-  }
-  if (offset > s->bytes.size() || base > s->bytes.size() - offset) return -1;
-  s->pos = base + offset;
-  return 0;
-}
-
-int ZCALLBACK mem_close(voidpf, voidpf) { return 0; }
-int ZCALLBACK mem_error(voidpf, voidpf) { return 0; }
-
-struct UnzCloser {
-  void operator()(unzFile f) const noexcept { unzClose(f); }
-};
-
 constexpr std::uint32_t kLocalSig = 0x04034b50;
+constexpr std::uint32_t kCentralSig = 0x02014b50;
+constexpr std::uint32_t kEndSig = 0x06054b50;
+constexpr std::uint32_t kEnd64Sig = 0x06064b50;
+constexpr std::uint32_t kLocator64Sig = 0x07064b50;
+constexpr std::uint16_t kZip64ExtraId = 0x0001;
+constexpr std::uint64_t kEndLen = 22;      // 4.3.16, without the comment
+constexpr std::uint64_t kLocatorLen = 20;  // 4.3.15
+constexpr std::uint64_t kEnd64Len = 56;    // 4.3.14, without the extensible data
+constexpr std::uint64_t kCentralLen = 46;  // 4.3.12, without name, extra, comment
+constexpr std::uint64_t kLocalLen = 30;    // 4.3.7, without name and extra
+constexpr std::uint32_t kMax32 = 0xFFFFFFFFu;
+constexpr std::uint16_t kMax16 = 0xFFFFu;
+constexpr std::uint16_t kFlagEncrypted = 1u << 0;
+constexpr std::uint16_t kFlagDescriptor = 1u << 3;  // sizes and CRC follow the data
+
+template <class T>
+T le(const std::byte* p) noexcept {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// The end of central directory record: the last signature in the final
+// 64 KiB + 22 bytes (a comment may follow it) whose comment fits the file.
+std::optional<std::uint64_t> find_end_record(std::span<const std::byte> b) {
+  if (b.size() < kEndLen) return std::nullopt;
+  const std::uint64_t last = b.size() - kEndLen;
+  const std::uint64_t first = last > kMax16 ? last - kMax16 : 0;
+  for (std::uint64_t p = last + 1; p-- > first;)
+    if (le<std::uint32_t>(b.data() + p) == kEndSig &&
+        p + kEndLen + le<std::uint16_t>(b.data() + p + 20) <= b.size())
+      return p;
+  return std::nullopt;
+}
+
+// Where the central directory is and how many entries it holds.
+struct Directory {
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  std::uint64_t entries = 0;
+  std::uint64_t end = 0;  // first byte of the end records (zip64 or not)
+};
+
+Directory read_end_records(std::span<const std::byte> b, const std::string& where) {
+  const auto found = find_end_record(b);
+  if (!found)
+    throw Error(ErrorCode::not_a_checkpoint,
+                "no zip end-of-central-directory record found; not a zip archive or truncated", {},
+                std::nullopt, where);
+  const std::uint64_t p = *found;
+  const std::byte* e = b.data() + p;
+  const std::uint16_t disk = le<std::uint16_t>(e + 4), cd_disk = le<std::uint16_t>(e + 6);
+  const std::uint16_t here = le<std::uint16_t>(e + 8), total = le<std::uint16_t>(e + 10);
+  Directory d;
+  d.size = le<std::uint32_t>(e + 12);
+  d.offset = le<std::uint32_t>(e + 16);
+  d.entries = total;
+  d.end = p;
+  const bool has_locator =
+      p >= kLocatorLen && le<std::uint32_t>(b.data() + p - kLocatorLen) == kLocator64Sig;
+  if (has_locator) {
+    // zip64: the locator says where the zip64 end record is; its fields
+    // replace the 16- and 32-bit ones (which writers set to all ones).
+    const std::byte* l = b.data() + p - kLocatorLen;
+    const std::uint32_t end64_disk = le<std::uint32_t>(l + 4), disks = le<std::uint32_t>(l + 16);
+    const std::uint64_t at = le<std::uint64_t>(l + 8);
+    if (end64_disk != 0 || disks > 1)
+      throw Error(ErrorCode::unsupported, "multi-disk (split) zip archives are not read", {},
+                  p - kLocatorLen, where);
+    if (at > p - kLocatorLen || p - kLocatorLen - at < kEnd64Len ||
+        le<std::uint32_t>(b.data() + at) != kEnd64Sig)
+      throw Error(ErrorCode::corrupt,
+                  "the zip64 locator points to no zip64 end-of-central-directory record", {},
+                  p - kLocatorLen, where);
+    const std::byte* z = b.data() + at;
+    if (le<std::uint32_t>(z + 16) != 0 || le<std::uint32_t>(z + 20) != 0 ||
+        le<std::uint64_t>(z + 24) != le<std::uint64_t>(z + 32))
+      throw Error(ErrorCode::unsupported, "multi-disk (split) zip archives are not read", {}, at,
+                  where);
+    d.entries = le<std::uint64_t>(z + 32);
+    d.size = le<std::uint64_t>(z + 40);
+    d.offset = le<std::uint64_t>(z + 48);
+    d.end = at;
+  } else {
+    if (disk != 0 || cd_disk != 0 || here != total)
+      throw Error(ErrorCode::unsupported, "multi-disk (split) zip archives are not read", {}, p,
+                  where);
+    if (total == kMax16 || d.size == kMax32 || d.offset == kMax32)
+      throw Error(ErrorCode::corrupt,
+                  "the end record asks for zip64 values but there is no zip64 locator", {}, p,
+                  where);
+  }
+  if (d.offset > d.end || d.size > d.end - d.offset)
+    throw Error(ErrorCode::corrupt,
+                "the central directory [" + std::to_string(d.offset) + ", +" +
+                    std::to_string(d.size) + ") does not lie before its end record at byte " +
+                    std::to_string(d.end),
+                {}, p, where);
+  return d;
+}
+
+// One central directory header: the entry, and how long the header is.
+// `at` is the header's offset in the file, for messages.
+std::uint64_t read_central(std::span<const std::byte> dir, std::uint64_t pos, std::uint64_t at,
+                           ZipEntry& e, std::uint16_t& flags, const std::string& where) {
+  const std::byte* h = dir.data() + pos;
+  flags = le<std::uint16_t>(h + 8);
+  e.method = le<std::uint16_t>(h + 10);
+  e.crc32 = le<std::uint32_t>(h + 16);
+  e.compressed_size = le<std::uint32_t>(h + 20);
+  e.size = le<std::uint32_t>(h + 24);
+  const std::uint16_t name_len = le<std::uint16_t>(h + 28), extra_len = le<std::uint16_t>(h + 30),
+                      comment_len = le<std::uint16_t>(h + 32);
+  e.header_offset = le<std::uint32_t>(h + 42);
+  const std::uint64_t len = kCentralLen + name_len + extra_len + comment_len;
+  if (len > dir.size() - pos)
+    throw Error(ErrorCode::corrupt, "central directory header runs past the end of the directory",
+                {}, at, where);
+  e.name.assign(reinterpret_cast<const char*>(h + kCentralLen), name_len);
+  // Sizes and offsets of all ones live in the zip64 extra field, in this
+  // order, each present only when its 32-bit field is all ones (4.5.3).
+  const bool want_size = e.size == kMax32, want_csize = e.compressed_size == kMax32,
+             want_offset = e.header_offset == kMax32;
+  if (want_size || want_csize || want_offset) {
+    const std::byte* x = h + kCentralLen + name_len;
+    std::uint64_t i = 0;
+    bool found = false;
+    while (!found && i + 4 <= extra_len) {
+      const std::uint16_t id = le<std::uint16_t>(x + i), n = le<std::uint16_t>(x + i + 2);
+      if (n > extra_len - i - 4)
+        throw Error(ErrorCode::corrupt, "an extra field runs past its header", e.name, at, where);
+      if (id == kZip64ExtraId) {
+        const std::byte* f = x + i + 4;
+        std::uint64_t have = n;
+        auto take = [&](std::uint64_t& v) {
+          if (have < 8)
+            throw Error(ErrorCode::corrupt,
+                        "the zip64 extra field lacks a size or offset it must hold", e.name, at,
+                        where);
+          v = le<std::uint64_t>(f);
+          f += 8;
+          have -= 8;
+        };
+        if (want_size) take(e.size);
+        if (want_csize) take(e.compressed_size);
+        if (want_offset) take(e.header_offset);
+        found = true;
+      }
+      i += 4u + n;
+    }
+    if (!found)
+      throw Error(ErrorCode::corrupt, "sizes or offset of all ones but no zip64 extra field",
+                  e.name, at, where);
+  }
+  return len;
+}
+
+// Reads local headers: with pread from the file when the source maps one
+// (a few bytes per entry, rather than faulting a page of the mapping in
+// for each and keeping it resident), else from memory. Headers are visited
+// in file order; one read fetches at least 4 KiB, which covers the headers
+// of runs of small entries.
+class LocalReader {
+ public:
+  explicit LocalReader(const Source& s) : bytes_(s.bytes()), file_(s.file().get()) {}
+
+  // `n` bytes at `offset`, which the caller has checked lie in the file.
+  const std::byte* at(std::uint64_t offset, std::uint64_t n) {
+    if (file_ == nullptr) return bytes_.data() + offset;
+    if (offset >= start_ && offset - start_ + n <= buf_.size())
+      return buf_.data() + (offset - start_);
+    constexpr std::uint64_t kWindow = 4096;
+    const std::uint64_t len = std::min<std::uint64_t>(std::max(n, kWindow), bytes_.size() - offset);
+    buf_.resize(static_cast<std::size_t>(len));
+    if (!file_->read(bytes_.data() + offset, buf_)) return bytes_.data() + offset;
+    start_ = offset;
+    return buf_.data();
+  }
+
+ private:
+  std::span<const std::byte> bytes_;
+  const FileBacking* file_;
+  std::vector<std::byte> buf_;
+  std::uint64_t start_ = 0;
+};
+
+// Checks an entry's local header against its central one and sets where
+// its data begins (the local extra field, torch's padding, is not in the
+// central directory).
+void read_local(LocalReader& reader, std::uint64_t file_size, ZipEntry& e, std::uint16_t flags,
+                const std::string& where) {
+  if (e.header_offset > file_size || file_size - e.header_offset < kLocalLen)
+    throw Error(ErrorCode::truncated,
+                "local header runs past the end of the file; truncated download?", e.name,
+                e.header_offset, where);
+  const std::byte* h = reader.at(e.header_offset, kLocalLen);
+  if (le<std::uint32_t>(h) != kLocalSig)
+    throw Error(ErrorCode::corrupt, "no local header signature", e.name, e.header_offset, where);
+  const std::uint16_t method = le<std::uint16_t>(h + 8);
+  const std::uint32_t crc = le<std::uint32_t>(h + 14), csize = le<std::uint32_t>(h + 18),
+                      size = le<std::uint32_t>(h + 22);
+  const std::uint16_t name_len = le<std::uint16_t>(h + 26), extra_len = le<std::uint16_t>(h + 28);
+  // With bit 3 the sizes and CRC follow the data (torch's writer sets it and
+  // leaves zeros here); all ones means the zip64 extra field holds them.
+  const bool sizes_here = (flags & kFlagDescriptor) == 0;
+  if (method != e.method ||
+      (sizes_here && (crc != e.crc32 || (csize != kMax32 && csize != e.compressed_size) ||
+                      (size != kMax32 && size != e.size))))
+    throw Error(ErrorCode::corrupt,
+                "local header is missing or disagrees with the central directory", e.name,
+                e.header_offset, where);
+  if (name_len != e.name.size())
+    throw Error(ErrorCode::corrupt,
+                "local header names a different file than the central directory", e.name,
+                e.header_offset, where);
+  const std::uint64_t header_len = kLocalLen + name_len + extra_len;
+  if (file_size - e.header_offset < header_len)
+    throw Error(ErrorCode::truncated,
+                "local header runs past the end of the file; truncated download?", e.name,
+                e.header_offset, where);
+  const std::byte* name = reader.at(e.header_offset + kLocalLen, name_len);
+  if (std::memcmp(name, e.name.data(), name_len) != 0)
+    throw Error(ErrorCode::corrupt,
+                "local header names a different file than the central directory", e.name,
+                e.header_offset, where);
+  e.data_offset = e.header_offset + header_len;
+  if (e.compressed_size > file_size - e.data_offset)
+    throw Error(ErrorCode::truncated,
+                "entry data [" + std::to_string(e.data_offset) + ", +" +
+                    std::to_string(e.compressed_size) + ") runs past the end of the " +
+                    std::to_string(file_size) + "-byte file; truncated download?",
+                e.name, e.data_offset, where);
+}
+
+std::size_t hash_name(std::string_view s) noexcept {
+  return std::hash<std::string_view>{}(s);
+}
 
 }  // namespace
 
 bool looks_like_zip(std::span<const std::byte> b) noexcept {
   if (b.size() < 4) return false;
-  std::uint32_t sig;
-  std::memcpy(&sig, b.data(), 4);
-  return sig == kLocalSig || sig == 0x06054b50;  // local header, or an empty archive
+  const std::uint32_t sig = le<std::uint32_t>(b.data());
+  return sig == kLocalSig || sig == kEndSig;  // local header, or an empty archive
 }
 
 ZipArchive ZipArchive::open(const Source& source, const Limits& limits) {
@@ -71,123 +271,102 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits) {
   z.source_ = source;
   z.limits_ = limits;
   const std::string& where = source.name();
+  const auto bytes = source.bytes();
 
-  MemoryStream stream{source.bytes(), 0};
-  zlib_filefunc64_def io{};
-  io.zopen64_file = mem_open;
-  io.zread_file = mem_read;
-  io.zwrite_file = mem_write;
-  io.ztell64_file = mem_tell;
-  io.zseek64_file = mem_seek;
-  io.zclose_file = mem_close;
-  io.zerror_file = mem_error;
-  io.opaque = &stream;
-  std::unique_ptr<void, UnzCloser> uf(unzOpen2_64("", &io));
-  if (!uf)
-    throw Error(ErrorCode::not_a_checkpoint,
-                "no zip end-of-central-directory record found; not a zip archive or truncated",
-                {}, std::nullopt, where);
-
-  unz_global_info64 gi{};
-  if (unzGetGlobalInfo64(uf.get(), &gi) != UNZ_OK)
-    throw Error(ErrorCode::corrupt, "unreadable zip directory", {}, std::nullopt, where);
-  if (gi.number_entry > limits.max_entries)
-    throw Error(ErrorCode::limit_exceeded,
-                "zip directory declares " + std::to_string(gi.number_entry) +
-                    " entries, more than Limits::max_entries = " + std::to_string(limits.max_entries),
-                {}, std::nullopt, where);
-  z.entries_.reserve(static_cast<std::size_t>(gi.number_entry));
-
-  std::vector<char> name(65536);
-  int rc = gi.number_entry == 0 ? UNZ_END_OF_LIST_OF_FILE : unzGoToFirstFile(uf.get());
-  while (rc == UNZ_OK) {
-    unz_file_info64 fi{};
-    if (unzGetCurrentFileInfo64(uf.get(), &fi, name.data(), name.size(), nullptr, 0, nullptr, 0) !=
-        UNZ_OK)
+  const Directory d = read_end_records(bytes, where);
+  if (d.entries > limits.max_entries)
+    throw Error(
+        ErrorCode::limit_exceeded,
+        "zip directory declares " + std::to_string(d.entries) +
+            " entries, more than Limits::max_entries = " + std::to_string(limits.max_entries),
+        {}, std::nullopt, where);
+  // Every entry takes at least 46 bytes of directory: a count the directory
+  // cannot hold is refused before anything is reserved for it.
+  if (d.entries > d.size / kCentralLen)
+    throw Error(ErrorCode::corrupt,
+                "zip central directory ends early: " + std::to_string(d.size) +
+                    " bytes cannot hold " + std::to_string(d.entries) + " entries",
+                {}, d.offset, where);
+  const auto dir =
+      bytes.subspan(static_cast<std::size_t>(d.offset), static_cast<std::size_t>(d.size));
+  z.entries_.resize(static_cast<std::size_t>(d.entries));
+  std::vector<std::uint16_t> flags(z.entries_.size());
+  std::uint64_t pos = 0;
+  for (std::size_t i = 0; i < z.entries_.size(); ++i) {
+    if (dir.size() - pos < kCentralLen || le<std::uint32_t>(dir.data() + pos) != kCentralSig)
       throw Error(ErrorCode::corrupt,
-                  "unreadable central directory entry " + std::to_string(z.entries_.size()), {},
-                  unzGetOffset64(uf.get()), where);
-    ZipEntry e;
-    e.name.assign(name.data(), fi.size_filename);
-    e.method = static_cast<std::uint16_t>(fi.compression_method);
-    e.compressed_size = fi.compressed_size;
-    e.size = fi.uncompressed_size;
-    e.crc32 = static_cast<std::uint32_t>(fi.crc);
-    if (fi.flag & 1u)
+                  "zip central directory ends early after " + std::to_string(i) + " of " +
+                      std::to_string(d.entries) + " entries",
+                  {}, d.offset + pos, where);
+    ZipEntry& e = z.entries_[i];
+    pos += read_central(dir, pos, d.offset + pos, e, flags[i], where);
+    if (flags[i] & kFlagEncrypted)
       throw Error(ErrorCode::unsupported, "entry is encrypted", e.name, std::nullopt, where);
     if (e.method != 0 && e.method != Z_DEFLATED)
-      throw Error(ErrorCode::unsupported,
-                  "compression method " + std::to_string(e.method) +
-                      " (only stored and deflate are read)",
-                  e.name, std::nullopt, where);
+      throw Error(
+          ErrorCode::unsupported,
+          "compression method " + std::to_string(e.method) + " (only stored and deflate are read)",
+          e.name, std::nullopt, where);
     if (e.method == 0 && e.compressed_size != e.size)
       throw Error(ErrorCode::corrupt,
                   "stored entry declares " + std::to_string(e.compressed_size) +
                       " compressed but " + std::to_string(e.size) + " uncompressed bytes",
                   e.name, std::nullopt, where);
-    // Open in raw mode: minizip parses the local header (checking it against
-    // the central one) and tells where the data starts, without inflating.
-    int method = 0, level = 0;
-    if (unzOpenCurrentFile2(uf.get(), &method, &level, 1) != UNZ_OK)
-      throw Error(ErrorCode::corrupt,
-                  "local header is missing or disagrees with the central directory", e.name,
-                  std::nullopt, where);
-    e.data_offset = unzGetCurrentFileZStreamPos64(uf.get());
-    const int extra = unzGetLocalExtrafield(uf.get(), nullptr, 0);
-    unzCloseCurrentFile(uf.get());
-    const std::uint64_t header_len = 30 + fi.size_filename + static_cast<std::uint64_t>(std::max(extra, 0));
-    if (extra < 0 || e.data_offset < header_len)
-      throw Error(ErrorCode::corrupt, "local header is malformed", e.name, e.data_offset, where);
-    e.header_offset = e.data_offset - header_len;
-    // minizip compares the name's length only; compare the bytes too.
-    ByteReader lh(source.bytes(), where);
-    lh.seek(e.header_offset);
-    if (lh.u32("local header signature") != kLocalSig)
-      throw Error(ErrorCode::corrupt, "no local header signature", e.name, e.header_offset, where);
-    lh.seek(e.header_offset + 30);
-    if (lh.take_str(fi.size_filename, "local file name") != e.name)
-      throw Error(ErrorCode::corrupt, "local header names a different file than the central directory",
-                  e.name, e.header_offset, where);
-    if (e.compressed_size > source.size() || e.data_offset > source.size() - e.compressed_size)
-      throw Error(ErrorCode::truncated,
-                  "entry data [" + std::to_string(e.data_offset) + ", +" +
-                      std::to_string(e.compressed_size) + ") runs past the end of the " +
-                      std::to_string(source.size()) + "-byte file; truncated download?",
-                  e.name, e.data_offset, where);
-    if (!z.by_name_.emplace(e.name, z.entries_.size()).second)
-      throw Error(ErrorCode::corrupt, "duplicate entry name in the zip directory", e.name,
-                  e.header_offset, where);
-    if (z.entries_.size() >= limits.max_entries)
-      throw Error(ErrorCode::limit_exceeded, "more zip entries than Limits::max_entries", {},
-                  std::nullopt, where);
-    z.entries_.push_back(std::move(e));
-    rc = unzGoToNextFile(uf.get());
   }
-  if (rc != UNZ_END_OF_LIST_OF_FILE)
-    throw Error(ErrorCode::corrupt,
-                "zip central directory ends early after " + std::to_string(z.entries_.size()) +
-                    " of " + std::to_string(gi.number_entry) + " entries",
-                {}, std::nullopt, where);
+  z.index_names();
 
-  // No two entries may share bytes (overlapping entries are a known way to
-  // make readers disagree about what an archive holds).
-  std::vector<const ZipEntry*> order;
-  order.reserve(z.entries_.size());
-  for (const auto& e : z.entries_) order.push_back(&e);
-  std::sort(order.begin(), order.end(),
-            [](const ZipEntry* a, const ZipEntry* b) { return a->header_offset < b->header_offset; });
-  for (std::size_t i = 1; i < order.size(); ++i) {
-    const ZipEntry& prev = *order[i - 1];
-    if (prev.data_offset + prev.compressed_size > order[i]->header_offset)
-      throw Error(ErrorCode::corrupt, "entry overlaps '" + prev.name + "'", order[i]->name,
-                  order[i]->header_offset, where);
+  // Local headers in file order (reads stay sequential), then: no two
+  // entries may share bytes (overlapping entries are a known way to make
+  // readers disagree about what an archive holds), and no entry may reach
+  // into the central directory.
+  std::vector<std::size_t> order(z.entries_.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return z.entries_[a].header_offset < z.entries_[b].header_offset;
+  });
+  LocalReader reader(source);
+  for (std::size_t i : order) read_local(reader, bytes.size(), z.entries_[i], flags[i], where);
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const ZipEntry& e = z.entries_[order[k]];
+    const std::uint64_t next =
+        k + 1 < order.size() ? z.entries_[order[k + 1]].header_offset : d.offset;
+    if (e.data_offset + e.compressed_size > next) {
+      if (k + 1 == order.size())
+        throw Error(ErrorCode::corrupt, "entry data runs into the central directory", e.name,
+                    e.data_offset, where);
+      throw Error(ErrorCode::corrupt, "entry overlaps '" + e.name + "'",
+                  z.entries_[order[k + 1]].name, next, where);
+    }
   }
   return z;
 }
 
+void ZipArchive::index_names() {
+  // Open addressing over entry indices (stored + 1; 0 is an empty slot),
+  // at most half full. Indices survive copies of the archive, unlike views.
+  std::size_t cap = 16;
+  while (cap < 2 * entries_.size()) cap *= 2;
+  slots_.assign(cap, 0);
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    const std::string& name = entries_[i].name;
+    for (std::size_t s = hash_name(name) & (cap - 1);; s = (s + 1) & (cap - 1)) {
+      if (slots_[s] == 0) {
+        slots_[s] = i + 1;
+        break;
+      }
+      if (entries_[slots_[s] - 1].name == name)
+        throw Error(ErrorCode::corrupt, "duplicate entry name in the zip directory", name,
+                    entries_[i].header_offset, source_.name());
+    }
+  }
+}
+
 const ZipEntry* ZipArchive::find(std::string_view name) const {
-  auto it = by_name_.find(std::string(name));
-  return it == by_name_.end() ? nullptr : &entries_[it->second];
+  if (slots_.empty()) return nullptr;
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t s = hash_name(name) & mask; slots_[s] != 0; s = (s + 1) & mask)
+    if (entries_[slots_[s] - 1].name == name) return &entries_[slots_[s] - 1];
+  return nullptr;
 }
 
 namespace {
@@ -262,7 +441,8 @@ std::shared_ptr<Storage> ZipArchive::storage(const ZipEntry& e) const {
   Source src = source_;
   Limits limits = limits_;
   ZipEntry entry = e;
-  return Storage::deferred(e.size, [src, limits, entry] { return inflate_entry(src, entry, limits); });
+  return Storage::deferred(e.size,
+                           [src, limits, entry] { return inflate_entry(src, entry, limits); });
 }
 
 Source ZipArchive::read(const ZipEntry& e) const {

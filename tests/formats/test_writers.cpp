@@ -382,9 +382,8 @@ std::uint64_t le(const std::vector<std::byte>& b, std::size_t at, int n) {
 }
 
 TEST_F(Writers, ZipWriterForcedZip64Records) {
-  // Debian's minizip 1.1 ignores zip64 extra fields in the central
-  // directory, so ZipArchive cannot check these; we parse the records here
-  // (and tests/interop reads the same layout with Python's zipfile).
+  // The records byte by byte (ZipArchive reads them back in
+  // tests/io/test_zip.cpp, Python's zipfile in tests/interop).
   AtomicFile f(dir_ / "z.zip");
   ZipWriterOptions o;
   o.force_zip64 = true;

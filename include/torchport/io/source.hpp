@@ -48,6 +48,10 @@ class Source {
   const std::shared_ptr<const void>& owner() const noexcept { return owner_; }
   /// The file this source maps, if it maps one.
   const std::filesystem::path& path() const noexcept { return path_; }
+  /// The mapped file behind the bytes, when they are a file mapping (null for
+  /// memory): lets a reader `pread` a few bytes instead of faulting pages of
+  /// the mapping in (and keeping them resident).
+  const std::shared_ptr<const FileBacking>& file() const noexcept { return file_; }
 
   /// A sub-range sharing the owner. \throws Error(truncated) when out of range.
   Source slice(std::uint64_t offset, std::uint64_t size, std::string name) const;

@@ -1,13 +1,12 @@
 #pragma once
 /// \file
-/// The zip directory of a checkpoint archive, read through minizip, with
-/// entries used in place from the mapped file.
+/// The zip directory of a checkpoint archive, parsed with every field
+/// bounds-checked, with entries used in place from the mapped file.
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "torchport/core/limits.hpp"
@@ -29,12 +28,14 @@ struct ZipEntry {
 
 /// A validated zip directory.
 ///
-/// Opening reads the central directory and every local header (to learn
-/// where each entry's data begins: torch pads entries to 64 bytes with a
-/// local extra field the central directory does not show). It rejects
-/// encrypted entries, methods other than stored and deflate, duplicate names,
-/// local headers that disagree with the central directory, and entries that
-/// overlap or run past the end of the file.
+/// Opening reads the end records (zip64 included), the central directory and
+/// every local header (to learn where each entry's data begins: torch pads
+/// entries to 64 bytes with a local extra field the central directory does
+/// not show; a mapped file's local headers are read with `pread`, so opening
+/// faults in no page of tensor data). It rejects encrypted entries, methods
+/// other than stored and deflate, multi-disk archives, duplicate names, local
+/// headers that disagree with the central directory, and entries that
+/// overlap, reach into the directory or run past the end of the file.
 ///
 /// Lifetime: keeps a copy of the `Source`, so storages it hands out stay valid.
 class ZipArchive {
@@ -59,10 +60,12 @@ class ZipArchive {
   void verify_crc(const ZipEntry& entry) const;
 
  private:
+  void index_names();
+
   Source source_;
   Limits limits_;
   std::vector<ZipEntry> entries_;
-  std::unordered_map<std::string, std::size_t> by_name_;
+  std::vector<std::size_t> slots_;  ///< hash of names: entry index + 1, 0 when empty
 };
 
 /// True when `bytes` starts like a zip archive (a local header or an empty
