@@ -35,10 +35,13 @@ class AtomicFile {
   explicit AtomicFile(std::filesystem::path target);
   /// Unlinks the temporary file unless committed. Never throws.
   ~AtomicFile();
+  /// Takes over `other`'s temporary file; `other` is left empty (its
+  /// destructor does nothing).
   AtomicFile(AtomicFile&& other) noexcept;
+  /// Discards this file's temporary, then takes over `other`'s.
   AtomicFile& operator=(AtomicFile&& other) noexcept;
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
+  AtomicFile(const AtomicFile&) = delete;             ///< one owner per temporary
+  AtomicFile& operator=(const AtomicFile&) = delete;  ///< one owner per temporary
 
   /// Appends `bytes`. \throws Error(io) (disk full, I/O error), after which
   /// the file can only be discarded.
@@ -57,6 +60,7 @@ class AtomicFile {
   void commit();
   /// Drops the temporary file now (what the destructor does). Never throws.
   void discard() noexcept;
+  /// True once `commit()` succeeded.
   bool committed() const noexcept { return committed_; }
 
   /// The file that `commit()` replaces.

@@ -39,10 +39,13 @@ struct CompiledRegex;
 /// uses its own match data).
 class KeyRemap {
  public:
+  /// No rules: `apply` returns keys unchanged.
   KeyRemap();
   ~KeyRemap();
+  /// Copies share the compiled patterns (immutable); rules added to one
+  /// copy afterwards do not affect the other.
   KeyRemap(const KeyRemap&);
-  KeyRemap& operator=(const KeyRemap&);
+  KeyRemap& operator=(const KeyRemap&);  ///< as the copy constructor
   KeyRemap(KeyRemap&&) noexcept;
   KeyRemap& operator=(KeyRemap&&) noexcept;
 
@@ -54,7 +57,9 @@ class KeyRemap {
   /// `key` after every rule, in order. \throws Error(invalid_argument) when
   /// PCRE2 fails at match time (a match limit hit by a pathological pattern).
   std::string apply(std::string_view key) const;
+  /// True when there are no rules.
   bool empty() const noexcept { return rules_.empty(); }
+  /// Number of rules.
   std::size_t size() const noexcept { return rules_.size(); }
 
  private:
@@ -73,10 +78,12 @@ class KeyRemap {
 /// with "encoder.". Same PCRE2 syntax and thread safety as `KeyRemap`.
 class KeyFilter {
  public:
+  /// No patterns: every key passes.
   KeyFilter();
   ~KeyFilter();
+  /// Copies share the compiled patterns, as `KeyRemap`'s do.
   KeyFilter(const KeyFilter&);
-  KeyFilter& operator=(const KeyFilter&);
+  KeyFilter& operator=(const KeyFilter&);  ///< as the copy constructor
   KeyFilter(KeyFilter&&) noexcept;
   KeyFilter& operator=(KeyFilter&&) noexcept;
 
