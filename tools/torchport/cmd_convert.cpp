@@ -82,7 +82,7 @@ int run_convert(const ConvertArgs& a) {
     fmt::print(stderr, "torchport: warning: no tensors to write (check --include/--exclude/--top-level-key)\n");
   if (recorder) {
     const std::uint64_t bytes = cat.total_bytes();
-    write_record(cat.root(), out, *recorder, RecordMetadata{{}, "keep", {}, cat.metadata()});
+    write_record(cat, out, *recorder);  // marks PyTorch-layout sources as such
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     fmt::print("wrote {} ({}): {} tensors, {} in {:.2f} s\n", out.string(), recorder_name(*recorder), count,
                human_bytes(bytes), secs);

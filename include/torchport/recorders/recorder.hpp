@@ -138,7 +138,7 @@ std::vector<std::byte> save_to_bytes(const M& module, const Recorder& recorder =
 template <class M>
 LoadReport load_from_bytes(M& module, std::span<const std::byte> bytes, LoadArgs args = {}) {
   const Source source = Source::borrow(bytes, "embedded record");
-  return load(module, open(source, args.open_options()), args.layout(Layout::Native));
+  return load(module, open(source, args.open_options()), args);
 }
 
 }  // namespace torchport
