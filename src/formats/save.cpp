@@ -68,6 +68,40 @@ std::string shard_name(const fs::path& path, std::size_t i, std::size_t n) {
   return path.stem().string() + num + path.extension().string();
 }
 
+// True for "<stem>-NNNNN-of-MMMMM<ext>", a shard name of `path`.
+bool is_shard_name(const std::string& name, const fs::path& path) {
+  const std::string stem = path.stem().string(), ext = path.extension().string();
+  constexpr std::size_t kMiddle = 15;  // "-00001-of-00003"
+  if (name.size() != stem.size() + kMiddle + ext.size() || !name.starts_with(stem) || !name.ends_with(ext))
+    return false;
+  const std::string mid = name.substr(stem.size(), kMiddle);
+  for (std::size_t i = 0; i < kMiddle; ++i) {
+    const bool digit = (i >= 1 && i <= 5) || i >= 10;
+    if (digit ? !std::isdigit(static_cast<unsigned char>(mid[i])) : mid[i] != "-00000-of-00000"[i]) return false;
+  }
+  return true;
+}
+
+// After a successful save: removes the shards (and index) an earlier save
+// of `path` left that the new one does not use, so the directory holds one
+// consistent checkpoint (transformers' save_pretrained does the same). Only
+// files named exactly as `save` names them are touched; failures to remove
+// are ignored (the new checkpoint is complete either way).
+void remove_stale(const fs::path& path, const std::vector<fs::path>& written, bool sharded) {
+  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!is_shard_name(name, path)) continue;
+    bool keep = false;
+    for (const auto& w : written) keep = keep || w.filename() == name;
+    if (!keep) stale.push_back(it->path());
+  }
+  for (const auto& f : stale) fs::remove(f, ec);
+  if (!sharded) fs::remove(dir / (path.filename().string() + ".index.json"), ec);
+}
+
 }  // namespace
 
 std::string_view save_format_name(SaveFormat format) noexcept {
@@ -107,6 +141,7 @@ SaveResult save(TensorCatalog catalog, const fs::path& path, SaveFormat format, 
     result.file_bytes = out.size();
     out.commit();
     result.files.push_back(path);
+    remove_stale(path, result.files, false);
     return result;
   }
 
@@ -129,6 +164,7 @@ SaveResult save(TensorCatalog catalog, const fs::path& path, SaveFormat format, 
   files.back().write(std::as_bytes(std::span<const char>(text.data(), text.size())));
   result.file_bytes += text.size();
   for (auto& f : files) f.commit();
+  remove_stale(path, result.files, true);
   return result;
 }
 

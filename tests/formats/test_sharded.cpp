@@ -114,6 +114,25 @@ TEST_F(Sharded, EverythingInOneShardWritesOneFileAndNoIndex) {
   EXPECT_EQ(test::files_in(dir_), (std::vector<std::string>{"model.safetensors"}));
 }
 
+TEST_F(Sharded, ResavingRemovesTheLeftoversOfAnEarlierSave) {
+  const auto model = TensorCatalog::from_tensors("t", layers());
+  SaveOptions five, two;
+  five.max_shard_size = 1000;
+  two.max_shard_size = 2000;
+  write_text("model-notes.txt", "mine");
+  write_text("model-00009-of-00009.bin", "another format's shard");
+  save(model, dir_ / "model.safetensors", SaveFormat::safetensors, five);
+  ASSERT_TRUE(fs::exists(dir_ / "model-00005-of-00005.safetensors"));
+  save(model, dir_ / "model.safetensors", SaveFormat::safetensors, two);
+  EXPECT_EQ(test::files_in(dir_),
+            (std::vector<std::string>{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                                      "model-00009-of-00009.bin", "model-notes.txt", "model.safetensors.index.json"}));
+  expect_same_tensors(open(dir_), layers());
+  save(model, dir_ / "model.safetensors", SaveFormat::safetensors);  // one file now
+  EXPECT_EQ(test::files_in(dir_),
+            (std::vector<std::string>{"model-00009-of-00009.bin", "model-notes.txt", "model.safetensors"}));
+}
+
 TEST_F(Sharded, AFailedShardedSaveLeavesNothing) {
   auto failing = Storage::deferred(400, []() -> std::shared_ptr<Storage> { throw Error(ErrorCode::io, "disk gone"); });
   auto ts = layers();

@@ -92,7 +92,10 @@ struct SaveResult {
 ///
 /// Every file is written with `AtomicFile`: an error leaves the previous
 /// files untouched (shards and index are committed together at the end,
-/// the index last).
+/// the index last). After a successful save, shards named like this
+/// save's (`<stem>-NNNNN-of-MMMMM<ext>`) that it did not write, and the
+/// index `<path>.index.json` when it wrote a single file, are deleted: they
+/// are leftovers of an earlier save of `path` (as save_pretrained does).
 ///
 /// \throws Error(invalid_argument) for names that are not UTF-8 or collide
 /// with safetensors' `__metadata__`; Error(io) when writing fails; the
