@@ -12,4 +12,9 @@ function(torchport_set_warnings target)
                                              -fno-sanitize-recover=undefined)
     target_link_options(${target} PRIVATE -fsanitize=address,undefined)
   endif()
+  # libFuzzer needs the code it explores instrumented for coverage; the fuzz
+  # targets themselves add -fsanitize=fuzzer (fuzz/CMakeLists.txt).
+  if(TORCHPORT_BUILD_FUZZERS AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link)
+  endif()
 endfunction()

@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # Installs the dependencies (with Debian's PyTorch, for the interop tests),
-# builds everything warning-free, and runs the whole test suite.
+# builds everything warning-free, and runs the whole test suite; then the
+# hardening pass (scripts/ci-hardening.sh: the suite again under ASan+UBSan,
+# each fuzz target for 30 s, the concurrency test under TSan). Set
+# TORCHPORT_SKIP_HARDENING=1 to stop after the normal tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --tests
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTORCHPORT_WERROR=ON -DTORCHPORT_BUILD_TESTS=ON
+t0=$SECONDS
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTORCHPORT_WERROR=ON -DTORCHPORT_BUILD_TESTS=ON \
+  -DTORCHPORT_BUILD_FUZZERS=ON
 cmake --build build
 ctest --test-dir build --output-on-failure --timeout 900
+echo "test.sh: build and tests took $((SECONDS - t0)) s"
+if [ "${TORCHPORT_SKIP_HARDENING:-0}" != 1 ]; then
+  bash scripts/ci-hardening.sh
+fi
+echo "test.sh: everything took $((SECONDS - t0)) s"

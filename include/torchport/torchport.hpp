@@ -20,6 +20,7 @@
 #include "torchport/formats/catalog.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/formats/save.hpp"
+#include "torchport/formats/scan.hpp"
 #include "torchport/formats/transform.hpp"
 #include "torchport/io/atomic_file.hpp"
 #include "torchport/io/gzip.hpp"

@@ -15,6 +15,13 @@ namespace torchport {
 
 struct Storage::Private {};
 
+struct Storage::Deferred {
+  Loader loader;
+  std::once_flag once;
+  std::shared_ptr<Storage> made;
+  std::atomic<bool> done{false};
+};
+
 namespace {
 
 struct AlignedFree {
@@ -100,9 +107,10 @@ void Storage::read_into(std::uint64_t offset, std::span<std::byte> dst) const {
     throw Error(ErrorCode::invalid_argument, "read of [" + std::to_string(offset) + ", +" + std::to_string(dst.size()) +
                                                  ") from a storage of " + std::to_string(nbytes_) + " bytes");
   if (dst.empty()) return;
-  if (loader_) {
+  // A deferred copy reads its source (data_) until the copy is made.
+  if (deferred_ && (data_ == nullptr || deferred_->done.load(std::memory_order_acquire))) {
     bytes();
-    made_->read_into(offset, dst);
+    deferred_->made->read_into(offset, dst);
     return;
   }
   if (file_ && file_->read(data_ + offset, dst)) return;
@@ -110,7 +118,7 @@ void Storage::read_into(std::uint64_t offset, std::span<std::byte> dst) const {
 }
 
 void Storage::release_pages(std::uint64_t offset, std::uint64_t n) const noexcept {
-  if (!file_ || offset >= nbytes_ || n == 0) return;
+  if (!file_ || data_ == nullptr || offset >= nbytes_ || n == 0) return;
   n = std::min(n, nbytes_ - offset);
   static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
   // Only whole pages inside the range: a neighbour's bytes stay resident.
@@ -132,25 +140,47 @@ std::shared_ptr<Storage> Storage::borrow_mutable(std::span<std::byte> bytes,
   return s;
 }
 
+Storage::Storage(const Private&) {}
+Storage::~Storage() = default;
+
 std::shared_ptr<Storage> Storage::deferred(std::uint64_t nbytes, Loader loader) {
   auto s = std::make_shared<Storage>(Private{});
   s->nbytes_ = nbytes;
-  s->loader_ = std::move(loader);
+  s->deferred_ = std::make_unique<Deferred>();
+  s->deferred_->loader = std::move(loader);
+  return s;
+}
+
+std::shared_ptr<Storage> Storage::deferred_copy(std::span<const std::byte> raw, std::shared_ptr<const void> owner,
+                                                std::shared_ptr<const FileBacking> file) {
+  auto s = std::make_shared<Storage>(Private{});
+  s->nbytes_ = raw.size();
+  s->data_ = const_cast<std::byte*>(raw.data());  // only read
+  s->owner_ = std::move(owner);
+  s->file_ = std::move(file);
+  s->deferred_ = std::make_unique<Deferred>();
+  const Storage* self = s.get();  // the loader lives inside *self: no cycle
+  s->deferred_->loader = [self] {
+    auto out = Storage::allocate(self->nbytes_);
+    if (self->nbytes_ != 0) self->read_into(0, out->mutable_bytes());
+    return out;
+  };
   return s;
 }
 
 std::span<const std::byte> Storage::bytes() const {
-  if (!loader_) return {data_, static_cast<std::size_t>(nbytes_)};
-  std::call_once(once_, [this] {
-    auto made = loader_();
+  if (!deferred_) return {data_, static_cast<std::size_t>(nbytes_)};
+  Deferred& d = *deferred_;
+  std::call_once(d.once, [&] {
+    auto made = d.loader();
     if (!made || made->nbytes() != nbytes_)
       throw Error(ErrorCode::corrupt, "storage produced " +
                                           std::to_string(made ? made->nbytes() : 0) +
                                           " bytes, expected " + std::to_string(nbytes_));
-    made_ = std::move(made);
-    done_.store(true, std::memory_order_release);
+    d.made = std::move(made);
+    d.done.store(true, std::memory_order_release);
   });
-  return made_->bytes();
+  return d.made->bytes();
 }
 
 std::span<std::byte> Storage::mutable_bytes() {
@@ -162,7 +192,7 @@ std::span<std::byte> Storage::mutable_bytes() {
 }
 
 bool Storage::pending() const noexcept {
-  return loader_ && !done_.load(std::memory_order_acquire);
+  return deferred_ && !deferred_->done.load(std::memory_order_acquire);
 }
 
 }  // namespace torchport

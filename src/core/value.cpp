@@ -2,8 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
-#include <unordered_map>
+#include <algorithm>
 
 #include <nlohmann/json.hpp>
 
@@ -25,9 +26,10 @@ struct Value::ListNode : Node {
 };
 struct Value::DictNode : Node {
   Pairs pairs;
-  // Position of each key, built once a dict grows past a few entries, so
-  // that inserting n keys stays O(n).
-  std::unordered_map<std::string, std::size_t> index;
+  // Position of each key (pair index + 1, 0 for an empty slot; open
+  // addressing, at most half full), built once a dict grows past a few
+  // entries, so that inserting n keys stays O(n) without allocating per key.
+  std::vector<std::uint32_t> slots;
 };
 struct Value::GlobalNode : Node {
   Global g;
@@ -49,7 +51,8 @@ std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) {
 }
 
 // A string identifying a dict key the way Python's equality would (1, 1.0
-// and True are the same key).
+// and True are the same key). Only the rare key kinds (non-integral floats,
+// None, tuples...) use it; strings, bytes and numbers are compared in place.
 std::string key_identity(const Value& k) {
   switch (k.kind()) {
     case Value::Kind::Str: return "s" + k.as_str();
@@ -65,6 +68,67 @@ std::string key_identity(const Value& k) {
     case Value::Kind::None: return "none";
     default: return "r" + k.repr(1u << 20);
   }
+}
+
+// Dict keys by Python equality without building strings: strings, bytes
+// and integral numbers (int, bool, float) compare directly; the rest
+// through key_identity.
+enum class KeyClass : std::uint8_t { Str, Bytes, Number, Other };
+
+KeyClass key_class(const Value& k, std::int64_t& number) {
+  switch (k.kind()) {
+    case Value::Kind::Str: return KeyClass::Str;
+    case Value::Kind::Bytes: return KeyClass::Bytes;
+    case Value::Kind::Int:
+    case Value::Kind::Bool: number = k.as_int(); return KeyClass::Number;
+    case Value::Kind::Float: {
+      const double d = k.as_float();
+      if (std::floor(d) == d && std::fabs(d) < 9.2e18) {
+        number = static_cast<std::int64_t>(d);
+        return KeyClass::Number;
+      }
+      return KeyClass::Other;
+    }
+    default: return KeyClass::Other;
+  }
+}
+
+std::size_t text_hash(std::string_view s, std::size_t salt) {
+  return std::hash<std::string_view>{}(s) ^ salt;
+}
+
+std::size_t key_hash(const Value& k) {
+  std::int64_t n = 0;
+  switch (key_class(k, n)) {
+    case KeyClass::Str: return text_hash(k.as_str(), 0);
+    case KeyClass::Bytes: return text_hash(k.as_bytes(), 0x9e3779b97f4a7c15ull);
+    case KeyClass::Number: {
+      // A full mix (murmur3's finaliser): the slot is the hash's low bits,
+      // and keys that differ only in high bits (k << 32) must not collide.
+      std::uint64_t x = static_cast<std::uint64_t>(n);
+      x ^= x >> 33;
+      x *= 0xff51afd7ed558ccdull;
+      x ^= x >> 33;
+      x *= 0xc4ceb9fe1a85ec53ull;
+      x ^= x >> 33;
+      return static_cast<std::size_t>(x);
+    }
+    case KeyClass::Other: return text_hash(key_identity(k), 0xc4ceb9fe1a85ec53ull);
+  }
+  return 0;
+}
+
+bool key_equal(const Value& a, const Value& b) {
+  std::int64_t x = 0, y = 0;
+  const KeyClass ca = key_class(a, x), cb = key_class(b, y);
+  if (ca != cb) return false;
+  switch (ca) {
+    case KeyClass::Str: return a.as_str() == b.as_str();
+    case KeyClass::Bytes: return a.as_bytes() == b.as_bytes();
+    case KeyClass::Number: return x == y;
+    case KeyClass::Other: return key_identity(a) == key_identity(b);
+  }
+  return false;
 }
 
 }  // namespace
@@ -122,9 +186,13 @@ Value Value::bytes(std::string b) {
 Value Value::list(Items items) {
   Value v;
   v.kind_ = Kind::List;
-  v.node_ = std::make_shared<ListNode>();
-  v.node_->depth = 1;
-  for (auto& i : items) v.append(std::move(i));
+  auto node = std::make_shared<ListNode>();
+  node->depth = 1;
+  v.node_ = node;
+  // The node adopts the vector: one allocation for the items, whatever
+  // their number. A fresh node cannot be one of them.
+  for (const auto& i : items) v.absorb(i);
+  node->items = std::move(items);
   return v;
 }
 Value Value::tuple(Items items) {
@@ -262,11 +330,13 @@ const Tensor& Value::as_tensor() const {
 const Value* Value::find(std::string_view key) const {
   if (kind_ != Kind::Dict) return nullptr;
   const auto& d = node_as<DictNode>(kind_);
-  if (!d.index.empty()) {
-    std::string id = "s";
-    id += key;
-    auto it = d.index.find(id);
-    return it == d.index.end() ? nullptr : &d.pairs[it->second].second;
+  if (!d.slots.empty()) {
+    const std::size_t mask = d.slots.size() - 1;
+    for (std::size_t s = text_hash(key, 0) & mask; d.slots[s] != 0; s = (s + 1) & mask) {
+      const auto& [k, v] = d.pairs[d.slots[s] - 1];
+      if (k.kind_ == Kind::Str && k.as_str() == key) return &v;
+    }
+    return nullptr;
   }
   for (const auto& [k, v] : d.pairs)
     if (k.kind_ == Kind::Str && k.as_str() == key) return &v;
@@ -323,23 +393,46 @@ void Value::insert(Value key, Value value) {
   absorb(key);
   absorb(value);
   constexpr std::size_t kIndexFrom = 8;
-  if (d.index.empty() && d.pairs.size() >= kIndexFrom)
-    for (std::size_t i = 0; i < d.pairs.size(); ++i) d.index.emplace(key_identity(d.pairs[i].first), i);
-  if (!d.index.empty()) {
-    auto [it, fresh] = d.index.emplace(key_identity(key), d.pairs.size());
-    if (!fresh) {
-      d.pairs[it->second].second = std::move(value);
-      return;
-    }
-  } else {
-    const std::string id = key_identity(key);
+  if (d.slots.empty() && d.pairs.size() < kIndexFrom) {
     for (auto& [k, v] : d.pairs)
-      if (key_identity(k) == id) {
+      if (key_equal(k, key)) {
         v = std::move(value);
         return;
       }
+    d.pairs.emplace_back(std::move(key), std::move(value));
+    return;
   }
+  // Keep the table at most half full: rebuild it twice as large.
+  if (2 * (d.pairs.size() + 1) > d.slots.size()) {
+    std::size_t cap = std::max<std::size_t>(d.slots.size() * 2, 32);
+    while (cap < 2 * (d.pairs.size() + 1)) cap *= 2;
+    d.slots.assign(cap, 0);
+    for (std::size_t i = 0; i < d.pairs.size(); ++i) {
+      std::size_t s = key_hash(d.pairs[i].first) & (cap - 1);
+      while (d.slots[s] != 0) s = (s + 1) & (cap - 1);
+      d.slots[s] = static_cast<std::uint32_t>(i + 1);
+    }
+  }
+  const std::size_t mask = d.slots.size() - 1;
+  std::size_t s = key_hash(key) & mask;
+  for (; d.slots[s] != 0; s = (s + 1) & mask)
+    if (key_equal(d.pairs[d.slots[s] - 1].first, key)) {
+      d.pairs[d.slots[s] - 1].second = std::move(value);
+      return;
+    }
+  d.slots[s] = static_cast<std::uint32_t>(d.pairs.size() + 1);
   d.pairs.emplace_back(std::move(key), std::move(value));
+}
+
+void Value::reserve(std::size_t n) {
+  if (!node_ || node_->sealed) return;
+  switch (kind_) {
+    case Kind::List:
+    case Kind::Tuple:
+    case Kind::Set: node_as<ListNode>(kind_).items.reserve(n); break;
+    case Kind::Dict: node_as<DictNode>(kind_).pairs.reserve(n); break;
+    default: break;
+  }
 }
 
 void Value::set_state(Value state) {

@@ -1,5 +1,7 @@
 #include "torchport/formats/catalog.hpp"
 
+#include <charconv>
+#include <functional>
 #include <unordered_set>
 
 #include "torchport/core/error.hpp"
@@ -25,20 +27,43 @@ bool is_module_state(const Value& state) {
          state.find("_modules") != nullptr;
 }
 
+// Appends a dict key's name segment to `name` (after a '.' unless `name`
+// is empty), as key_segment does, without a temporary string.
+void append_segment(std::string& name, const Value& k) {
+  if (!name.empty()) name += '.';
+  switch (k.kind()) {
+    case Value::Kind::Str: name += k.as_str(); break;
+    case Value::Kind::Bytes: name += k.as_bytes(); break;
+    case Value::Kind::Int: {
+      char buf[24];
+      const auto r = std::to_chars(buf, buf + sizeof buf, k.as_int());
+      name.append(buf, r.ptr);
+      break;
+    }
+    default: name += k.repr(); break;
+  }
+}
+
+void append_index(std::string& name, std::size_t i) {
+  if (!name.empty()) name += '.';
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, i);
+  name.append(buf, r.ptr);
+}
+
+// Walks the tree with one name buffer: a segment is appended before
+// descending and cut off after.
 class Flattener {
  public:
   explicit Flattener(const Limits& limits) : limits_(limits) {}
 
   std::vector<NamedTensor> run(const Value& root) {
-    walk(root, "");
+    std::string name;
+    walk(root, name);
     return std::move(out_);
   }
 
  private:
-  static std::string join(const std::string& prefix, const std::string& seg) {
-    return prefix.empty() ? seg : prefix + "." + seg;
-  }
-
   void add(const std::string& name, const Tensor& t) {
     if (name.size() > limits_.max_name_bytes)
       throw Error(ErrorCode::limit_exceeded,
@@ -48,69 +73,84 @@ class Flattener {
     if (out_.size() >= limits_.max_tensors)
       throw Error(ErrorCode::limit_exceeded,
                   "more tensors than Limits::max_tensors = " + std::to_string(limits_.max_tensors));
-    if (!seen_.insert(name).second)
-      throw Error(ErrorCode::corrupt,
-                  "two tensors have the same name (a dotted key collides with a nested one)", name);
-    out_.push_back({name, t});
+    out_.push_back({name, t});  // duplicates are found by TensorCatalog::index
   }
 
-  void walk(const Value& v, const std::string& prefix) {
+  void walk(const Value& v, std::string& name) {
+    const std::size_t n = name.size();
     switch (v.kind()) {
-      case Value::Kind::Tensor: add(prefix, v.as_tensor()); break;
+      case Value::Kind::Tensor: add(name, v.as_tensor()); break;
       case Value::Kind::Dict:
-        for (const auto& [k, x] : v.pairs()) walk(x, join(prefix, key_segment(k)));
+        for (const auto& [k, x] : v.pairs()) {
+          if (!x.is(Value::Kind::Tensor) && !x.is_container()) continue;  // holds no tensor
+          append_segment(name, k);
+          walk(x, name);
+          name.resize(n);
+        }
         break;
       case Value::Kind::List:
       case Value::Kind::Tuple:
       case Value::Kind::Set: {
         std::size_t i = 0;
-        for (const auto& x : v.items()) walk(x, join(prefix, std::to_string(i++)));
+        for (const auto& x : v.items()) {
+          if (x.is(Value::Kind::Tensor) || x.is_container()) {
+            append_index(name, i);
+            walk(x, name);
+            name.resize(n);
+          }
+          ++i;
+        }
         break;
       }
-      case Value::Kind::Object: object(v.as_object(), prefix); break;
+      case Value::Kind::Object: object(v.as_object(), name); break;
       default: break;
     }
   }
 
-  void object(const Object& o, const std::string& prefix) {
+  void object(const Object& o, std::string& name) {
     const Value& state = o.state;
     if (is_module_state(state)) {
-      module(state, prefix);
+      module(state, name);
     } else if (state.is(Value::Kind::Dict)) {
-      walk(state, prefix);  // attribute dicts: TorchScript objects, plain classes
+      walk(state, name);  // attribute dicts: TorchScript objects, plain classes
     } else if (state.is(Value::Kind::Tuple)) {
       for (const auto& part : state.items())  // (__dict__, __slots__ state)
-        if (part.is(Value::Kind::Dict)) walk(part, prefix);
+        if (part.is(Value::Kind::Dict)) walk(part, name);
     }
   }
 
   // Names as torch.nn.Module.state_dict() gives them: parameters, then
   // persistent buffers, then each submodule, recursively; None entries skipped.
-  void module(const Value& state, const std::string& prefix) {
+  void module(const Value& state, std::string& name) {
     std::unordered_set<std::string> non_persistent;
     if (const Value* np = state.find("_non_persistent_buffers_set");
         np && (np->is(Value::Kind::Set) || np->is(Value::Kind::List)))
-      for (const auto& n : np->items())
-        if (n.is(Value::Kind::Str)) non_persistent.insert(n.as_str());
+      for (const auto& x : np->items())
+        if (x.is(Value::Kind::Str)) non_persistent.insert(x.as_str());
+    const std::size_t n = name.size();
     auto tensors = [&](const char* field, bool buffers) {
       const Value* d = state.find(field);
       if (!d || !d->is(Value::Kind::Dict)) return;
       for (const auto& [k, x] : d->pairs()) {
-        const std::string name = key_segment(k);
-        if (x.is_none() || (buffers && non_persistent.count(name))) continue;
-        walk(x, join(prefix, name));
+        if (x.is_none() || (buffers && !non_persistent.empty() && non_persistent.count(key_segment(k)))) continue;
+        append_segment(name, k);
+        walk(x, name);
+        name.resize(n);
       }
     };
     tensors("_parameters", false);
     tensors("_buffers", true);
     if (const Value* mods = state.find("_modules"); mods && mods->is(Value::Kind::Dict))
       for (const auto& [k, x] : mods->pairs())
-        if (!x.is_none()) walk(x, join(prefix, key_segment(k)));
+        if (!x.is_none()) {
+          append_segment(name, k);
+          walk(x, name);
+          name.resize(n);
+        }
   }
 
   const Limits& limits_;
   std::vector<NamedTensor> out_;
-  std::unordered_set<std::string> seen_;
 };
 
 }  // namespace
@@ -122,7 +162,7 @@ TensorCatalog TensorCatalog::from_value(std::string format, Value root, const Li
   c.tensors_ = Flattener(limits).run(root);
   c.root_ = std::move(root);
   c.metadata_ = std::move(metadata);
-  c.index();
+  c.index("two tensors have the same name (a dotted key collides with a nested one)");
   return c;
 }
 
@@ -137,21 +177,35 @@ TensorCatalog TensorCatalog::from_tensors(std::string format, std::vector<NamedT
   }
   c.root_ = std::move(root);
   c.metadata_ = std::move(metadata);
-  c.index();
+  c.index("two tensors have the same name");
   return c;
 }
 
-void TensorCatalog::index() {
-  by_name_.clear();
-  by_name_.reserve(tensors_.size());
-  for (std::size_t i = 0; i < tensors_.size(); ++i)
-    if (!by_name_.emplace(tensors_[i].name, i).second)
-      throw Error(ErrorCode::corrupt, "two tensors have the same name", tensors_[i].name);
+// Open addressing over tensor indices (stored + 1; 0 is an empty slot), at
+// most half full: no copy of the names, and copies of the catalogue keep a
+// valid index.
+void TensorCatalog::index(const char* duplicate_message) {
+  std::size_t cap = 16;
+  while (cap < 2 * tensors_.size()) cap *= 2;
+  slots_.assign(cap, 0);
+  for (std::size_t i = 0; i < tensors_.size(); ++i) {
+    const std::string& name = tensors_[i].name;
+    for (std::size_t s = std::hash<std::string_view>{}(name) & (cap - 1);; s = (s + 1) & (cap - 1)) {
+      if (slots_[s] == 0) {
+        slots_[s] = i + 1;
+        break;
+      }
+      if (tensors_[slots_[s] - 1].name == name) throw Error(ErrorCode::corrupt, duplicate_message, name);
+    }
+  }
 }
 
 const Tensor* TensorCatalog::find(std::string_view name) const {
-  auto it = by_name_.find(std::string(name));
-  return it == by_name_.end() ? nullptr : &tensors_[it->second].tensor;
+  if (slots_.empty()) return nullptr;
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t s = std::hash<std::string_view>{}(name) & mask; slots_[s] != 0; s = (s + 1) & mask)
+    if (tensors_[slots_[s] - 1].name == name) return &tensors_[slots_[s] - 1].tensor;
+  return nullptr;
 }
 
 std::uint64_t TensorCatalog::total_bytes() const noexcept {

@@ -21,7 +21,9 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence, Mat
   if (residence == Residence::owned) {
     // One arena for every storage (huge pages when the kernel has them),
     // filled by reading the file straight into it, in pieces spread over
-    // the cores.
+    // the cores. Deferred storages are made by the copies that need them
+    // (thread-safe, once each), except deferred copies of unaligned records,
+    // which read the file straight into the arena and are never made.
     std::uint64_t total = 0;
     for (const auto* s : order) total += ((*s)->nbytes() + kAlign - 1) / kAlign * kAlign;
     auto arena = Storage::allocate(total);
@@ -30,7 +32,6 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence, Mat
     std::uint64_t at = 0;
     for (const auto* s : order) {
       const std::uint64_t n = (*s)->nbytes();
-      (*s)->bytes();  // materialise deferred storages (inflate, swap) before the parallel part
       auto slice = dst.subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(n));
       detail::split_copy(**s, slice, jobs);
       replaced[s->get()] = Storage::borrow_mutable(slice, arena);

@@ -143,7 +143,7 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
   };
   ByteReader again(source.bytes().subspan(0, static_cast<std::size_t>(object_end)), source.name());
   again.seek(object_start);
-  Value root = rebuild_tensors(run_pickle(again, options, resolve), source.name());
+  Value root = run_torch_pickle(again, options, resolve);
   return TensorCatalog::from_value("pytorch-legacy", std::move(root), options.limits);
 }
 

@@ -156,7 +156,7 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
       throw Error(ErrorCode::corrupt, "the pickle refers to '" + key + "', which the archive does not hold");
     return it->second;
   };
-  Value root = rebuild_tensors(run_pickle(pr, options, resolve), pr.what());
+  Value root = run_torch_pickle(pr, options, resolve);
   return TensorCatalog::from_value("pytorch-tar", std::move(root), options.limits);
 }
 

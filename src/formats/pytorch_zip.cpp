@@ -33,14 +33,16 @@ std::string trim(std::string s) {
 // Resolves storage references of one pickle to records under `dir`.
 class StorageResolver {
  public:
-  StorageResolver(std::shared_ptr<const Archive> archive, std::string dir)
-      : a_(std::move(archive)), dir_(std::move(dir)) {}
+  StorageResolver(std::shared_ptr<const Archive> archive, const std::string& dir)
+      : a_(std::move(archive)), name_(a_->prefix + dir), dir_len_(name_.size()) {}
 
   Value operator()(const Value& pid, std::uint64_t) {
     const StorageRef ref = parse_storage_ref(pid);
-    const std::string name = a_->prefix + dir_ + ref.key;
     auto it = cache_.find(ref.key);
     if (it == cache_.end()) {
+      name_.resize(dir_len_);
+      name_ += ref.key;
+      const std::string& name = name_;
       const ZipEntry* e = a_->zip.find(name);
       if (e == nullptr)
         throw Error(ErrorCode::corrupt,
@@ -77,7 +79,8 @@ class StorageResolver {
 
  private:
   std::shared_ptr<const Archive> a_;
-  std::string dir_;
+  std::string name_;  // "<archive>/<dir>", then the record's name
+  std::size_t dir_len_;
   std::unordered_map<std::string, std::pair<const ZipEntry*, std::shared_ptr<Storage>>> cache_;
 };
 
@@ -91,7 +94,7 @@ Value read_pickle(const std::shared_ptr<const Archive>& a, const ZipEntry& entry
   ByteReader r(pkl.bytes(), a->zip.source().name() + ":" + entry.name,
                entry.method == 0 ? entry.data_offset : 0);
   StorageResolver resolve(a, storage_dir);
-  return rebuild_tensors(run_pickle(r, options, std::ref(resolve)), r.what());
+  return run_torch_pickle(r, options, std::ref(resolve));
 }
 
 }  // namespace

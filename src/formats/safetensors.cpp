@@ -165,7 +165,7 @@ TensorCatalog read_safetensors(const Source& source, const OpenOptions& options)
     throw Error(ErrorCode::corrupt, "safetensors header does not start with '{'", {}, 8, where);
 
   // Top object (1), tensor entry (2), shape / offsets array (3).
-  const json root = parse_strict_json(header, "safetensors header", 8, where, 3);
+  const json root = parse_strict_json(header, "safetensors header", 8, where, 3, limits.max_nodes);
   const HeaderReader reader(header, source, limits);
 
   std::map<std::string, std::string> metadata;

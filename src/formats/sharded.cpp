@@ -80,7 +80,7 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options) {
                     std::to_string(options.limits.max_header_bytes),
                 {}, 0, where);
   const std::string_view text(reinterpret_cast<const char*>(src.bytes().data()), src.size());
-  const json root = parse_strict_json(text, "index", 0, where, 8);
+  const json root = parse_strict_json(text, "index", 0, where, 8, options.limits.max_nodes);
   if (!root.is_object())
     throw Error(ErrorCode::corrupt, "index is a JSON " + std::string(root.type_name()) + ", not an object",
                 {}, 0, where);
@@ -95,20 +95,23 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options) {
   std::map<std::string, std::string> shard_of;
   std::map<std::string, std::vector<std::string>> names_in;  // sorted by shard file name
   for (const auto& [name, v] : wm->items()) {
-    const auto at = json_key_offset(text, name, 0);
+    // The key's offset only for a message: searching the text for every
+    // key would make a large index quadratic.
+    const std::string& key = name;  // (a structured binding cannot be captured before C++20 in clang 14)
+    const auto at = [&] { return json_key_offset(text, key, 0); };
     if (!v.is_string())
-      throw Error(ErrorCode::corrupt, "weight_map value " + v.dump() + " is not a shard file name", name, at,
+      throw Error(ErrorCode::corrupt, "weight_map value " + v.dump() + " is not a shard file name", name, at(),
                   where);
     std::string shard = v.get<std::string>();
     if (!plain_file_name(shard))
       throw Error(ErrorCode::corrupt,
                   "shard '" + shard +
                       "' is not a plain file name; an index may only name files in its own directory",
-                  name, at, where);
+                  name, at(), where);
     if (shard_of.size() >= options.limits.max_tensors)
       throw Error(ErrorCode::limit_exceeded,
                   "more tensors than Limits::max_tensors = " + std::to_string(options.limits.max_tensors),
-                  {}, at, where);
+                  {}, at(), where);
     names_in[shard].push_back(name);
     shard_of.emplace(name, std::move(shard));
   }

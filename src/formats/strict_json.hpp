@@ -1,6 +1,6 @@
 #pragma once
-// JSON parsing for untrusted headers and indexes: nlohmann's parser with a
-// callback that rejects duplicate keys (nlohmann keeps the last one, so a
+// JSON parsing for untrusted headers and indexes: nlohmann's SAX parser with
+// a builder that rejects duplicate keys (nlohmann keeps the last one, so a
 // file could say two things about one tensor) and bounds the nesting depth.
 
 #include <cstdint>
@@ -13,13 +13,14 @@
 namespace torchport::formats {
 
 /// Parses `text` (which starts at byte `base` of the file `where`) into an
-/// order-preserving JSON value.
+/// order-preserving JSON value, in time linear in its size.
 /// \throws Error(corrupt) on a syntax error (with the byte offset), on a key
 /// repeated in one object (naming it, with the offset of the repetition), or
-/// when containers nest deeper than `max_depth`.
+/// when containers nest deeper than `max_depth`; Error(limit_exceeded) past
+/// `max_values` values (each costs a JSON node in memory).
 nlohmann::ordered_json parse_strict_json(std::string_view text, std::string_view what,
                                          std::uint64_t base, const std::string& where,
-                                         int max_depth);
+                                         int max_depth, std::uint64_t max_values);
 
 /// File offset of the first `"key"` at or after `from` in `text`, written
 /// the way a JSON encoder writes it (no escapes beyond the required ones),

@@ -1,6 +1,8 @@
 #include "torch_common.hpp"
 
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <unordered_map>
 
 #include "torchport/core/error.hpp"
@@ -75,17 +77,30 @@ Value storage_value(DType dtype, std::uint64_t numel, std::shared_ptr<Storage> s
 
 std::shared_ptr<Storage> record_storage(const Source& source, std::uint64_t offset,
                                         std::uint64_t nbytes, DType dtype, bool big_endian) {
-  const Source rec = source.slice(offset, nbytes, source.name());
-  const auto addr = reinterpret_cast<std::uintptr_t>(rec.bytes().data());
-  if (!big_endian && addr % dtype_alignment(dtype) == 0) return rec.storage(0, rec.size());
-  // Copy into aligned memory on first use; swap each element (each
-  // component of a complex number) when the file is big-endian.
+  if (offset > source.size() || nbytes > source.size() - offset)
+    throw Error(ErrorCode::truncated,
+                "record [" + std::to_string(offset) + ", +" + std::to_string(nbytes) + ") lies outside the " +
+                    std::to_string(source.size()) + " bytes of " + source.name(),
+                {}, offset, source.name());
+  const std::span<const std::byte> rec =
+      source.bytes().subspan(static_cast<std::size_t>(offset), static_cast<std::size_t>(nbytes));
+  const auto addr = reinterpret_cast<std::uintptr_t>(rec.data());
+  if (!big_endian) {
+    if (addr % dtype_alignment(dtype) == 0) return Storage::borrow(rec, source.owner(), source.file());
+    // Unaligned (legacy records follow an 8-byte count): an aligned copy
+    // when the bytes are asked for, but copies elsewhere (materialize, a
+    // typed load) read the file straight into their destination.
+    return Storage::deferred_copy(rec, source.owner(), source.file());
+  }
+  // Big-endian: copy into aligned memory on first use, swapping each
+  // element (each component of a complex number).
   const std::size_t unit = is_complex(dtype) ? dtype_size(dtype) / 2 : dtype_size(dtype);
-  return Storage::deferred(nbytes, [rec, unit, big_endian] {
+  std::shared_ptr<const void> owner = source.owner();
+  return Storage::deferred(nbytes, [rec, owner, unit] {
     auto out = Storage::allocate(rec.size());
     auto dst = out->mutable_bytes();
-    if (!dst.empty()) std::memcpy(dst.data(), rec.bytes().data(), dst.size());
-    if (big_endian && unit > 1)
+    if (!dst.empty()) std::memcpy(dst.data(), rec.data(), dst.size());
+    if (unit > 1)
       for (std::size_t i = 0; i + unit <= dst.size(); i += unit)
         for (std::size_t a = 0, b = unit - 1; a < b; ++a, --b) std::swap(dst[i + a], dst[i + b]);
     return out;
@@ -94,10 +109,10 @@ std::shared_ptr<Storage> record_storage(const Source& source, std::uint64_t offs
 
 namespace {
 
-const Value& arg(const Object& o, std::size_t i) {
-  const auto& a = o.args.items();
+const Value& arg(const Global& g, const Value& args, std::size_t i) {
+  const auto& a = args.items();
   if (i >= a.size())
-    throw Error(ErrorCode::corrupt, o.cls.qualified() + " called with " + std::to_string(a.size()) +
+    throw Error(ErrorCode::corrupt, g.qualified() + " called with " + std::to_string(a.size()) +
                                         " arguments, needs at least " + std::to_string(i + 1));
   return a[i];
 }
@@ -121,6 +136,51 @@ DType dtype_global(const Value& v) {
   throw Error(ErrorCode::unsupported, "tensor dtype " + v.repr(2) + " is not one torchport reads");
 }
 
+Tensor as_tensor(const Value& v) {
+  if (!v.is(Value::Kind::Tensor))
+    throw Error(ErrorCode::corrupt, "parameter data is a " + std::string(v.kind_name()) + ", not a tensor");
+  return v.as_tensor();
+}
+
+// The tensor a call of `g` with `args` describes, or nothing when it
+// describes none. Values nested in the call (a parameter's data) go through
+// `inner`: the rebuild walk rebuilds them, the call hook (which sees inner
+// calls before outer ones) takes them as they are.
+template <class Inner>
+std::optional<Tensor> tensor_of_call(const Global& g, const Value& args, Inner&& inner) {
+  const bool utils = g.module == "torch._utils";
+  if (utils && (g.name == "_rebuild_tensor" || g.name == "_rebuild_tensor_v2" || g.name == "_rebuild_tensor_v3")) {
+    const Value& storage = arg(g, args, 0);
+    if (!storage.is(Value::Kind::Tensor))
+      throw Error(ErrorCode::corrupt,
+                  "tensor rebuilt from a " + std::string(storage.kind_name()) + " instead of a storage");
+    const Tensor& st = storage.as_tensor();
+    const std::int64_t offset = arg(g, args, 1).as_int();
+    Shape size = int_list(arg(g, args, 2), "size");
+    Shape stride = int_list(arg(g, args, 3), "stride");
+    const DType dtype = g.name == "_rebuild_tensor_v3" ? dtype_global(arg(g, args, 6)) : st.dtype();
+    return Tensor(dtype, std::move(size), std::move(stride), offset, st.storage());
+  }
+  if (utils && (g.name == "_rebuild_parameter" || g.name == "_rebuild_parameter_with_state"))
+    return as_tensor(inner(arg(g, args, 0)));
+  if (g.module == "torch._tensor" && g.name == "_rebuild_from_type_v2") {
+    // (func, type, args, state): the tensor is func(*args).
+    const Value& fn = arg(g, args, 0);
+    if (!fn.is(Value::Kind::Global)) throw Error(ErrorCode::corrupt, "_rebuild_from_type_v2 of a non-function");
+    if (auto t = tensor_of_call(fn.as_global(), arg(g, args, 2), inner)) return t;
+    throw Error(ErrorCode::corrupt, "parameter data is a object, not a tensor");
+  }
+  if (g.module == "torch.nn.parameter" && g.name == "Parameter") {
+    if (args.size() == 0) throw Error(ErrorCode::corrupt, "Parameter without data");
+    return as_tensor(inner(arg(g, args, 0)));
+  }
+  if (utils && g.name.starts_with("_rebuild_"))
+    throw Error(ErrorCode::unsupported, g.qualified() + " (sparse, quantized, meta and nested tensors are not read)");
+  return std::nullopt;
+}
+
+// The slow path: a copy of the tree with every inert tensor call replaced
+// by its tensor, errors naming the key path.
 class Rebuilder {
  public:
   explicit Rebuilder(std::string where) : where_(std::move(where)) {}
@@ -166,56 +226,37 @@ class Rebuilder {
     }
   }
 
-  // The tensor an inert call describes, or nothing when it describes none.
   std::optional<Tensor> tensor_call(const Object& o, const std::string& path) {
-    const Global& g = o.cls;
-    const bool utils = g.module == "torch._utils";
     try {
-      if (utils && (g.name == "_rebuild_tensor" || g.name == "_rebuild_tensor_v2" ||
-                    g.name == "_rebuild_tensor_v3")) {
-        const Value& storage = arg(o, 0);
-        if (!storage.is(Value::Kind::Tensor))
-          throw Error(ErrorCode::corrupt, "tensor rebuilt from a " + std::string(storage.kind_name()) +
-                                              " instead of a storage");
-        const Tensor& st = storage.as_tensor();
-        const std::int64_t offset = arg(o, 1).as_int();
-        Shape size = int_list(arg(o, 2), "size");
-        Shape stride = int_list(arg(o, 3), "stride");
-        const DType dtype = g.name == "_rebuild_tensor_v3" ? dtype_global(arg(o, 6)) : st.dtype();
-        return Tensor(dtype, std::move(size), std::move(stride), offset, st.storage());
-      }
-      if (utils && (g.name == "_rebuild_parameter" || g.name == "_rebuild_parameter_with_state"))
-        return as_tensor(walk(arg(o, 0), path));
-      if ((g.module == "torch._tensor" && g.name == "_rebuild_from_type_v2")) {
-        const Value& fn = arg(o, 0);
-        if (!fn.is(Value::Kind::Global))
-          throw Error(ErrorCode::corrupt, "_rebuild_from_type_v2 of a non-function");
-        Value inner = Value::object(fn.as_global(), arg(o, 2), o.offset);
-        return as_tensor(walk(inner, path));
-      }
-      if (g.module == "torch.nn.parameter" && g.name == "Parameter") {
-        if (o.args.size() == 0) throw Error(ErrorCode::corrupt, "Parameter without data");
-        return as_tensor(walk(arg(o, 0), path));
-      }
-      if (utils && g.name.starts_with("_rebuild_"))
-        throw Error(ErrorCode::unsupported,
-                    g.qualified() + " (sparse, quantized, meta and nested tensors are not read)");
+      return tensor_of_call(o.cls, o.args, [&](const Value& v) { return walk(v, path); });
     } catch (const Error& e) {
       throw Error(e.code(), e.message(), e.key().empty() ? path : e.key(),
                   e.offset() ? e.offset() : std::optional<std::uint64_t>(o.offset),
                   e.where().empty() ? where_ : e.where());
     }
-    return std::nullopt;
-  }
-
-  static Tensor as_tensor(const Value& v) {
-    if (!v.is(Value::Kind::Tensor))
-      throw Error(ErrorCode::corrupt, "parameter data is a " + std::string(v.kind_name()) + ", not a tensor");
-    return v.as_tensor();
   }
 
   std::string where_;
   std::unordered_map<const void*, Value> done_;
+};
+
+// The fast path: tensors built as the pickle runs (inner calls reduce
+// before outer ones, so a parameter's data is already a tensor). A call it
+// cannot build stays inert and is remembered: the slow path then reports it.
+class TensorCalls {
+ public:
+  std::optional<Value> operator()(const Global& g, const Value& args, std::uint64_t) {
+    if (g.module != "torch._utils" && g.module != "torch._tensor" && g.module != "torch.nn.parameter")
+      return std::nullopt;
+    try {
+      if (auto t = tensor_of_call(g, args, [](const Value& v) -> const Value& { return v; }))
+        return Value::tensor(std::move(*t));
+    } catch (const Error&) {
+      failed = true;
+    }
+    return std::nullopt;
+  }
+  bool failed = false;
 };
 
 }  // namespace
@@ -223,6 +264,23 @@ class Rebuilder {
 Value rebuild_tensors(const Value& root, std::string_view where) {
   Rebuilder r{std::string(where)};
   return r.walk(root, "");
+}
+
+Value run_torch_pickle(ByteReader& reader, const OpenOptions& options, const pickle::PersistentLoad& persistent) {
+  TensorCalls calls;
+  pickle::Stats stats;
+  Value v;
+  try {
+    v = pickle::unpickle(reader, options.limits, persistent, &stats, std::ref(calls));
+  } catch (const Error&) {
+    // A payload often breaks the pickle's grammar after its dangerous global
+    // (getattr(__import__('os'), 'system')(...) calls a call's result): the
+    // global is what the user must hear about, not the opcode that followed.
+    check_globals(stats, options, reader.what());
+    throw;
+  }
+  check_globals(stats, options, reader.what());
+  return calls.failed ? rebuild_tensors(v, reader.what()) : v;
 }
 
 void check_globals(const pickle::Stats& stats, const OpenOptions& options, std::string_view where) {
@@ -248,7 +306,13 @@ Value run_pickle(ByteReader& reader, const OpenOptions& options,
                  const pickle::PersistentLoad& persistent, pickle::Stats* stats) {
   pickle::Stats local;
   pickle::Stats& s = stats ? *stats : local;
-  Value v = pickle::unpickle(reader, options.limits, persistent, &s);
+  Value v;
+  try {
+    v = pickle::unpickle(reader, options.limits, persistent, &s);
+  } catch (const Error&) {
+    check_globals(s, options, reader.what());  // as in run_torch_pickle
+    throw;
+  }
   check_globals(s, options, reader.what());
   return v;
 }

@@ -69,4 +69,11 @@ void check_globals(const pickle::Stats& stats, const OpenOptions& options, std::
 Value run_pickle(ByteReader& reader, const OpenOptions& options,
                  const pickle::PersistentLoad& persistent = {}, pickle::Stats* stats = nullptr);
 
+/// Runs the pickle of a torch object (`run_pickle`, then `rebuild_tensors`)
+/// without copying its tree: tensors are built by a `pickle::CallHook` as
+/// the pickle runs. When one cannot be built, the tree goes through
+/// `rebuild_tensors`, which reports the error with its key path.
+Value run_torch_pickle(ByteReader& reader, const OpenOptions& options,
+                       const pickle::PersistentLoad& persistent);
+
 }  // namespace torchport::formats

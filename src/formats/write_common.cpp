@@ -29,12 +29,15 @@ void release_storage_pages(const Storage& storage, std::uint64_t offset, std::ui
   // view of a mapped checkpoint, say). MADV_DONTNEED would zero anonymous
   // memory; MADV_PAGEOUT cannot lose data (anonymous pages would be
   // swapped). Before Linux 5.4 it fails with EINVAL: the pages then stay.
+  // Only whole pages inside the range, as Storage::release_pages does: a
+  // page shared with the next tensor stays, so small neighbours are not
+  // paged out and faulted in again one after another.
   static const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
   n = std::min(n, storage.nbytes() - offset);
   const auto start = reinterpret_cast<std::uintptr_t>(storage.bytes().data() + offset);
-  const auto begin = start & ~(page - 1);
-  const auto end = (start + n + page - 1) & ~(page - 1);
-  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
+  const auto begin = (start + page - 1) & ~(page - 1);
+  const auto end = (start + n) & ~(page - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
 #endif
 }
 

@@ -6,13 +6,6 @@
 
 namespace torchport {
 
-std::span<const std::byte> ByteReader::take(std::uint64_t n, std::string_view field) {
-  if (n > remaining()) fail_truncated(n, field);
-  auto out = bytes_.subspan(static_cast<std::size_t>(pos_), static_cast<std::size_t>(n));
-  pos_ += n;
-  return out;
-}
-
 std::string_view ByteReader::line(std::string_view field) {
   const auto* start = bytes_.data() + pos_;
   const void* nl = std::memchr(start, '\n', static_cast<std::size_t>(remaining()));

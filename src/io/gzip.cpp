@@ -11,7 +11,44 @@ bool looks_like_gzip(std::span<const std::byte> b) noexcept {
   return b.size() >= 2 && b[0] == std::byte{0x1f} && b[1] == std::byte{0x8b};
 }
 
+namespace {
+
+constexpr std::uint64_t kRatioFloor = 16u << 20;  // max_inflate_ratio applies past this
+
+std::vector<std::byte> inflate_gzip(std::span<const std::byte> in, std::uint64_t max_bytes, const std::string& limit,
+                                    const std::string& what);
+
+}  // namespace
+
+std::uint64_t inflate_cap(std::uint64_t compressed, const Limits& limits) noexcept {
+  std::uint64_t cap = limits.max_inflate_bytes;
+  if (limits.max_inflate_ratio != 0) {
+    std::uint64_t by_ratio;
+    if (__builtin_mul_overflow(compressed, limits.max_inflate_ratio, &by_ratio)) by_ratio = ~std::uint64_t{0};
+    cap = std::min(cap, std::max(kRatioFloor, by_ratio));
+  }
+  return cap;
+}
+
+std::string inflate_cap_reason(std::uint64_t compressed, const Limits& limits) {
+  const std::uint64_t cap = inflate_cap(compressed, limits);
+  if (cap == limits.max_inflate_bytes) return "Limits::max_inflate_bytes = " + std::to_string(cap);
+  return "Limits::max_inflate_ratio = " + std::to_string(limits.max_inflate_ratio) + " (" + std::to_string(cap) +
+         " bytes from " + std::to_string(compressed) + " compressed; a zip bomb?)";
+}
+
+std::vector<std::byte> gunzip(std::span<const std::byte> in, const Limits& limits, const std::string& what) {
+  return inflate_gzip(in, inflate_cap(in.size(), limits), inflate_cap_reason(in.size(), limits), what);
+}
+
 std::vector<std::byte> gunzip(std::span<const std::byte> in, std::uint64_t max_bytes, const std::string& what) {
+  return inflate_gzip(in, max_bytes, "Limits::max_inflate_bytes = " + std::to_string(max_bytes), what);
+}
+
+namespace {
+
+std::vector<std::byte> inflate_gzip(std::span<const std::byte> in, std::uint64_t max_bytes, const std::string& limit,
+                                    const std::string& what) {
   std::vector<std::byte> out;
   z_stream zs{};
   if (inflateInit2(&zs, 15 + 32) != Z_OK) throw Error(ErrorCode::io, "zlib inflateInit2 failed", {}, std::nullopt, what);
@@ -28,7 +65,7 @@ std::vector<std::byte> gunzip(std::span<const std::byte> in, std::uint64_t max_b
     if (out.size() >= max_bytes) {
       inflateEnd(&zs);
       throw Error(ErrorCode::limit_exceeded,
-                  "gzip stream inflates past Limits::max_inflate_bytes = " + std::to_string(max_bytes), {},
+                  "gzip stream inflates past " + limit, {},
                   std::nullopt, what);
     }
     const std::size_t room = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, max_bytes - out.size()));
@@ -58,6 +95,8 @@ std::vector<std::byte> gunzip(std::span<const std::byte> in, std::uint64_t max_b
   inflateEnd(&zs);
   return out;
 }
+
+}  // namespace
 
 struct GzipWriter::State {
   z_stream zs{};

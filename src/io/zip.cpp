@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "torchport/core/error.hpp"
+#include "torchport/io/gzip.hpp"
 
 namespace torchport {
 namespace {
@@ -372,11 +373,12 @@ const ZipEntry* ZipArchive::find(std::string_view name) const {
 namespace {
 
 std::shared_ptr<Storage> inflate_entry(const Source& src, const ZipEntry& e, const Limits& limits) {
-  if (e.size > limits.max_inflate_bytes)
+  // Checked before anything is allocated: the declared size bounds the
+  // output (a stream that wants to write more is refused below).
+  if (e.size > inflate_cap(e.compressed_size, limits))
     throw Error(ErrorCode::limit_exceeded,
-                "deflated entry declares " + std::to_string(e.size) +
-                    " bytes, more than Limits::max_inflate_bytes = " +
-                    std::to_string(limits.max_inflate_bytes),
+                "deflated entry declares " + std::to_string(e.size) + " bytes, more than " +
+                    inflate_cap_reason(e.compressed_size, limits),
                 e.name, e.data_offset, src.name());
   auto out = Storage::allocate(e.size);
   auto dst = out->mutable_bytes();

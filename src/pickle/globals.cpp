@@ -7,6 +7,7 @@
 // docs/security.md); everything else is "unknown": kept inert, never resolved.
 
 #include <algorithm>
+#include <cstring>
 #include <iterator>
 #include <string>
 
@@ -45,6 +46,9 @@ constexpr std::string_view kDangerousModules[] = {
     "functools",   "operator",   "_operator", "pdb",        "timeit",     "asyncio",
     "signal",      "urllib",     "http",      "requests",   "tempfile",   "glob",
     "io",          "_io",        "numpy.testing", "torch.hub",
+    "_posixsubprocess", "pkgutil", "cProfile", "profile",  "pydoc",     "zipimport",  "imp",
+    "_ctypes",     "numpy.ctypeslib", "torch.fx", "torch.utils.cpp_extension", "torch.package",
+    "torch.serialization", "_thread", "threading", "gc",
 };
 
 // builtins that are plain data types; every other builtin (eval, exec,
@@ -76,11 +80,27 @@ bool in_module(std::string_view module, std::string_view root) {
 }  // namespace
 
 GlobalClass classify_global(std::string_view module_in, std::string_view name) {
-  std::string module(module_in == "__builtin__" ? "builtins" : module_in);
+  std::string_view module = module_in == "__builtin__" ? "builtins" : module_in;
   if (module == "copy_reg") module = "copyreg";
-  const std::string full = module + "." + std::string(name);
+  // "module.name", on the stack when it fits (the VM classifies every call).
+  char buf[256];
+  std::string heap;
+  std::string_view full;
+  if (module.size() + name.size() + 1 <= sizeof buf) {
+    std::memcpy(buf, module.data(), module.size());
+    buf[module.size()] = '.';
+    std::memcpy(buf + module.size() + 1, name.data(), name.size());
+    full = std::string_view(buf, module.size() + name.size() + 1);
+  } else {
+    heap = std::string(module) + "." + std::string(name);
+    full = heap;
+  }
   if (std::ranges::find(kAllowedExact, full) != std::end(kAllowedExact))
     return GlobalClass::allowed;
+  // A dotted name is an attribute chain (protocol 4 resolves "os.system" in
+  // module "torch" to torch.os.system, that is os.system): it reaches
+  // whatever the module imported, so nothing vouches for it.
+  if (name.find('.') != std::string_view::npos) return GlobalClass::dangerous;
   if (module == "torch") {
     if (name.ends_with("Storage") && dtype_from_storage_class(name)) return GlobalClass::allowed;
     if (dtype_from_torch_name(name)) return GlobalClass::allowed;

@@ -4,10 +4,14 @@
 
 #include "torchport/pickle/unpickler.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
+#include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "torchport/core/error.hpp"
 
@@ -38,8 +42,9 @@ enum Op : std::uint8_t {
 
 class Machine {
  public:
-  Machine(ByteReader& r, const Limits& limits, const PersistentLoad& persistent, Stats& stats)
-      : r_(r), limits_(limits), persistent_(persistent), stats_(stats) {}
+  Machine(ByteReader& r, const Limits& limits, const PersistentLoad& persistent, const CallHook& hook,
+          Stats& stats)
+      : r_(r), limits_(limits), persistent_(persistent), hook_(hook), stats_(stats) {}
 
   Value run();
   std::uint64_t op_offset() const noexcept { return op_offset_; }
@@ -54,31 +59,35 @@ class Machine {
   }
 
   // --- the stack -----------------------------------------------------------
+  // One stack for all marks (pickle.py keeps a list per mark): a mark is
+  // the stack size when it was set, so marking allocates nothing and what
+  // lies above the innermost mark is the stack opcodes see.
   void push(Value v) {
     if (++created_ > limits_.max_nodes) limit("max_nodes", limits_.max_nodes);
     push_existing(std::move(v));
   }
   void push_existing(Value v) {
-    if (++stack_count_ > limits_.max_stack) limit("max_stack", limits_.max_stack);
+    if (stack_.size() >= limits_.max_stack) limit("max_stack", limits_.max_stack);
     stack_.push_back(std::move(v));
   }
+  bool segment_empty() const noexcept { return stack_.size() == (marks_.empty() ? 0 : marks_.back()); }
   Value pop() {
-    if (stack_.empty()) fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " on an empty stack");
+    if (segment_empty()) fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " on an empty stack");
     Value v = std::move(stack_.back());
     stack_.pop_back();
-    --stack_count_;
     return v;
   }
   Value& top() {
-    if (stack_.empty()) fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " on an empty stack");
+    if (segment_empty()) fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " on an empty stack");
     return stack_.back();
   }
   std::vector<Value> pop_mark() {
     if (marks_.empty()) fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " without a MARK");
-    std::vector<Value> items = std::move(stack_);
-    stack_ = std::move(marks_.back());
+    const std::size_t mark = marks_.back();
     marks_.pop_back();
-    stack_count_ -= items.size();
+    std::vector<Value> items(std::make_move_iterator(stack_.begin() + static_cast<std::ptrdiff_t>(mark)),
+                             std::make_move_iterator(stack_.end()));
+    stack_.resize(mark);
     return items;
   }
 
@@ -88,8 +97,9 @@ class Machine {
     if (v.weight() > limits_.max_nodes) limit("max_nodes", limits_.max_nodes);
   }
   Value make_seq(Value::Kind kind, std::vector<Value> items) {
-    Value v = kind == Value::Kind::Tuple ? Value::tuple() : kind == Value::Kind::Set ? Value::set() : Value::list();
-    for (auto& i : items) v.append(std::move(i));
+    Value v = kind == Value::Kind::Tuple ? Value::tuple(std::move(items))
+              : kind == Value::Kind::Set ? Value::set(std::move(items))
+                                         : Value::list(std::move(items));
     check_container(v);
     return v;
   }
@@ -126,6 +136,14 @@ class Machine {
     std::string_view digits = negative ? s.substr(1) : s;
     if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos)
       fail(ErrorCode::corrupt, std::string(what) + " '" + std::string(s.substr(0, 40)) + "' is not a number");
+    // The conversion below is quadratic in the digits; Python itself refuses
+    // to parse more than 4,300 (sys.int_info.default_max_str_digits) for the
+    // same reason, and no checkpoint writes a number that long.
+    constexpr std::size_t kMaxDigits = 4300;
+    if (digits.size() > kMaxDigits)
+      fail(ErrorCode::limit_exceeded, std::string(what) + " of " + std::to_string(digits.size()) +
+                                          " decimal digits: more than " + std::to_string(kMaxDigits) +
+                                          " digits, the most Python itself parses");
     // Magnitude in little-endian bytes, then two's complement.
     std::string mag(1, '\0');
     for (char d : digits) {
@@ -150,17 +168,55 @@ class Machine {
   }
 
   // --- memo ----------------------------------------------------------------
+  // Which entries exist is kept for every index (MEMOIZE numbers entries by
+  // their count, and max_memo bounds it), one bit each while picklers number
+  // them 0, 1, 2, ...; an index far past the count so far (only a hand-made
+  // pickle writes one) goes to a set, as does every later new index.
+  //
+  // Values are kept only for the indices the pickle reads, which
+  // `scan_reads` lists before the pickle runs: torch memoizes every value
+  // (8,003 entries for ResNet-152) but reads seven, so the argument tuples
+  // of its calls are freed as soon as they are used instead of living to
+  // the end. When the scan cannot finish, every value is kept.
+  bool memo_mark(std::uint64_t index) {
+    const std::uint64_t word = index / 64, bit = std::uint64_t{1} << (index % 64);
+    if (word < memo_bits_.size() && (memo_bits_[word] & bit)) return false;
+    if (word >= memo_bits_.size() && memo_sparse_.empty() && index <= 2 * memo_count_ + 1024)
+      memo_bits_.resize(std::max<std::size_t>(static_cast<std::size_t>(word) + 1, 2 * memo_bits_.size()), 0);
+    if (word < memo_bits_.size()) {
+      if (memo_count_ >= limits_.max_memo) limit("max_memo", limits_.max_memo);
+      memo_bits_[word] |= bit;
+    } else {
+      if (memo_sparse_.count(index)) return false;
+      if (memo_count_ >= limits_.max_memo) limit("max_memo", limits_.max_memo);
+      memo_sparse_.insert(index);
+    }
+    ++memo_count_;
+    return true;
+  }
+  bool memo_has(std::uint64_t index) const {
+    const std::uint64_t word = index / 64;
+    if (word < memo_bits_.size()) return (memo_bits_[word] >> (index % 64)) & 1u;
+    return memo_sparse_.count(index) != 0;
+  }
+  // The slot of a read index, or null for one the pickle never reads.
+  Value* memo_slot(std::uint64_t index) {
+    if (memo_all_) return &memo_any_[index];
+    const auto it = std::lower_bound(reads_.begin(), reads_.end(), index);
+    if (it == reads_.end() || *it != index) return nullptr;
+    return &read_values_[static_cast<std::size_t>(it - reads_.begin())];
+  }
   void memo_put(std::uint64_t index) {
-    if (memo_.size() >= limits_.max_memo && memo_.find(index) == memo_.end())
-      limit("max_memo", limits_.max_memo);
-    memo_[index] = top();
+    Value& v = top();
+    memo_mark(index);
+    if (Value* slot = memo_slot(index)) *slot = v;
   }
   void memo_get(std::uint64_t index) {
-    auto it = memo_.find(index);
-    if (it == memo_.end())
-      fail(ErrorCode::corrupt, "memo entry " + std::to_string(index) + " was never stored");
-    push_existing(it->second);
+    Value* slot = memo_has(index) ? memo_slot(index) : nullptr;
+    if (slot == nullptr) fail(ErrorCode::corrupt, "memo entry " + std::to_string(index) + " was never stored");
+    push_existing(*slot);
   }
+  bool scan_reads();
 
   // --- opcodes with semantics ---------------------------------------------
   void global(std::string module, std::string name);
@@ -172,13 +228,20 @@ class Machine {
   ByteReader& r_;
   const Limits& limits_;
   const PersistentLoad& persistent_;
+  const CallHook& hook_;
   Stats& stats_;
   std::vector<Value> stack_;
-  std::vector<std::vector<Value>> marks_;
-  std::unordered_map<std::uint64_t, Value> memo_;
+  std::vector<std::size_t> marks_;  // stack sizes at each open MARK
+  std::vector<std::uint64_t> memo_bits_;            // entries that exist, by index
+  std::unordered_set<std::uint64_t> memo_sparse_;  // ... past the bits
+  std::uint64_t memo_count_ = 0;
+  std::vector<std::uint64_t> reads_;  // indices the pickle reads, sorted
+  std::vector<Value> read_values_;    // their values, in the same order
+  bool memo_all_ = false;             // the scan failed: keep every value here
+  std::unordered_map<std::uint64_t, Value> memo_any_;
   std::unordered_map<std::string, std::size_t> global_index_;
+  Value empty_tuple_;
   std::uint64_t created_ = 0;
-  std::uint64_t stack_count_ = 0;
   std::uint64_t op_offset_ = 0;
   std::uint8_t op_ = 0;
 };
@@ -273,6 +336,12 @@ void Machine::call(Value callable, Value args) {
     return push(make_seq(Value::Kind::Tuple, a[0].items()));
   }
   if (classify_global(g.module, g.name) != GlobalClass::allowed) ++stats_.calls;
+  if (hook_) {
+    if (std::optional<Value> built = hook_(g, args, op_offset_)) {
+      push(std::move(*built));
+      return;
+    }
+  }
   Value obj = Value::object(g, std::move(args), op_offset_);
   check_container(obj);
   push(std::move(obj));
@@ -284,6 +353,9 @@ void Machine::build() {
   if (target.is(Value::Kind::Object)) {
     target.set_state(std::move(state));
     check_container(target);
+  } else if (target.is(Value::Kind::Tensor)) {
+    // A tensor the call hook built from torch's rebuild call: the inert
+    // object it replaces would have kept a state no reader looks at.
   } else if (target.is(Value::Kind::Dict)) {
     // An OrderedDict's instance attributes: torch stores `_metadata` (module
     // versions) this way. They hold no tensors that belong to the dict.
@@ -393,7 +465,82 @@ bool raw_unicode_to_utf8(std::string_view s, std::string& out) {
   return true;
 }
 
+// Walks the opcodes from the reader's position to STOP, reading each
+// argument's length exactly as `run` does but building nothing, and lists
+// the memo indices GET, BINGET and LONG_BINGET read. False when the walk
+// cannot reach STOP (an unknown opcode, a truncated argument): `run` will
+// report that, and keeps every memo value meanwhile.
+bool Machine::scan_reads() {
+  ByteReader r = r_;
+  // Picklers read a few entries many times: small indices are collected in
+  // a bitmap (grown to the largest seen), the rest listed.
+  constexpr std::uint64_t kBitmapIndices = std::uint64_t{1} << 18;
+  std::vector<std::uint64_t> bits;
+  auto read = [&](std::uint64_t i) {
+    if (i >= kBitmapIndices) return reads_.push_back(i);
+    if (i / 64 >= bits.size()) bits.resize(static_cast<std::size_t>(i / 64) + 1, 0);
+    bits[i / 64] |= std::uint64_t{1} << (i % 64);
+  };
+  try {
+    for (;;) {
+      const std::uint8_t op = r.u8("opcode");
+      switch (op) {
+        case STOP:
+          for (std::size_t w = 0; w < bits.size(); ++w)
+            for (std::uint64_t b = bits[w]; b != 0; b &= b - 1)
+              reads_.push_back(w * 64 + static_cast<std::uint64_t>(__builtin_ctzll(b)));
+          std::sort(reads_.begin(), reads_.end());
+          reads_.erase(std::unique(reads_.begin(), reads_.end()), reads_.end());
+          read_values_.resize(reads_.size());
+          return true;
+        case INT: case LONG: case FLOAT: case STRING: case UNICODE: case PUT: case PERSID:
+          r.line("scan");
+          break;
+        case GLOBAL: case INST:
+          r.line("scan");
+          r.line("scan");
+          break;
+        case GET: {
+          const std::int64_t i = parse_decimal(r.line("scan"), "GET index");
+          if (i < 0) return false;
+          read(static_cast<std::uint64_t>(i));
+          break;
+        }
+        case BINGET: read(r.u8("scan")); break;
+        case LONG_BINGET: read(r.u32("scan")); break;
+        case PROTO: case BININT1: case BINPUT: case EXT1: r.skip(1, "scan"); break;
+        case BININT2: case EXT2: r.skip(2, "scan"); break;
+        case BININT: case LONG_BINPUT: case EXT4: r.skip(4, "scan"); break;
+        case BINFLOAT: case FRAME: r.skip(8, "scan"); break;
+        case LONG1: case SHORT_BINSTRING: case SHORT_BINUNICODE: case SHORT_BINBYTES: r.skip(r.u8("scan"), "scan"); break;
+        case BINUNICODE: case BINBYTES: r.skip(r.u32("scan"), "scan"); break;
+        case LONG4: case BINSTRING: {
+          const std::int32_t n = r.i32("scan");
+          if (n < 0) return false;
+          r.skip(static_cast<std::uint64_t>(n), "scan");
+          break;
+        }
+        case BINUNICODE8: case BINBYTES8: case BYTEARRAY8: r.skip(r.u64("scan"), "scan"); break;
+        case MARK: case POP: case POP_MARK: case DUP: case NONE: case BINPERSID: case REDUCE:
+        case APPEND: case BUILD: case DICT: case EMPTY_DICT: case APPENDS: case LIST: case EMPTY_LIST:
+        case OBJ: case SETITEM: case TUPLE: case EMPTY_TUPLE: case SETITEMS: case NEWOBJ: case TUPLE1:
+        case TUPLE2: case TUPLE3: case NEWTRUE: case NEWFALSE: case EMPTY_SET: case ADDITEMS:
+        case FROZENSET: case NEWOBJ_EX: case STACK_GLOBAL: case MEMOIZE: case NEXT_BUFFER:
+        case READONLY_BUFFER:
+          break;
+        default: return false;
+      }
+    }
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 Value Machine::run() {
+  if (!scan_reads()) {
+    memo_all_ = true;
+    reads_.clear();
+  }
   for (;;) {
     op_offset_ = r_.file_offset();
     op_ = r_.u8("opcode");
@@ -482,13 +629,16 @@ Value Machine::run() {
       // --- containers ---
       case EMPTY_LIST: push(Value::list()); break;
       case EMPTY_DICT: push(Value::dict()); break;
-      case EMPTY_TUPLE: push(Value::tuple()); break;
+      case EMPTY_TUPLE:
+        // Immutable (only lists take APPEND), so one value serves them all.
+        if (empty_tuple_.is_none()) empty_tuple_ = Value::tuple();
+        push(empty_tuple_);
+        break;
       case EMPTY_SET: push(Value::set()); break;
       case MARK:
         if (++created_ > limits_.max_nodes) limit("max_nodes", limits_.max_nodes);
         if (marks_.size() >= limits_.max_stack) limit("max_stack", limits_.max_stack);
-        marks_.push_back(std::move(stack_));
-        stack_.clear();
+        marks_.push_back(stack_.size());
         break;
       case TUPLE: push(make_seq(Value::Kind::Tuple, pop_mark())); break;
       case LIST: push(make_seq(Value::Kind::List, pop_mark())); break;
@@ -554,18 +704,25 @@ Value Machine::run() {
         break;
       }
       case SETITEMS: {
-        auto items = pop_mark();
-        if (items.size() % 2) fail(ErrorCode::corrupt, "SETITEMS with an odd number of items");
-        Value& d = top();
+        // Straight from the stack (picklers batch 1,000 pairs per SETITEMS).
+        if (marks_.empty()) fail(ErrorCode::corrupt, "SETITEMS without a MARK");
+        const std::size_t mark = marks_.back();
+        marks_.pop_back();
+        if ((stack_.size() - mark) % 2) fail(ErrorCode::corrupt, "SETITEMS with an odd number of items");
+        if (mark == (marks_.empty() ? 0 : marks_.back()))
+          fail(ErrorCode::corrupt, "SETITEMS on an empty stack");
+        Value& d = stack_[mark - 1];
         if (!d.is(Value::Kind::Dict))
           fail(ErrorCode::corrupt, "SETITEMS on a " + std::string(d.kind_name()) + " (only dicts)");
-        for (std::size_t i = 0; i < items.size(); i += 2) d.insert(std::move(items[i]), std::move(items[i + 1]));
+        d.reserve(d.size() + (stack_.size() - mark) / 2);
+        for (std::size_t i = mark; i < stack_.size(); i += 2) d.insert(std::move(stack_[i]), std::move(stack_[i + 1]));
+        stack_.resize(mark);
         check_container(d);
         break;
       }
       // --- stack manipulation ---
       case POP:
-        if (!stack_.empty()) pop();
+        if (!segment_empty()) pop();
         else pop_mark();
         break;
       case POP_MARK: pop_mark(); break;
@@ -579,7 +736,7 @@ Value Machine::run() {
       }
       case BINPUT: memo_put(r_.u8("BINPUT index")); break;
       case LONG_BINPUT: memo_put(r_.u32("LONG_BINPUT index")); break;
-      case MEMOIZE: memo_put(memo_.size()); break;
+      case MEMOIZE: memo_put(memo_count_); break;
       case GET: {
         const std::int64_t i = parse_decimal(r_.line("GET"), "GET index");
         if (i < 0) fail(ErrorCode::corrupt, "negative GET index");
@@ -658,10 +815,10 @@ Value Machine::run() {
 }  // namespace
 
 Value unpickle(ByteReader& reader, const Limits& limits, const PersistentLoad& persistent,
-               Stats* stats) {
+               Stats* stats, const CallHook& hook) {
   Stats local;
   Stats& s = stats ? *stats : local;
-  Machine m(reader, limits, persistent, s);
+  Machine m(reader, limits, persistent, hook, s);
   try {
     return m.run();
   } catch (const Error& e) {

@@ -109,7 +109,7 @@ ParsedRecord read_record(const Source& source, const Limits& limits) {
   Source inner = source;
   bool gzipped = false;
   if (looks_like_gzip(source.bytes())) {
-    inner = Source::from_buffer(gunzip(source.bytes(), limits.max_inflate_bytes, source.name()), source.name());
+    inner = Source::from_buffer(gunzip(source.bytes(), limits, source.name()), source.name());
     gzipped = true;
   }
   const auto format = sniff(inner.bytes());

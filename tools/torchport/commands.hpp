@@ -17,5 +17,6 @@ Command add_inspect(CLI::App& app);
 Command add_load(CLI::App& app);
 Command add_convert(CLI::App& app);
 Command add_diff(CLI::App& app);
+Command add_scan(CLI::App& app);
 
 }  // namespace torchport::cli

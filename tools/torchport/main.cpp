@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
       torchport::cli::add_load(app),
       torchport::cli::add_convert(app),
       torchport::cli::add_diff(app),
+      torchport::cli::add_scan(app),
   };
   try {
     app.parse(argc, argv);

@@ -32,6 +32,13 @@ struct Limits {
   std::uint64_t max_name_bytes = 4096;
   /// Bytes one deflated zip entry (or gzip stream) may inflate to.
   std::uint64_t max_inflate_bytes = 1ull << 30;
+  /// Past its first 16 MiB, a deflated zip entry or gzip stream may inflate
+  /// to at most this many times its compressed size. Real tensor data
+  /// compresses to about 1:1.1 and deflate cannot beat about 1:1032, so
+  /// this is what keeps a small zip bomb from costing gigabytes of memory
+  /// while `max_inflate_bytes` still admits large deflated checkpoints.
+  /// 0 turns the check off.
+  std::uint64_t max_inflate_ratio = 100;
   /// Bytes of a JSON header (safetensors caps its own at 100 MB).
   std::uint64_t max_header_bytes = 100u << 20;
   /// Entries in a zip or tar directory.

@@ -35,6 +35,8 @@ class FileBacking {
 /// (inflating a deflated zip entry, swapping a big-endian record, copying an
 /// unaligned record); `bytes()` runs the loader once, thread-safe, and keeps
 /// the result. Errors of the loader propagate and the next call retries.
+/// A deferred *copy* (`deferred_copy`) also knows where its bytes lie, so
+/// `read_into` copies them from there without making the aligned copy.
 class Storage {
  public:
   using Loader = std::function<std::shared_ptr<Storage>()>;
@@ -53,6 +55,13 @@ class Storage {
   /// Bytes made by `loader` on first access. `loader` must return a storage
   /// of exactly `nbytes` bytes.
   static std::shared_ptr<Storage> deferred(std::uint64_t nbytes, Loader loader);
+  /// A storage holding a copy of `raw` (bytes that `owner` keeps alive, such
+  /// as an unaligned record of a mapped file), made in aligned memory by the
+  /// first `bytes()`. `read_into` copies straight from `raw` (with `pread`
+  /// when `file`, the mapping `raw` lies in, is given) and never makes it,
+  /// so a load that copies the storage somewhere reads its bytes once.
+  static std::shared_ptr<Storage> deferred_copy(std::span<const std::byte> raw, std::shared_ptr<const void> owner,
+                                                std::shared_ptr<const FileBacking> file = nullptr);
 
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -68,34 +77,36 @@ class Storage {
   /// True when the bytes live in someone else's memory (a mapped file).
   bool borrowed() const noexcept { return borrowed_; }
   /// True when the bytes are a private read-only mapping of a file.
-  bool file_backed() const noexcept { return file_ != nullptr; }
+  bool file_backed() const noexcept { return file_ != nullptr && !deferred_; }
   /// Copies `dst.size()` bytes starting at `offset` into `dst`: from the file
   /// when file-backed (no page faults on the mapping), else from memory;
-  /// materialises a deferred storage. \throws Error(invalid_argument) when
-  /// the range is outside the storage.
+  /// materialises a deferred storage, except a deferred copy that has not
+  /// been made (it reads its source). Thread-safe.
+  /// \throws Error(invalid_argument) when the range is outside the storage.
   void read_into(std::uint64_t offset, std::span<std::byte> dst) const;
   /// True for a deferred storage whose loader has not run yet.
   bool pending() const noexcept;
   /// Drops this process's resident pages of `[offset, offset + n)` when the
-  /// storage is file-backed (memory use falls; the page cache keeps the data
-  /// and a later access reads it again). Does nothing for other storages.
+  /// storage is file-backed, or is a deferred copy of a file's bytes (memory
+  /// use falls; the page cache keeps the data and a later access reads it
+  /// again). Does nothing for other storages.
   void release_pages(std::uint64_t offset, std::uint64_t n) const noexcept;
 
   struct Private;  // construction token
-  explicit Storage(const Private&) {}
+  explicit Storage(const Private&);
+  ~Storage();
 
  private:
+  struct Deferred;  // the loader and what it made
+
   std::uint64_t nbytes_ = 0;
+  // The bytes; for a deferred copy, its source (not aligned, not ours).
   std::byte* data_ = nullptr;
   std::shared_ptr<const void> owner_;
+  std::shared_ptr<const FileBacking> file_;
   bool writable_ = false;
   bool borrowed_ = false;
-  std::shared_ptr<const FileBacking> file_;
-  // Deferred storages only.
-  Loader loader_;
-  mutable std::once_flag once_;
-  mutable std::shared_ptr<Storage> made_;
-  mutable std::atomic<bool> done_{false};
+  std::unique_ptr<Deferred> deferred_;  // deferred storages only
 };
 
 }  // namespace torchport

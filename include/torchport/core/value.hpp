@@ -109,6 +109,9 @@ class Value {
   void append(Value item);                ///< List, Set
   void insert(Value key, Value value);    ///< Dict (a repeated key replaces the value, as in Python)
   void set_state(Value state);            ///< Object (BUILD)
+  /// Makes room for `n` items or pairs in a list, tuple, set or dict (a
+  /// hint: does nothing for other values or sealed containers).
+  void reserve(std::size_t n);
   /// Marks this container as nested somewhere: it can no longer change.
   void seal() const noexcept;
 

@@ -6,7 +6,6 @@
 #include <map>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "torchport/core/limits.hpp"
@@ -74,11 +73,11 @@ class TensorCatalog {
   std::vector<std::string> top_level_keys() const;
 
  private:
-  void index();
+  void index(const char* duplicate_message);
 
   std::string format_;
   std::vector<NamedTensor> tensors_;
-  std::unordered_map<std::string, std::size_t> by_name_;
+  std::vector<std::size_t> slots_;  ///< hash of names: tensor index + 1, 0 when empty
   Value root_;
   std::map<std::string, std::string> metadata_;
 };

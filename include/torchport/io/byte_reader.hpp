@@ -43,7 +43,13 @@ class ByteReader {
   double f64_be(std::string_view field = "f64");
 
   /// The next `n` bytes. \throws Error(truncated).
-  std::span<const std::byte> take(std::uint64_t n, std::string_view field);
+  std::span<const std::byte> take(std::uint64_t n, std::string_view field) {
+    // Inline: the pickle VM takes a few bytes per opcode.
+    if (n > remaining()) fail_truncated(n, field);
+    auto out = bytes_.subspan(static_cast<std::size_t>(pos_), static_cast<std::size_t>(n));
+    pos_ += n;
+    return out;
+  }
   /// The next `n` bytes as text.
   std::string_view take_str(std::uint64_t n, std::string_view field) {
     auto b = take(n, field);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "torchport/core/limits.hpp"
+
 namespace torchport {
 
 /// True when `bytes` starts with the gzip magic (1f 8b).
@@ -20,6 +22,16 @@ bool looks_like_gzip(std::span<const std::byte> bytes) noexcept;
 /// \throws Error(limit_exceeded) when the output would pass `max_bytes`,
 /// Error(corrupt | truncated) for a damaged stream, naming `what`.
 std::vector<std::byte> gunzip(std::span<const std::byte> bytes, std::uint64_t max_bytes, const std::string& what);
+/// The same, bounded by `inflate_cap(bytes.size(), limits)`.
+std::vector<std::byte> gunzip(std::span<const std::byte> bytes, const Limits& limits, const std::string& what);
+
+/// The most that `compressed` bytes of deflate data may inflate to under
+/// `limits`: `max_inflate_bytes`, and past 16 MiB, `max_inflate_ratio`
+/// times `compressed`.
+std::uint64_t inflate_cap(std::uint64_t compressed, const Limits& limits) noexcept;
+/// Which limit `inflate_cap` applies, for messages: "Limits::max_inflate_bytes
+/// = N" or "Limits::max_inflate_ratio = R (N bytes from C compressed)".
+std::string inflate_cap_reason(std::uint64_t compressed, const Limits& limits);
 
 /// Compresses what is written to it and hands gzip bytes to `sink`.
 class GzipWriter {

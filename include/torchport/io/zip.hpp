@@ -50,7 +50,7 @@ class ZipArchive {
   const Source& source() const noexcept { return source_; }
 
   /// The entry's bytes as a storage: a zero-copy view for stored entries, a
-  /// deferred inflate (capped at the declared size and `max_inflate_bytes`,
+  /// deferred inflate (capped at the declared size and `inflate_cap`,
   /// CRC-checked) for deflated ones.
   std::shared_ptr<Storage> storage(const ZipEntry& entry) const;
   /// The entry's bytes now, as a `Source` (inflated when deflated).

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,18 @@ struct Stats {
 /// `offset` is the byte offset of the opcode, for messages.
 using PersistentLoad = std::function<Value(const Value& pid, std::uint64_t offset)>;
 
+/// Builds the value of a call (REDUCE, NEWOBJ, NEWOBJ_EX, INST, OBJ) of a
+/// global that is not one of the pure data constructors, instead of the
+/// inert `Object` the VM would make: the readers use it to turn torch's
+/// `_rebuild_tensor_v2(...)` into a tensor while the pickle runs, rather
+/// than copying the tree afterwards. Returns nothing to keep the inert
+/// object. It runs nothing the pickle chose: it sees the global's name and
+/// the argument tuple. It should not throw (a call it cannot build is best
+/// left inert, for a later pass to report with its key path); an exception
+/// it throws aborts the pickle. `offset` is the opcode's byte offset.
+using CallHook =
+    std::function<std::optional<Value>(const Global& callable, const Value& args, std::uint64_t offset)>;
+
 /// Runs one pickle, from the reader's position to its STOP opcode (which is
 /// consumed), and returns the object it describes as an inert `Value`.
 ///
@@ -59,14 +72,16 @@ using PersistentLoad = std::function<Value(const Value& pid, std::uint64_t offse
 /// dict), `builtins.set`/`frozenset` (a set), `builtins.complex`,
 /// `builtins.bytearray` and `_codecs.encode(s, "latin1")` (bytes), and
 /// `torch.Size` (a tuple). APPEND works only on lists, SETITEM only on dicts,
-/// ADDITEMS only on sets, BUILD only on objects and OrderedDicts.
+/// ADDITEMS only on sets, BUILD only on objects and OrderedDicts (and on
+/// values `hook` built, whose state is dropped as the object's would be).
 ///
 /// \param persistent  resolves BINPERSID/PERSID; when empty they are errors
 /// \param stats       filled when non-null (also when an error is thrown)
+/// \param hook        builds values for calls instead of inert objects, when set
 /// \throws Error(truncated | corrupt | unsupported | limit_exceeded) with the
 ///         byte offset of the offending opcode.
 Value unpickle(ByteReader& reader, const Limits& limits, const PersistentLoad& persistent = {},
-               Stats* stats = nullptr);
+               Stats* stats = nullptr, const CallHook& hook = {});
 
 /// Name of an opcode byte ("BINUNICODE"), or "" for a byte that is none.
 std::string_view opcode_name(std::uint8_t op) noexcept;

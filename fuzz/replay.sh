@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Replays a fuzz target's corpus as a test:
+#   fuzz/replay.sh TARGET CORPUS_DIR REGRESSIONS_DIR TOOL [flags...]
+# Assembles the corpora first when CORPUS_DIR is missing (fuzz/make_corpus.sh,
+# with the torchport TOOL when not ""; several replays may race to do it,
+# so each builds its own copy and the first to finish moves it into place).
+# A missing REGRESSIONS_DIR is skipped.
+set -euo pipefail
+target=$1 corpus=$2 regressions=$3 tool=$4
+shift 4
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$corpus")
+if [ ! -d "$corpus" ]; then
+  tmp="$root.tmp.$$"
+  bash "$here/make_corpus.sh" "$tmp" "$tool" >/dev/null
+  mv -T "$tmp" "$root" 2>/dev/null || rm -rf "$tmp"
+fi
+dirs=("$corpus")
+[ -d "$regressions" ] && dirs+=("$regressions")
+exec "$target" "$@" "${dirs[@]}"

@@ -1,0 +1,106 @@
+// A `torchport convert` killed (SIGKILL) while writing a large output leaves
+// no file under the output's name: outputs are written to a temporary file
+// beside them (".<name>.tmp-XXXXXX") and renamed when complete. The killed
+// run's temporary file may remain; the test checks that it is the only
+// thing left, and that an unkilled run leaves no temporary file at all.
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <torchport/torchport.hpp>
+
+#include "support/fixtures.hpp"
+
+namespace torchport::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A safetensors file of one U8 tensor of `bytes` zeros (sparse on disk).
+void write_big_safetensors(const fs::path& path, std::uint64_t bytes) {
+  const std::string header = R"({"big":{"dtype":"U8","shape":[)" + std::to_string(bytes) +
+                             R"(],"data_offsets":[0,)" + std::to_string(bytes) + "]}}";
+  std::ofstream out(path, std::ios::binary);
+  const std::uint64_t n = header.size();
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out << header;
+  out.close();
+  fs::resize_file(path, 8 + header.size() + bytes);
+}
+
+std::vector<fs::path> temporaries(const fs::path& dir, const std::string& target) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().starts_with("." + target + ".tmp-")) out.push_back(e.path());
+  return out;
+}
+
+pid_t spawn_convert(const fs::path& in, const fs::path& out) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    ::execl(TORCHPORT_TOOL, TORCHPORT_TOOL, "convert", in.c_str(), out.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+TEST(AtomicWrite, KilledConvertLeavesNoOutput) {
+  const fs::path dir = temp_dir("atomic_kill");
+  const fs::path in = dir / "big.safetensors";
+  write_big_safetensors(in, 512ull << 20);
+  for (const char* target : {"out.safetensors", "out.pt"}) {
+    const fs::path out = dir / target;
+    const pid_t pid = spawn_convert(in, out);
+    ASSERT_GT(pid, 0);
+    // Kill it once its temporary file holds some data, but not all.
+    bool killed = false;
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
+      const auto tmp = temporaries(dir, target);
+      std::error_code ec;
+      if (!tmp.empty() && fs::file_size(tmp.front(), ec) > (1u << 20) && !ec) {
+        ::kill(pid, SIGKILL);
+        killed = true;
+        break;
+      }
+      int status;
+      if (::waitpid(pid, &status, WNOHANG) == pid) break;  // finished before we saw it write
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    int status = 0;
+    if (killed) ::waitpid(pid, &status, 0);
+    ASSERT_TRUE(killed) << target << ": the convert ended before it could be killed mid-write";
+    ASSERT_TRUE(WIFSIGNALED(status)) << target;
+    EXPECT_FALSE(fs::exists(out)) << target << " exists after a killed convert";
+    const auto left = temporaries(dir, target);
+    EXPECT_EQ(left.size(), 1u) << target;  // the killed run's temporary, documented
+    for (const auto& t : left) fs::remove(t);
+  }
+  // Unkilled, the output appears whole and no temporary remains.
+  const fs::path out = dir / "done.safetensors";
+  const pid_t pid = spawn_convert(in, out);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_TRUE(temporaries(dir, "done.safetensors").empty());
+  const TensorCatalog cat = open(out);
+  ASSERT_EQ(cat.size(), 1u);
+  EXPECT_EQ(cat.tensors().front().tensor.nbytes(), 512ull << 20);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace torchport::test
