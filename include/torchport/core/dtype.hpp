@@ -61,6 +61,6 @@ std::optional<DType> dtype_from_storage_class(std::string_view name) noexcept;
 bool is_floating(DType d) noexcept;  ///< F16, BF16, F32, F64 and the F8 kinds
 bool is_complex(DType d) noexcept;   ///< C32, C64, C128
 bool is_integer(DType d) noexcept;   ///< signed and unsigned integers, not BOOL
-bool is_signed_integer(DType d) noexcept;
+bool is_signed_integer(DType d) noexcept;  ///< I8, I16, I32, I64
 
 }  // namespace torchport

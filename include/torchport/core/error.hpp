@@ -44,11 +44,13 @@ class Error : public std::runtime_error {
   Error(ErrorCode code, std::string message, std::string key = {},
         std::optional<std::uint64_t> offset = std::nullopt, std::string where = {});
 
-  ErrorCode code() const noexcept { return code_; }
+  ErrorCode code() const noexcept { return code_; }  ///< the kind of failure
+  /// The message alone, without the code, place, key and offset `what()` adds.
   const std::string& message() const noexcept { return message_; }
-  const std::string& key() const noexcept { return key_; }
+  const std::string& key() const noexcept { return key_; }  ///< the key path, or empty
+  /// The byte offset in the input, if known.
   const std::optional<std::uint64_t>& offset() const noexcept { return offset_; }
-  const std::string& where() const noexcept { return where_; }
+  const std::string& where() const noexcept { return where_; }  ///< the file or record, or empty
 
   /// A copy with `where` set when it was empty (or prefixed with `outer:` when
   /// it was not), so layers can add context while an error travels up.

@@ -10,11 +10,11 @@ namespace torchport {
 
 /// IEEE 754 binary16, stored as its bits (torch.float16).
 struct Half {
-  std::uint16_t bits = 0;
+  std::uint16_t bits = 0;  ///< sign, 5 exponent bits, 10 mantissa bits
 };
 /// bfloat16, stored as its bits (torch.bfloat16): the high half of an f32.
 struct BFloat16 {
-  std::uint16_t bits = 0;
+  std::uint16_t bits = 0;  ///< sign, 8 exponent bits, 7 mantissa bits
 };
 
 /// Exact widening of a binary16 value.

@@ -39,6 +39,8 @@ class FileBacking {
 /// `read_into` copies them from there without making the aligned copy.
 class Storage {
  public:
+  /// Makes a deferred storage's bytes: returns a storage of the declared size,
+  /// or throws (the next access then calls it again).
   using Loader = std::function<std::shared_ptr<Storage>()>;
 
   /// Owned, writable, uninitialised bytes aligned to 64.
@@ -93,6 +95,8 @@ class Storage {
   void release_pages(std::uint64_t offset, std::uint64_t n) const noexcept;
 
   struct Private;  // construction token
+  /// For `std::make_shared` inside the factories only: `Private` is not
+  /// defined outside the library, so use `allocate`, `borrow` or `deferred`.
   explicit Storage(const Private&);
   ~Storage();
 

@@ -73,8 +73,12 @@ class Tensor {
   /// A contiguous tensor of zeros.
   static Tensor zeros(DType dtype, Shape shape);
   /// A contiguous tensor holding a copy of `values`.
+  /// \throws Error(shape_mismatch) when the count of values is not the shape's.
   template <class T>
   static Tensor from(std::span<const T> values, Shape shape);
+  /// A contiguous tensor holding a copy of a braced list:
+  /// `Tensor::from({1.f, 2.f, 3.f, 4.f}, {2, 2})`.
+  /// \throws Error(shape_mismatch) when the count of values is not the shape's.
   template <class T>
   static Tensor from(std::initializer_list<T> values, Shape shape) {
     return from(std::span<const T>(values.begin(), values.size()), std::move(shape));
@@ -85,17 +89,21 @@ class Tensor {
     return from(std::span<const T>(&value, 1), Shape{});
   }
 
+  /// False for a default-constructed tensor (no storage).
   bool defined() const noexcept { return storage_ != nullptr; }
-  DType dtype() const noexcept { return dtype_; }
-  const Shape& shape() const noexcept { return shape_; }
-  const Shape& strides() const noexcept { return strides_; }
+  DType dtype() const noexcept { return dtype_; }                 ///< the element type
+  const Shape& shape() const noexcept { return shape_; }          ///< sizes, one per dimension
+  const Shape& strides() const noexcept { return strides_; }      ///< strides, in elements
+  /// Index of the first element in the storage, in elements.
   std::int64_t storage_offset() const noexcept { return offset_; }
+  /// Number of dimensions (0 for a scalar).
   std::int64_t dim() const noexcept { return static_cast<std::int64_t>(shape_.size()); }
   /// Size of dimension `d` (negative counts from the end). \throws Error(invalid_argument).
   std::int64_t size(std::int64_t d) const;
-  std::int64_t numel() const noexcept { return numel_; }
+  std::int64_t numel() const noexcept { return numel_; }  ///< number of elements (1 for a scalar)
   /// Bytes of the elements this view holds (numel × element size).
   std::uint64_t nbytes() const noexcept;
+  /// The storage viewed (null for an undefined tensor).
   const std::shared_ptr<Storage>& storage() const noexcept { return storage_; }
   /// True when the elements are densely laid out in C order (0- and
   /// 1-element tensors always are).
@@ -118,18 +126,23 @@ class Tensor {
   }
   template <class T>
   std::span<const T> span() const&& = delete;  // would dangle
+  /// Typed elements, for writing, of a contiguous tensor whose dtype is
+  /// `dtype_of<T>()`. \throws Error(dtype_mismatch) or Error(invalid_argument)
+  /// (also when the storage is read-only).
   template <class T>
   std::span<T> mutable_span() {
     check_access(dtype_of<T>(), sizeof(T));
     auto b = mutable_bytes();
     return {reinterpret_cast<T*>(b.data()), static_cast<std::size_t>(numel_)};
   }
+  /// The first element of `span<T>()`; same requirements.
   template <class T>
   const T* data() const& {
     return span<T>().data();
   }
   template <class T>
   const T* data() const&& = delete;  // would dangle
+  /// The first element of `mutable_span<T>()`; same requirements.
   template <class T>
   T* mutable_data() {
     return mutable_span<T>().data();

@@ -18,16 +18,15 @@ class Value;
 
 /// A reference to a Python global (`module.name`), never resolved.
 struct Global {
-  std::string module;
-  std::string name;
+  std::string module;  ///< the module path ("collections", "torch._utils")
+  std::string name;    ///< the name inside the module ("OrderedDict")
   /// "module.name".
   std::string qualified() const { return module + "." + name; }
+  /// True when this is `m.n` (both compared exactly).
   bool is(std::string_view m, std::string_view n) const { return module == m && name == n; }
 };
 
-/// An inert Python object: the class (or callable) it names, the arguments it
-/// was made with, and the state BUILD gave it. Never instantiated.
-struct Object;
+struct Object;  // defined after Value
 
 /// A node of an inert data tree: None, bool, int, float, complex, str, bytes,
 /// list, tuple, dict (ordered, any key), set, a global reference, an inert
@@ -41,6 +40,7 @@ struct Object;
 /// a sealed container cannot be modified, which also rules out cycles.
 class Value {
  public:
+  /// What a value holds; one per Python type the tree can describe.
   enum class Kind : std::uint8_t {
     None,
     Bool,
@@ -58,46 +58,60 @@ class Value {
     Object,
     Tensor,
   };
-  using Items = std::vector<Value>;
-  using Pairs = std::vector<std::pair<Value, Value>>;
+  using Items = std::vector<Value>;                   ///< the items of a list, tuple or set
+  using Pairs = std::vector<std::pair<Value, Value>>;  ///< a dict's (key, value) pairs, in order
 
   Value() = default;  ///< None
-  static Value boolean(bool b);
-  static Value integer(std::int64_t i);
-  static Value big_integer(std::string le_bytes);
-  static Value real(double d);
-  static Value complex(double re, double im);
-  static Value str(std::string s);
-  static Value bytes(std::string b);
-  static Value list(Items items = {});
-  static Value tuple(Items items = {});
-  static Value dict(Pairs pairs = {});
-  static Value set(Items items = {});
-  static Value global(std::string module, std::string name);
-  static Value object(Global cls, Value args, std::uint64_t offset = 0);
-  static Value tensor(Tensor t);
 
-  Kind kind() const noexcept { return kind_; }
-  bool is_none() const noexcept { return kind_ == Kind::None; }
-  bool is(Kind k) const noexcept { return kind_ == k; }
+  /// \name Factories
+  /// One per kind. The container factories seal the values they are given
+  /// (see `seal()`).
+  ///@{
+  static Value boolean(bool b);                    ///< a Bool
+  static Value integer(std::int64_t i);            ///< an Int
+  /// A BigInt from its little-endian two's complement bytes (an integer wider than int64).
+  static Value big_integer(std::string le_bytes);
+  static Value real(double d);                     ///< a Float
+  static Value complex(double re, double im);      ///< a Complex: real and imaginary parts
+  static Value str(std::string s);                 ///< a Str (UTF-8)
+  static Value bytes(std::string b);               ///< a Bytes, raw
+  static Value list(Items items = {});             ///< a List of `items`
+  static Value tuple(Items items = {});            ///< a Tuple of `items`
+  static Value dict(Pairs pairs = {});             ///< a Dict; a repeated key keeps the last value
+  static Value set(Items items = {});              ///< a Set of `items`, in the order given
+  /// A Global reference to `module.name`, never resolved.
+  static Value global(std::string module, std::string name);
+  /// An Object of class `cls` made with `args` (a tuple), without state;
+  /// `offset` is the byte offset of the opcode that made it, for messages.
+  static Value object(Global cls, Value args, std::uint64_t offset = 0);
+  static Value tensor(Tensor t);                   ///< a Tensor
+  ///@}
+
+  Kind kind() const noexcept { return kind_; }                ///< what this value holds
+  bool is_none() const noexcept { return kind_ == Kind::None; }  ///< `kind() == Kind::None`
+  bool is(Kind k) const noexcept { return kind_ == k; }       ///< `kind() == k`
   /// True for List, Tuple, Dict, Set and Object.
   bool is_container() const noexcept;
   /// "int", "dict", "tensor", ... (Python's names where there is one).
   std::string_view kind_name() const noexcept;
+  /// The name of kind `k`, as `kind_name()` gives it (BigInt is "int").
   static std::string_view kind_name(Kind k) noexcept;
 
-  // Accessors. Each throws Error(corrupt) naming the expected and actual kind.
-  bool as_bool() const;
-  std::int64_t as_int() const;
+  /// \name Accessors
+  /// Each throws Error(corrupt) naming the expected and actual kind.
+  ///@{
+  bool as_bool() const;                  ///< Bool
+  std::int64_t as_int() const;           ///< Int, or Bool as 0/1
   double as_float() const;  ///< Float, or Int/Bool widened
-  std::pair<double, double> as_complex() const;
-  const std::string& as_str() const;
+  std::pair<double, double> as_complex() const;  ///< Complex, as (real, imaginary)
+  const std::string& as_str() const;     ///< Str
   const std::string& as_bytes() const;  ///< Bytes (or BigInt's raw bytes)
   const Items& items() const;            ///< List, Tuple or Set
   const Pairs& pairs() const;            ///< Dict
-  const Global& as_global() const;
-  const Object& as_object() const;
-  const Tensor& as_tensor() const;
+  const Global& as_global() const;       ///< Global
+  const Object& as_object() const;       ///< Object
+  const Tensor& as_tensor() const;       ///< Tensor
+  ///@}
 
   /// Dict lookup by string key; nullptr when absent or not a dict.
   const Value* find(std::string_view key) const;
@@ -147,8 +161,10 @@ class Value {
   std::shared_ptr<Node> node_;
 };
 
+/// An inert Python object: the class (or callable) it names, the arguments it
+/// was made with, and the state BUILD gave it. Never instantiated.
 struct Object {
-  Global cls;
+  Global cls;   ///< the class or callable the pickle called
   Value args;   ///< a tuple
   Value state;  ///< None until BUILD
   /// Byte offset of the opcode that made the object, in the file, for messages.

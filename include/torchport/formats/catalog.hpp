@@ -16,8 +16,8 @@ namespace torchport {
 
 /// A tensor and its dotted key path ("layer1.0.conv1.weight").
 struct NamedTensor {
-  std::string name;
-  Tensor tensor;
+  std::string name;  ///< the dotted key path
+  Tensor tensor;     ///< the tensor (a lazy view when read from a file)
 };
 
 /// The contents of a checkpoint, whatever its format: an ordered list of
@@ -49,15 +49,17 @@ class TensorCatalog {
   /// "pytorch-zip", "pytorch-legacy", "pytorch-tar", "torchscript",
   /// "pickle", "safetensors", "sharded-safetensors", "sharded-pytorch", ...
   const std::string& format() const noexcept { return format_; }
+  /// The named tensors, in file order.
   const std::vector<NamedTensor>& tensors() const noexcept { return tensors_; }
-  std::size_t size() const noexcept { return tensors_.size(); }
-  bool empty() const noexcept { return tensors_.empty(); }
+  std::size_t size() const noexcept { return tensors_.size(); }  ///< number of tensors
+  bool empty() const noexcept { return tensors_.empty(); }       ///< true when there are no tensors
   /// The tensor named `name`, or nullptr.
   const Tensor* find(std::string_view name) const;
   /// The whole object the file holds, tensors included.
   const Value& root() const noexcept { return root_; }
   /// The non-tensor values (`prune_tensors(root())`).
   Value values() const { return prune_tensors(root_); }
+  /// String metadata (safetensors' `__metadata__`, ours); empty for formats without it.
   const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
   /// Sum of the tensors' `nbytes()` (a storage shared by two tensors counts twice).
   std::uint64_t total_bytes() const noexcept;

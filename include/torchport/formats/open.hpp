@@ -69,7 +69,7 @@ enum class Residence {
 
 /// What `materialize` did.
 struct MaterializeStats {
-  std::uint64_t storages = 0;
+  std::uint64_t storages = 0;      ///< distinct storages made ready
   std::uint64_t bytes = 0;         ///< bytes of distinct storages
   std::uint64_t mapped_bytes = 0;  ///< of those, left in the mapped file
 };

@@ -36,11 +36,16 @@ std::string inflate_cap_reason(std::uint64_t compressed, const Limits& limits);
 /// Compresses what is written to it and hands gzip bytes to `sink`.
 class GzipWriter {
  public:
+  /// Receives each run of compressed bytes as it is produced, in order.
   using Sink = std::function<void(std::span<const std::byte>)>;
+  /// \param sink   where the gzip stream goes (header, deflate data, trailer)
+  /// \param level  zlib compression level, 0 (store) to 9 (smallest)
+  /// \throws Error(io) when zlib cannot start (e.g. a level out of range).
   explicit GzipWriter(Sink sink, int level = 6);
   ~GzipWriter();
   GzipWriter(const GzipWriter&) = delete;
   GzipWriter& operator=(const GzipWriter&) = delete;
+  /// Compresses `bytes`, handing whatever output is ready to the sink.
   void write(std::span<const std::byte> bytes);
   /// Ends the stream (writes the trailer). Must be called once, last.
   void finish();

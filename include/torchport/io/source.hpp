@@ -42,9 +42,12 @@ class Source {
   /// them (a `static const` array, say).
   static Source borrow(std::span<const std::byte> bytes, std::string name);
 
+  /// The bytes, valid while `owner()` lives.
   std::span<const std::byte> bytes() const noexcept { return bytes_; }
-  std::uint64_t size() const noexcept { return bytes_.size(); }
+  std::uint64_t size() const noexcept { return bytes_.size(); }  ///< length in bytes
+  /// Name for messages: the file name for a mapped file, else the one given.
   const std::string& name() const noexcept { return name_; }
+  /// What keeps the bytes alive; hold it to keep them valid without the `Source`.
   const std::shared_ptr<const void>& owner() const noexcept { return owner_; }
   /// The file this source maps, if it maps one.
   const std::filesystem::path& path() const noexcept { return path_; }

@@ -14,9 +14,9 @@ namespace torchport {
 
 /// One regular file in a tar archive.
 struct TarMember {
-  std::string name;
+  std::string name;  ///< path inside the archive (long names and PAX paths applied)
   std::uint64_t data_offset = 0;  ///< in the file
-  std::uint64_t size = 0;
+  std::uint64_t size = 0;  ///< bytes of data
 };
 
 /// The regular files of a tar archive, with their bytes in place.
@@ -26,7 +26,9 @@ class TarArchive {
  public:
   /// \throws Error(not_a_checkpoint | corrupt | truncated | limit_exceeded).
   static TarArchive open(const Source& source, const Limits& limits);
+  /// The regular files, in archive order.
   const std::vector<TarMember>& members() const noexcept { return members_; }
+  /// The member named exactly `name`, or nullptr.
   const TarMember* find(std::string_view name) const;
 
  private:

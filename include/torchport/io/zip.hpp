@@ -17,11 +17,11 @@ namespace torchport {
 
 /// One member of a zip archive.
 struct ZipEntry {
-  std::string name;
+  std::string name;  ///< path inside the archive, as the central directory spells it
   std::uint16_t method = 0;  ///< 0 stored, 8 deflated (nothing else is accepted)
-  std::uint64_t compressed_size = 0;
+  std::uint64_t compressed_size = 0;  ///< bytes of data in the file
   std::uint64_t size = 0;  ///< uncompressed
-  std::uint32_t crc32 = 0;
+  std::uint32_t crc32 = 0;  ///< CRC-32 of the uncompressed data, from the central directory
   std::uint64_t header_offset = 0;  ///< local header, in the file
   std::uint64_t data_offset = 0;    ///< first data byte, taken from the local header
 };
@@ -44,10 +44,11 @@ class ZipArchive {
   ///         Error(corrupt | truncated | unsupported | limit_exceeded) otherwise.
   static ZipArchive open(const Source& source, const Limits& limits);
 
+  /// The entries, in central directory order.
   const std::vector<ZipEntry>& entries() const noexcept { return entries_; }
   /// The entry named exactly `name`, or nullptr.
   const ZipEntry* find(std::string_view name) const;
-  const Source& source() const noexcept { return source_; }
+  const Source& source() const noexcept { return source_; }  ///< the archive's bytes
 
   /// The entry's bytes as a storage: a zero-copy view for stored entries, a
   /// deferred inflate (capped at the declared size and `inflate_cap`,

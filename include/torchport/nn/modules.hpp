@@ -26,217 +26,307 @@ namespace torchport::nn {
 
 /// y = x W + b, with W stored [in, out].
 struct Linear {
-  static constexpr std::string_view kKind = "Linear";
+  static constexpr std::string_view kKind = "Linear";  ///< the kind adapters key on
   Tensor weight;               ///< [in_features, out_features]
   std::optional<Tensor> bias;  ///< [out_features]
   TORCHPORT_FIELDS(weight, bias)
 
   Linear() = default;
+  /// Zero-filled `weight` [in_features, out_features] and, when `with_bias`,
+  /// `bias` [out_features], of `dtype`.
   Linear(std::int64_t in_features, std::int64_t out_features, bool with_bias = true, DType dtype = DType::F32);
+  /// `linear(x, weight, bias)`: [..., in_features] to [..., out_features].
   Tensor forward(const Tensor& x) const;
 };
 
 /// Convolution over D spatial dimensions (D = 1 or 2), torch's weight layout
-/// [out, in / groups, kernel...].
+/// [out, in / groups, kernel...]. `stride`, `padding`, `dilation` and
+/// `groups` are configuration, not part of the record: the constructor sets
+/// them; a default-constructed module needs them set to the model's.
 template <int D>
 struct Conv {
+  /// The kind adapters key on.
   static constexpr std::string_view kKind = D == 1 ? "Conv1d" : "Conv2d";
-  Tensor weight;
+  Tensor weight;               ///< [out_channels, in_channels / groups, kernel...]
   std::optional<Tensor> bias;  ///< [out_channels]
-  Int2 stride{1};
-  Int2 padding{0};
-  Int2 dilation{1};
-  std::int64_t groups = 1;
+  Int2 stride{1};              ///< step between output positions, >= 1
+  Int2 padding{0};             ///< zeros added on both sides, >= 0
+  Int2 dilation{1};            ///< spacing between kernel taps, >= 1
+  std::int64_t groups = 1;     ///< channel groups; in_channels for depthwise
   TORCHPORT_FIELDS(weight, bias)
 
   Conv() = default;
-  /// For D == 1 only the first value of `kernel`, `stride`, `padding`, `dilation` counts.
+  /// Zero-filled `weight` and, when `with_bias`, `bias`, of `dtype`, with the
+  /// configuration given. For D == 1 only the first value of `kernel`,
+  /// `stride`, `padding`, `dilation` counts.
+  /// \throws Error(invalid_argument) when `groups_` is not positive or does
+  /// not divide both channel counts.
   Conv(std::int64_t in_channels, std::int64_t out_channels, Int2 kernel, Int2 stride_ = 1, Int2 padding_ = 0,
        Int2 dilation_ = 1, std::int64_t groups_ = 1, bool with_bias = true, DType dtype = DType::F32);
+  /// `conv1d` or `conv2d` of `x` ([N, C_in, ...] or unbatched [C_in, ...])
+  /// with this module's parameters and configuration.
   Tensor forward(const Tensor& x) const;
 };
-using Conv1d = Conv<1>;
-using Conv2d = Conv<2>;
+using Conv1d = Conv<1>;  ///< torch.nn.Conv1d
+using Conv2d = Conv<2>;  ///< torch.nn.Conv2d
 
-/// Transposed convolution, torch's weight layout [in, out / groups, kernel...].
+/// Transposed convolution over D spatial dimensions (D = 1 or 2), torch's
+/// weight layout [in, out / groups, kernel...]. As for `Conv`, the members
+/// after `bias` are configuration, not part of the record.
 template <int D>
 struct ConvTranspose {
+  /// The kind adapters key on.
   static constexpr std::string_view kKind = D == 1 ? "ConvTranspose1d" : "ConvTranspose2d";
-  Tensor weight;
-  std::optional<Tensor> bias;
-  Int2 stride{1};
-  Int2 padding{0};
-  Int2 output_padding{0};
-  Int2 dilation{1};
-  std::int64_t groups = 1;
+  Tensor weight;               ///< [in_channels, out_channels / groups, kernel...]
+  std::optional<Tensor> bias;  ///< [out_channels]
+  Int2 stride{1};              ///< >= 1
+  Int2 padding{0};             ///< removed from both sides of the full output, >= 0
+  Int2 output_padding{0};      ///< extra rows/columns on one side; < stride or < dilation
+  Int2 dilation{1};            ///< >= 1
+  std::int64_t groups = 1;     ///< >= 1
   TORCHPORT_FIELDS(weight, bias)
 
   ConvTranspose() = default;
+  /// Zero-filled `weight` and, when `with_bias`, `bias`, of `dtype`, with the
+  /// configuration given. For D == 1 only the first value of each `Int2` counts.
+  /// \throws Error(invalid_argument) when `groups_` is not positive or does
+  /// not divide both channel counts.
   ConvTranspose(std::int64_t in_channels, std::int64_t out_channels, Int2 kernel, Int2 stride_ = 1,
                 Int2 padding_ = 0, Int2 output_padding_ = 0, Int2 dilation_ = 1, std::int64_t groups_ = 1,
                 bool with_bias = true, DType dtype = DType::F32);
+  /// `conv_transpose1d` or `conv_transpose2d` of `x` ([N, C_in, ...] or
+  /// unbatched [C_in, ...]) with this module's parameters and configuration.
   Tensor forward(const Tensor& x) const;
 };
-using ConvTranspose1d = ConvTranspose<1>;
-using ConvTranspose2d = ConvTranspose<2>;
+using ConvTranspose1d = ConvTranspose<1>;  ///< torch.nn.ConvTranspose1d
+using ConvTranspose2d = ConvTranspose<2>;  ///< torch.nn.ConvTranspose2d
 
 /// Batch normalisation with running statistics (inference).
 template <int D>
 struct BatchNorm {
+  /// The kind adapters key on.
   static constexpr std::string_view kKind = D == 1 ? "BatchNorm1d" : "BatchNorm2d";
   std::optional<Tensor> gamma;  ///< [num_features]; absent when affine=False
-  std::optional<Tensor> beta;
+  std::optional<Tensor> beta;   ///< [num_features]; absent when affine=False
   std::optional<Tensor> running_mean;  ///< absent when track_running_stats=False
-  std::optional<Tensor> running_var;
+  std::optional<Tensor> running_var;   ///< [num_features]; absent when track_running_stats=False
   std::optional<Tensor> num_batches_tracked;  ///< I64 scalar, kept so a round trip to PyTorch is faithful
-  double eps = 1e-5;
+  double eps = 1e-5;  ///< added to the variance (configuration, not recorded)
   TORCHPORT_FIELDS(gamma, beta, running_mean, running_var, num_batches_tracked)
 
   BatchNorm() = default;
+  /// Running mean 0 and variance 1 ([num_features], `dtype`),
+  /// `num_batches_tracked` 0, and when `affine` gamma 1 and beta 0.
   explicit BatchNorm(std::int64_t num_features, double eps_ = 1e-5, bool affine = true, DType dtype = DType::F32);
+  /// `batch_norm` of `x` ([N, C, ...], channels in dimension 1) with the
+  /// running statistics.
+  /// \throws Error(unsupported) without running statistics (normalising by
+  /// batch statistics is training-mode behaviour).
   Tensor forward(const Tensor& x) const;
 };
-using BatchNorm1d = BatchNorm<1>;
-using BatchNorm2d = BatchNorm<2>;
+using BatchNorm1d = BatchNorm<1>;  ///< torch.nn.BatchNorm1d
+using BatchNorm2d = BatchNorm<2>;  ///< torch.nn.BatchNorm2d
 
 /// Layer normalisation over the last dimensions.
 struct LayerNorm {
-  static constexpr std::string_view kKind = "LayerNorm";
-  std::optional<Tensor> gamma;
-  std::optional<Tensor> beta;
+  static constexpr std::string_view kKind = "LayerNorm";  ///< the kind adapters key on
+  std::optional<Tensor> gamma;  ///< [normalized_shape]; absent when elementwise_affine=False
+  std::optional<Tensor> beta;   ///< [normalized_shape]; absent also when bias=False
+  /// The trailing dimensions normalised over; when empty, `gamma`'s shape
+  /// (configuration, not recorded).
   Dims normalized_shape;
-  double eps = 1e-5;
+  double eps = 1e-5;  ///< added to the variance (configuration, not recorded)
   TORCHPORT_FIELDS(gamma, beta)
 
   LayerNorm() = default;
+  /// When `affine`, gamma 1 and (when `with_bias`) beta 0, of shape
+  /// `normalized_shape_` and `dtype`.
   explicit LayerNorm(Dims normalized_shape_, double eps_ = 1e-5, bool affine = true, bool with_bias = true,
                      DType dtype = DType::F32);
+  /// `layer_norm` of `x` over its last `normalized_shape.size()` dimensions.
   Tensor forward(const Tensor& x) const;
 };
 
 /// Group normalisation.
 struct GroupNorm {
-  static constexpr std::string_view kKind = "GroupNorm";
-  std::optional<Tensor> gamma;
-  std::optional<Tensor> beta;
-  std::int64_t num_groups = 1;
-  double eps = 1e-5;
+  static constexpr std::string_view kKind = "GroupNorm";  ///< the kind adapters key on
+  std::optional<Tensor> gamma;  ///< [num_channels]; absent when affine=False
+  std::optional<Tensor> beta;   ///< [num_channels]; absent when affine=False
+  std::int64_t num_groups = 1;  ///< groups the channels split into (configuration, not recorded)
+  double eps = 1e-5;            ///< added to the variance (configuration, not recorded)
   TORCHPORT_FIELDS(gamma, beta)
 
   GroupNorm() = default;
+  /// When `affine`, gamma 1 and beta 0 ([num_channels], `dtype`).
   GroupNorm(std::int64_t num_groups_, std::int64_t num_channels, double eps_ = 1e-5, bool affine = true,
             DType dtype = DType::F32);
+  /// `group_norm` of `x` ([N, C, ...], channels in dimension 1).
   Tensor forward(const Tensor& x) const;
 };
 
 /// Root-mean-square normalisation (Llama's RMSNorm, torch.nn.RMSNorm).
 struct RMSNorm {
-  static constexpr std::string_view kKind = "RMSNorm";
-  std::optional<Tensor> gamma;
+  static constexpr std::string_view kKind = "RMSNorm";  ///< the kind adapters key on
+  std::optional<Tensor> gamma;  ///< [normalized_shape]; absent when elementwise_affine=False
+  /// The trailing dimensions normalised over; when empty, `gamma`'s shape
+  /// (configuration, not recorded).
   Dims normalized_shape;
+  /// Added to the mean square (configuration, not recorded). Set the model's
+  /// value (`rms_norm_eps`): torch's default, the dtype's epsilon, is not applied.
   double eps = 1e-6;
   TORCHPORT_FIELDS(gamma)
 
   RMSNorm() = default;
+  /// When `affine`, gamma 1 of shape `normalized_shape_` and `dtype`.
   explicit RMSNorm(Dims normalized_shape_, double eps_ = 1e-6, bool affine = true, DType dtype = DType::F32);
+  /// `rms_norm` of `x` over its last `normalized_shape.size()` dimensions.
   Tensor forward(const Tensor& x) const;
 };
 
 /// A lookup table of embeddings.
 struct Embedding {
-  static constexpr std::string_view kKind = "Embedding";
+  static constexpr std::string_view kKind = "Embedding";  ///< the kind adapters key on
   Tensor weight;  ///< [num_embeddings, embedding_dim]
   TORCHPORT_FIELDS(weight)
 
   Embedding() = default;
+  /// Zero-filled `weight` [num_embeddings, embedding_dim] of `dtype`.
   Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim, DType dtype = DType::F32);
+  /// `embedding(indices, weight)`: the rows picked by an I64 or I32 `indices`
+  /// of any shape, giving `indices.shape() + [embedding_dim]`.
   Tensor forward(const Tensor& indices) const;
 };
 
 /// Parametric ReLU.
 struct PReLU {
-  static constexpr std::string_view kKind = "PReLU";
+  static constexpr std::string_view kKind = "PReLU";  ///< the kind adapters key on
   Tensor alpha;  ///< [num_parameters]
   TORCHPORT_FIELDS(alpha)
 
   PReLU() = default;
+  /// `alpha` [num_parameters] of `dtype`, every value `init`.
   explicit PReLU(std::int64_t num_parameters = 1, double init = 0.25, DType dtype = DType::F32);
+  /// `prelu(x, alpha)`: one slope shared, or one per channel (dimension 1).
   Tensor forward(const Tensor& x) const;
 };
 
 /// torch.nn.MultiheadAttention with its projections split.
 struct MultiheadAttention {
-  static constexpr std::string_view kKind = "MultiheadAttention";
+  static constexpr std::string_view kKind = "MultiheadAttention";  ///< the kind adapters key on
+  /// \var Linear query
+  /// The query projection ([in, out] like every `Linear`): [E, E].
+  /// \var Linear key
+  /// The key projection: [kdim, E].
+  /// \var Linear value
+  /// The value projection: [vdim, E].
+  /// \var Linear output
+  /// The output projection: [E, E].
   Linear query, key, value, output;
   std::optional<Tensor> bias_k;  ///< add_bias_kv
-  std::optional<Tensor> bias_v;
-  std::int64_t num_heads = 1;
-  bool batch_first = false;
+  std::optional<Tensor> bias_v;  ///< add_bias_kv
+  std::int64_t num_heads = 1;    ///< must divide the embedding size (configuration, not recorded)
+  bool batch_first = false;      ///< inputs are [N, L, E], not [L, N, E] (configuration)
   TORCHPORT_FIELDS(query, key, value, output, bias_k, bias_v)
 
   MultiheadAttention() = default;
+  /// Zero-filled projections, with biases when `with_bias`, of `dtype`; a
+  /// `kdim` or `vdim` of 0 means `embed_dim`.
   MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads_, bool with_bias = true, bool batch_first_ = false,
                      std::int64_t kdim = 0, std::int64_t vdim = 0, DType dtype = DType::F32);
 
+  /// What `forward` returns (torch's `attn_output, attn_output_weights`).
   struct Output {
-    Tensor output;
+    Tensor output;   ///< [L, N, E] ([N, L, E] with batch_first; [L, E] unbatched)
     Tensor weights;  ///< averaged over heads; undefined unless asked for
   };
-  /// `attn_mask`: bool (true = masked) or additive float, [L, S] or
-  /// [batch * heads, L, S]; `key_padding_mask`: [batch, S].
+  /// `multi_head_attention` with this module's projections: `q` [L, N, E],
+  /// `k` [S, N, kdim], `v` [S, N, vdim] (batch first with `batch_first`; no
+  /// N unbatched). `attn_mask`: bool (true = masked) or additive float, [L, S] or
+  /// [batch * heads, L, S]; `key_padding_mask`: [batch, S]. `need_weights`
+  /// also returns the attention weights.
+  /// \throws Error(unsupported) when `bias_k` or `bias_v` is set; otherwise
+  /// as `multi_head_attention`.
   Output forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask = Tensor(),
                  const Tensor& attn_mask = Tensor(), bool need_weights = false) const;
 };
 
 /// One gate of a recurrent cell: input and hidden projections.
 struct GateController {
-  Linear input_transform;
-  Linear hidden_transform;
+  Linear input_transform;   ///< the layer's input to the gate, [input_size, hidden_size]
+  Linear hidden_transform;  ///< the previous hidden state to the gate, [hidden_size, hidden_size]
   TORCHPORT_FIELDS(input_transform, hidden_transform)
 
   GateController() = default;
+  /// Zero-filled transforms of `dtype`, with biases when `with_bias`.
   GateController(std::int64_t input_size, std::int64_t hidden_size, bool with_bias, DType dtype);
 };
 
 /// One LSTM layer: gates i, f, g, o.
 struct LstmLayer {
+  /// \var GateController input_gate
+  /// Gate i, how much of the candidate enters the cell.
+  /// \var GateController forget_gate
+  /// Gate f, how much of the cell state is kept.
+  /// \var GateController cell_gate
+  /// Gate g, the candidate cell state (tanh).
+  /// \var GateController output_gate
+  /// Gate o, how much of the cell state is output.
   GateController input_gate, forget_gate, cell_gate, output_gate;
   TORCHPORT_FIELDS(input_gate, forget_gate, cell_gate, output_gate)
 };
 
 /// A (stacked) LSTM.
 struct LSTM {
-  static constexpr std::string_view kKind = "LSTM";
-  std::vector<LstmLayer> layers;
+  static constexpr std::string_view kKind = "LSTM";  ///< the kind adapters key on
+  std::vector<LstmLayer> layers;  ///< bottom first, each feeding the next
+  /// Input and output are [N, T, *] rather than [T, N, *] (configuration, not recorded).
   bool batch_first = false;
   TORCHPORT_FIELDS(layers)
 
   LSTM() = default;
+  /// `num_layers` layers of zero-filled gates of `dtype`, with biases when
+  /// `with_bias`: the first layer's input size is `input_size`, the others'
+  /// `hidden_size`.
   LSTM(std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers = 1, bool with_bias = true,
        bool batch_first_ = false, DType dtype = DType::F32);
 
+  /// What `forward` returns (torch's `output, (h_n, c_n)`).
   struct Output {
     Tensor output;  ///< every step of the last layer
     Tensor h_n;     ///< [num_layers, batch, hidden]
-    Tensor c_n;
+    Tensor c_n;     ///< every layer's final cell state, like h_n
   };
+  /// `lstm` with this module's layers: `input` is [T, N, input_size]
+  /// ([N, T, input_size] with batch_first, [T, input_size] unbatched); `h0`
+  /// and `c0` are [num_layers, N, hidden], or undefined for zeros.
+  /// \throws Error(invalid_argument | shape_mismatch) as `lstm`.
   Output forward(const Tensor& input, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor()) const;
 };
 
 /// One GRU layer: gates r, z, n.
 struct GruLayer {
+  /// \var GateController reset_gate
+  /// Gate r, how much of the hidden state the candidate sees.
+  /// \var GateController update_gate
+  /// Gate z, how much of the hidden state is kept.
+  /// \var GateController new_gate
+  /// Gate n, the candidate hidden state (tanh).
   GateController reset_gate, update_gate, new_gate;
   TORCHPORT_FIELDS(reset_gate, update_gate, new_gate)
 };
 
 /// A (stacked) GRU (record only; its forward pass is not implemented).
 struct GRU {
-  static constexpr std::string_view kKind = "GRU";
-  std::vector<GruLayer> layers;
+  static constexpr std::string_view kKind = "GRU";  ///< the kind adapters key on
+  std::vector<GruLayer> layers;  ///< bottom first, each feeding the next
+  /// Input and output are [N, T, *] rather than [T, N, *] (configuration, not recorded).
   bool batch_first = false;
   TORCHPORT_FIELDS(layers)
 
   GRU() = default;
+  /// `num_layers` layers of zero-filled gates of `dtype`, with biases when
+  /// `with_bias`: the first layer's input size is `input_size`, the others'
+  /// `hidden_size`.
   GRU(std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers = 1, bool with_bias = true,
       bool batch_first_ = false, DType dtype = DType::F32);
 };

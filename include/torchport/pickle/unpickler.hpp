@@ -30,11 +30,12 @@ std::string_view global_class_name(GlobalClass c) noexcept;
 
 /// One global a pickle referenced.
 struct GlobalUse {
+  /// The module, after the VM's renames (`__builtin__` -> `builtins`, ...).
   std::string module;
-  std::string name;
-  GlobalClass klass = GlobalClass::unknown;
+  std::string name;    ///< name inside the module
+  GlobalClass klass = GlobalClass::unknown;  ///< how `classify_global` treats it
   std::uint64_t first_offset = 0;  ///< byte offset of its first reference
-  std::uint64_t count = 0;
+  std::uint64_t count = 0;         ///< GLOBAL/STACK_GLOBAL opcodes that referenced it
 };
 
 /// What a pickle contained, for `torchport scan` and for policy above the VM.
@@ -43,7 +44,7 @@ struct Stats {
   std::array<std::uint64_t, 256> opcodes{};   ///< executions per opcode byte
   std::vector<GlobalUse> globals;             ///< in order of first reference
   std::uint64_t calls = 0;                    ///< REDUCE/NEWOBJ/INST/OBJ on unknown or dangerous globals
-  std::uint64_t persistent_ids = 0;
+  std::uint64_t persistent_ids = 0;           ///< BINPERSID/PERSID opcodes run
 };
 
 /// Resolves a persistent id (torch's storage references) to a value.
@@ -75,6 +76,8 @@ using CallHook =
 /// ADDITEMS only on sets, BUILD only on objects and OrderedDicts (and on
 /// values `hook` built, whose state is dropped as the object's would be).
 ///
+/// \param reader      the pickle's bytes, positioned at its first opcode; left after STOP
+/// \param limits      the resource bounds the VM enforces (see `Limits`)
 /// \param persistent  resolves BINPERSID/PERSID; when empty they are errors
 /// \param stats       filled when non-null (also when an error is thrown)
 /// \param hook        builds values for calls instead of inert objects, when set

@@ -35,9 +35,17 @@ class AdapterContext {
 class Adapter {
  public:
   virtual ~Adapter() = default;
+  /// The file's subtree `node` for a module of kind `kind`, rewritten into our
+  /// layout. Tensors made from the file's (split, transposed) go through
+  /// `ctx.derive` so their source keys count as used. The default returns `node`.
   virtual Value import_module(std::string_view kind, const Value& node, AdapterContext& ctx) const;
+  /// Our subtree `node` for a module of kind `kind`, rewritten into the file's
+  /// layout. The default returns `node`.
   virtual Value export_module(std::string_view kind, const Value& node) const;
+  /// The tensor `t` read for the field at key path `path` ("encoder.fc.weight"),
+  /// in our layout. The default returns `t`.
   virtual Tensor import_tensor(std::string_view path, const Tensor& t) const;
+  /// Our tensor `t` at key path `path`, in the file's layout. The default returns `t`.
   virtual Tensor export_tensor(std::string_view path, const Tensor& t) const;
 };
 
@@ -59,7 +67,13 @@ using AdapterChain = std::vector<std::shared_ptr<const Adapter>>;
 /// Convolutions, embeddings and everything else keep torch's layout.
 class PyTorchAdapter : public Adapter {
  public:
+  /// Transposes Linear weights, renames norm and PReLU parameters, and splits
+  /// fused attention and recurrent parameters per projection or gate.
+  /// \throws Error(shape_mismatch) when a fused tensor does not split evenly.
   Value import_module(std::string_view kind, const Value& node, AdapterContext& ctx) const override;
+  /// The inverse of `import_module`: transposes back (contiguous), renames
+  /// back, and fuses projections and gates as torch stores them.
+  /// \throws Error(shape_mismatch) when the parts to fuse differ in dtype or rank.
   Value export_module(std::string_view kind, const Value& node) const override;
 };
 
@@ -70,7 +84,12 @@ class PermuteAdapter : public Adapter {
  public:
   /// \throws Error(invalid_argument) for a bad pattern or an order that is no permutation.
   PermuteAdapter& add(std::string_view pattern, std::vector<std::int64_t> order);
+  /// `t` permuted by the first rule whose pattern matches `path` (a view, no
+  /// copy); `t` itself when none matches.
+  /// \throws Error(shape_mismatch) when `t`'s rank is not the order's length.
   Tensor import_tensor(std::string_view path, const Tensor& t) const override;
+  /// `t` permuted by the inverse order of the first matching rule of its rank,
+  /// as a contiguous copy; `t` itself when none matches.
   Tensor export_tensor(std::string_view path, const Tensor& t) const override;
 
  private:

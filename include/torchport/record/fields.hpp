@@ -119,6 +119,8 @@ template <Module M, class F>
 void visit_fields(M& m, F&& f) {
   M::torchport_visit(m, f);
 }
+/// Calls `f(name, field)` for every recorded field of a const `m`, in
+/// declaration order (`field` is a const reference).
 template <Module M, class F>
 void visit_fields(const M& m, F&& f) {
   M::torchport_visit(m, f);

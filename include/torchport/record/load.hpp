@@ -72,17 +72,24 @@ class LoadArgs {
   /// Options for opening the file (limits, format).
   LoadArgs& open_options(OpenOptions o) { open_ = std::move(o); return *this; }
 
+  /// \name Getters
+  /// What the setters above set.
+  ///@{
+
+  /// The key loaded from; empty for the whole file.
   const std::string& top_level_key() const noexcept { return top_level_key_; }
-  const KeyRemap& remap() const noexcept { return remap_; }
-  const KeyFilter& filter() const noexcept { return filter_; }
-  bool allow_partial() const noexcept { return allow_partial_; }
-  bool strict() const noexcept { return strict_; }
+  const KeyRemap& remap() const noexcept { return remap_; }  ///< the rename rules, in order
+  const KeyFilter& filter() const noexcept { return filter_; }  ///< the includes and excludes
+  bool allow_partial() const noexcept { return allow_partial_; }  ///< missing fields only reported
+  bool strict() const noexcept { return strict_; }  ///< unused keys are an error
+  /// The precision to convert to; empty to follow each field's initial dtype.
   const std::optional<Precision>& precision() const noexcept { return precision_; }
-  Residence residence() const noexcept { return residence_; }
-  const AdapterChain& adapters() const noexcept { return adapters_; }
-  Layout layout() const noexcept { return layout_; }
-  bool debug() const noexcept { return debug_; }
-  const OpenOptions& open_options() const noexcept { return open_; }
+  Residence residence() const noexcept { return residence_; }  ///< where loaded bytes live
+  const AdapterChain& adapters() const noexcept { return adapters_; }  ///< added adapters, in order
+  Layout layout() const noexcept { return layout_; }  ///< the file's layout
+  bool debug() const noexcept { return debug_; }  ///< `LoadReport::keys` is filled
+  const OpenOptions& open_options() const noexcept { return open_; }  ///< for opening the file
+  ///@}
 
  private:
   std::string top_level_key_;
@@ -173,8 +180,10 @@ C load_config(const std::filesystem::path& path, std::string_view key = {}) {
 /// precision.
 class PyTorchFileRecorder {
  public:
+  /// A recorder converting every tensor by `precision`.
   explicit PyTorchFileRecorder(Precision precision = Precision::Full) : precision_(precision) {}
-  /// Loads `path` into `module`, with `args` (its precision is this recorder's).
+  /// Loads `path` into `module`, with `args` (its precision is this recorder's
+  /// and its layout PyTorch's).
   template <Module M>
   LoadReport load(M& module, const std::filesystem::path& path, LoadArgs args = {}) const {
     args.precision(precision_).layout(Layout::PyTorch);

@@ -46,8 +46,8 @@ class KeyRemap {
   /// copy afterwards do not affect the other.
   KeyRemap(const KeyRemap&);
   KeyRemap& operator=(const KeyRemap&);  ///< as the copy constructor
-  KeyRemap(KeyRemap&&) noexcept;
-  KeyRemap& operator=(KeyRemap&&) noexcept;
+  KeyRemap(KeyRemap&&) noexcept;  ///< takes the rules; the source is left valid, unspecified
+  KeyRemap& operator=(KeyRemap&&) noexcept;  ///< as the move constructor
 
   /// Appends a rule. \throws Error(invalid_argument) naming the pattern, the
   /// offset in it and PCRE2's message for a pattern that does not compile,
@@ -84,8 +84,8 @@ class KeyFilter {
   /// Copies share the compiled patterns, as `KeyRemap`'s do.
   KeyFilter(const KeyFilter&);
   KeyFilter& operator=(const KeyFilter&);  ///< as the copy constructor
-  KeyFilter(KeyFilter&&) noexcept;
-  KeyFilter& operator=(KeyFilter&&) noexcept;
+  KeyFilter(KeyFilter&&) noexcept;  ///< takes the patterns; the source is left valid, unspecified
+  KeyFilter& operator=(KeyFilter&&) noexcept;  ///< as the move constructor
 
   /// Adds an include pattern. \throws Error(invalid_argument) as `KeyRemap::add`.
   KeyFilter& include(std::string_view re);

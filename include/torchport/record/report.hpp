@@ -21,24 +21,24 @@ struct LoadReport {
   };
   /// A tensor whose shape differs from the field's.
   struct Mismatch {
-    std::string path;
+    std::string path;    ///< the field's key path
     std::string source;  ///< the key it came from in the file
-    Shape expected;
-    Shape found;
+    Shape expected;      ///< the field's initial shape
+    Shape found;         ///< the file's shape
   };
   /// One line of the debug listing.
   struct KeyLine {
     std::string original;  ///< key in the file (after the top-level key)
     std::string remapped;  ///< after the remap rules ("" when filtered out)
-    std::string dtype;
-    Shape shape;
+    std::string dtype;     ///< "F32", ..., or "scalar int" etc. for a non-tensor leaf
+    Shape shape;           ///< the tensor's shape (empty for a scalar)
   };
 
   std::string source;                 ///< the file
   std::vector<std::string> loaded;    ///< field paths filled from the file
-  std::vector<Missing> missing;
+  std::vector<Missing> missing;       ///< fields the file has no key for
   std::vector<std::string> unused;    ///< keys of the file no field consumed
-  std::vector<Mismatch> mismatched;
+  std::vector<Mismatch> mismatched;   ///< tensors whose shape differs from the field's
   std::vector<KeyLine> keys;          ///< filled when LoadArgs::debug is set
   std::uint64_t tensors = 0;          ///< tensors loaded
   std::uint64_t elements = 0;         ///< their elements (parameters and buffers)

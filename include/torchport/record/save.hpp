@@ -97,6 +97,7 @@ TensorCatalog to_pytorch_state_dict(const T& module, Precision precision = Preci
 /// A tree of the module's fields with dtypes, shapes and per-subtree
 /// element counts and bytes, one field per line.
 std::string describe(const Value& tree);
+/// `describe(to_value(module))`.
 template <class T>
 std::string describe(const T& module) {
   return describe(to_value(module));
@@ -104,6 +105,7 @@ std::string describe(const T& module) {
 
 /// True when two records have the same structure and bitwise equal tensors.
 bool records_equal(const Value& a, const Value& b);
+/// `records_equal(to_value(a), to_value(b))`.
 template <class T>
 bool records_equal(const T& a, const T& b) {
   return records_equal(to_value(a), to_value(b));

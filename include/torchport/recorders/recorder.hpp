@@ -42,24 +42,30 @@ enum class RecordFormat {
 
 /// A record format, optionally gzipped.
 struct Recorder {
-  RecordFormat format = RecordFormat::named_mpk;
-  bool gzip = false;
+  RecordFormat format = RecordFormat::named_mpk;  ///< the byte layout
+  bool gzip = false;  ///< wrap the file in a gzip stream
 };
+/// Named MessagePack (`.mpk`).
 struct NamedMpk : Recorder {
   NamedMpk() : Recorder{RecordFormat::named_mpk, false} {}
 };
+/// Named MessagePack, gzipped (`.mpk.gz`).
 struct NamedMpkGz : Recorder {
   NamedMpkGz() : Recorder{RecordFormat::named_mpk, true} {}
 };
+/// Pretty JSON (`.json`).
 struct PrettyJson : Recorder {
   PrettyJson() : Recorder{RecordFormat::pretty_json, false} {}
 };
+/// Pretty JSON, gzipped (`.json.gz`).
 struct PrettyJsonGz : Recorder {
   PrettyJsonGz() : Recorder{RecordFormat::pretty_json, true} {}
 };
+/// The compact binary format (`.tpb`).
 struct CompactBin : Recorder {
   CompactBin() : Recorder{RecordFormat::compact_bin, false} {}
 };
+/// The compact binary format, gzipped (`.tpb.gz`).
 struct CompactBinGz : Recorder {
   CompactBinGz() : Recorder{RecordFormat::compact_bin, true} {}
 };
@@ -99,10 +105,10 @@ std::vector<std::byte> record_to_bytes(const Value& tree, const Recorder& record
 
 /// A record read back.
 struct ParsedRecord {
-  Value tree;
+  Value tree;               ///< the record as written (dicts, lists, scalars, tensors)
   std::string format;  ///< as `recorder_name`
-  int version = 0;
-  RecordMetadata metadata;
+  int version = 0;          ///< the file's format version (at most `kRecordFormatVersion`)
+  RecordMetadata metadata;  ///< who wrote it, at which precision, for which type
 };
 /// Reads a record (any of our formats, gzipped or not) from `source`.
 /// Tensors of the compact binary format (and aligned ones of MessagePack)
