@@ -58,9 +58,8 @@ void pack_value(const Value& v, msgpack::packer<PackStream>& pk, Sink& sink,
 // Builds a Value tree from parser events.
 class Builder {
  public:
-  Builder(const Source& source, const char* base, const Limits& limits,
-          const std::function<Tensor(const Value&)>& make_tensor)
-      : source_(source), base_(base), limits_(limits), make_tensor_(make_tensor) {}
+  Builder(const Source& source, const Limits& limits, const std::function<Tensor(const Value&)>& make_tensor)
+      : source_(source), limits_(limits), make_tensor_(make_tensor) {}
 
   bool visit_nil() { return deliver(Value()); }
   bool visit_boolean(bool v) { return deliver(Value::boolean(v)); }
@@ -158,7 +157,6 @@ class Builder {
   }
 
   const Source& source_;
-  const char* base_;
   const Limits& limits_;
   const std::function<Tensor(const Value&)>& make_tensor_;
   std::vector<Frame> stack_;
@@ -184,7 +182,7 @@ void write_msgpack(const Value& v, Sink& sink, const std::function<void(const Te
 Value read_msgpack(const Source& source, std::span<const std::byte> bytes, const Limits& limits,
                    const std::function<Tensor(const Value& inner)>& make_tensor) {
   const char* base = reinterpret_cast<const char*>(bytes.data());
-  Builder b(source, base, limits, make_tensor);
+  Builder b(source, limits, make_tensor);
   std::size_t off = 0;
   const bool ok = msgpack::v2::parse(base, bytes.size(), off, b);
   if (b.error()) throw *b.error();
