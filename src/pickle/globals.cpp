@@ -46,7 +46,7 @@ constexpr std::string_view kDangerousModules[] = {
     "functools",   "operator",   "_operator", "pdb",        "timeit",     "asyncio",
     "signal",      "urllib",     "http",      "requests",   "tempfile",   "glob",
     "io",          "_io",        "numpy.testing", "torch.hub",
-    "_posixsubprocess", "pkgutil", "cProfile", "profile",  "pydoc",     "zipimport",  "imp",
+    "_posixsubprocess", "pkgutil", "cProfile", "profile",  "pydoc",     "zipimport",  "imp", "bdb", "trace",
     "_ctypes",     "numpy.ctypeslib", "torch.fx", "torch.utils.cpp_extension", "torch.package",
     "torch.serialization", "_thread", "threading", "gc",
 };
@@ -112,6 +112,11 @@ GlobalClass classify_global(std::string_view module_in, std::string_view name) {
                ? GlobalClass::unknown
                : GlobalClass::dangerous;
   if (module == "copyreg" && name != "_reconstructor") return GlobalClass::dangerous;
+  // torch.jit loads and compiles code; TorchScript's own pickles use only
+  // torch.jit._pickle's list and tensor builders, which stay unknown (inert).
+  if (in_module(module, "torch.jit") && !in_module(module, "torch.jit._pickle")) return GlobalClass::dangerous;
+  if (module == "torch._C" && (name.starts_with("_jit_") || name.starts_with("import_ir_module")))
+    return GlobalClass::dangerous;
   for (std::string_view m : kDangerousModules)
     if (in_module(module, m) || full == m) return GlobalClass::dangerous;
   return GlobalClass::unknown;
