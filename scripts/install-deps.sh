@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything torchport needs to build, from Debian's packages.
 # Usage: scripts/install-deps.sh [--tests] [--bench]
-#   --tests  also PyTorch, torchvision and scikit-learn (interop tests, fixtures)
+#   --tests  also PyTorch, torchvision and scikit-learn (interop tests, fixtures),
+#            and doxygen (the API reference must build without a warning)
 #   --bench  also libtorch (the side-by-side benchmarks)
 # Idempotent; run as root (or with sudo available).
 set -euo pipefail
@@ -14,7 +15,7 @@ packages=(
 )
 for arg in "$@"; do
   case "$arg" in
-    --tests) packages+=(python3 python3-torch python3-torchvision python3-sklearn python3-numpy) ;;
+    --tests) packages+=(python3 python3-torch python3-torchvision python3-sklearn python3-numpy doxygen) ;;
     --bench) packages+=(libtorch-dev python3-torch python3-torchvision time) ;;
     *) echo "unknown option: $arg" >&2; exit 2 ;;
   esac

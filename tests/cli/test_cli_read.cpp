@@ -37,6 +37,29 @@ TEST(Cli, InspectJsonHasTheDocumentedShape) {
   EXPECT_TRUE(j["values"].is_object());
 }
 
+TEST(Cli, InspectTreeCountsEachSubtree) {
+  std::string out;
+  ASSERT_EQ(run_command(tool() + " inspect --tree " + fixture("checkpoint.pt").string(), &out), 0) << out;
+  // 183 elements in all: 152 in the model (138 in its two blocks), 31 in the optimiser's state.
+  EXPECT_NE(out.find("(all)"), std::string::npos) << out;
+  const auto line_of = [&](const std::string& label) {
+    const auto at = out.find(label);
+    if (at == std::string::npos) return std::string();
+    return out.substr(at, out.find('\n', at) - at);
+  };
+  EXPECT_NE(line_of("model_state_dict").find(" 152 "), std::string::npos) << out;
+  EXPECT_NE(line_of("blocks").find(" 138 "), std::string::npos) << out;
+  EXPECT_NE(line_of("optimizer_state_dict").find(" 31 "), std::string::npos) << out;
+  EXPECT_NE(out.find("F32 [3, 2, 3, 3]"), std::string::npos) << out;
+  // Not a terminal: no colour escapes.
+  EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;
+
+  std::string shallow;
+  ASSERT_EQ(run_command(tool() + " inspect --tree --depth 1 " + fixture("checkpoint.pt").string(), &shallow), 0);
+  EXPECT_NE(shallow.find("optimizer_state_dict"), std::string::npos) << shallow;
+  EXPECT_EQ(shallow.find("blocks"), std::string::npos) << shallow;
+}
+
 TEST(Cli, InspectJsonOfAllDtypesSpellsThemLikeSafetensors) {
   std::string out;
   ASSERT_EQ(run_command(tool() + " inspect --json " + fixture("dtypes.pt").string(), &out), 0);

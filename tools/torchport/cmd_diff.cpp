@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "format.hpp"
 #include "torchport/core/convert.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/open.hpp"
@@ -165,6 +166,7 @@ int run_diff(const DiffArgs& args) {
     return equal ? 0 : 1;
   }
 
+  const bool colour = colour_enabled(1);
   for (const auto& n : only_a) fmt::print("only in A: {}\n", n);
   for (const auto& n : only_b) fmt::print("only in B: {}\n", n);
   for (const auto& d : diffs) {
@@ -181,9 +183,10 @@ int run_diff(const DiffArgs& args) {
     else
       line += exact ? "values equal" : "values within tolerance";
     line += fmt::format(", max abs {:.3g}, max rel {:.3g}", d.max_abs, d.max_rel);
-    fmt::print("{}\n", line);
+    fmt::print("{}\n", d.mismatched > 0 ? styled(line, Style::red, colour) : line);
   }
-  fmt::print("{}: {} of {} common tensors {}; {} only in A, {} only in B\n", equal ? "equal" : "different",
+  fmt::print("{}: {} of {} common tensors {}; {} only in A, {} only in B\n",
+             styled(equal ? "equal" : "different", equal ? Style::green : Style::red, colour),
              diffs.size() - unequal, diffs.size(), exact ? "identical" : "within tolerance", only_a.size(),
              only_b.size());
   return equal ? 0 : 1;

@@ -1,7 +1,10 @@
-// torchport inspect FILE [--json] [--top-level-key K]
+// torchport inspect FILE [--json | --tree [--depth N]] [--top-level-key K]
 
 #include <algorithm>
 #include <memory>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -16,8 +19,96 @@ namespace {
 struct InspectArgs {
   std::string file;
   bool json = false;
+  bool tree = false;
+  int depth = 0;
   std::string top_level_key;
 };
+
+// The names unflattened at their dots: the nested module structure, each
+// subtree with its parameter count and bytes, children in file order.
+struct Node {
+  std::string name;
+  std::uint64_t params = 0;
+  std::uint64_t bytes = 0;
+  const Tensor* tensor = nullptr;  // leaves
+  std::vector<std::unique_ptr<Node>> children;
+  std::unordered_map<std::string, std::size_t> index;
+
+  Node& child(std::string_view part) {
+    const auto [it, fresh] = index.try_emplace(std::string(part), children.size());
+    if (fresh) {
+      children.push_back(std::make_unique<Node>());
+      children.back()->name = std::string(part);
+    }
+    return *children[it->second];
+  }
+};
+
+Node build_tree(const TensorCatalog& cat) {
+  Node root;
+  for (const auto& [name, t] : cat.tensors()) {
+    Node* n = &root;
+    const auto numel = static_cast<std::uint64_t>(t.numel());
+    root.params += numel;
+    root.bytes += t.nbytes();
+    std::size_t start = 0;
+    for (;;) {
+      const std::size_t dot = name.find('.', start);
+      n = &n->child(std::string_view(name).substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+      n->params += numel;
+      n->bytes += t.nbytes();
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    n->tensor = &t;
+  }
+  return root;
+}
+
+struct TreeLine {
+  std::string label;  // prefix + name
+  const Node* node;
+};
+
+void collect(const Node& n, const std::string& prefix, int level, int max_depth, std::vector<TreeLine>& out) {
+  for (std::size_t i = 0; i < n.children.size(); ++i) {
+    const Node& c = *n.children[i];
+    const bool last = i + 1 == n.children.size();
+    out.push_back({prefix + (last ? "└─ " : "├─ ") + c.name, &c});
+    if (max_depth == 0 || level + 1 < max_depth) collect(c, prefix + (last ? "   " : "│  "), level + 1, max_depth, out);
+  }
+}
+
+// Display width of UTF-8 text (the box-drawing characters are one column).
+std::size_t columns(std::string_view s) {
+  std::size_t n = 0;
+  for (const char ch : s) n += (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+  return n;
+}
+
+void print_tree(const TensorCatalog& cat, int max_depth) {
+  const bool colour = colour_enabled(1);
+  const Node root = build_tree(cat);
+  std::vector<TreeLine> lines;
+  collect(root, "", 0, max_depth, lines);
+  std::size_t width = 4;
+  for (const auto& l : lines) width = std::max(width, columns(l.label));
+  fmt::print("\n{}{}  {:>14}  {:>10}\n", styled("(all)", Style::bold, colour), std::string(width - 5, ' '),
+             grouped(root.params), human_bytes(root.bytes));
+  for (const auto& l : lines) {
+    const Node& n = *l.node;
+    std::string label = l.label;
+    if (n.tensor == nullptr) {
+      const auto cut = label.size() - n.name.size();
+      label = label.substr(0, cut) + styled(n.name, Style::bold, colour);
+    }
+    std::string detail;
+    if (n.tensor != nullptr)
+      detail = fmt::format("  {} {}", dtype_name(n.tensor->dtype()), shape_to_string(n.tensor->shape()));
+    fmt::print("{}{}  {:>14}  {:>10}{}\n", label, std::string(width - columns(l.label), ' '), grouped(n.params),
+               human_bytes(n.bytes), styled(detail, Style::dim, colour));
+  }
+}
 
 int run_inspect(const InspectArgs& a) {
   TensorCatalog cat = open(a.file);
@@ -41,6 +132,10 @@ int run_inspect(const InspectArgs& a) {
   for (const auto& t : cat.tensors()) params += static_cast<std::uint64_t>(t.tensor.numel());
   fmt::print("{}: {}, {} tensors, {} ({} elements)\n", a.file, cat.format(), cat.size(),
              human_bytes(cat.total_bytes()), grouped(params));
+  if (a.tree) {
+    print_tree(cat, a.depth);
+    return 0;
+  }
   std::size_t wname = 4, wshape = 5;
   for (const auto& [name, t] : cat.tensors()) {
     wname = std::max(wname, name.size());
@@ -70,9 +165,16 @@ Command add_inspect(CLI::App& app) {
       ->check(CLI::ExistingPath);
   sub->add_flag("--json", args->json,
                 "Print one JSON object: {format, tensors: [{name, dtype, shape, bytes}], values}");
+  sub->add_flag("--tree", args->tree,
+                "Show the nested module structure (names split at their dots) with each subtree's "
+                "parameter count and bytes");
+  sub->add_option("--depth", args->depth, "With --tree: show this many levels (default 0: all)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--top-level-key", args->top_level_key,
                   "Show only what lies under this key (e.g. state_dict)");
-  sub->footer("Example:\n  torchport inspect resnet18.pt --top-level-key state_dict");
+  sub->footer(
+      "Examples:\n  torchport inspect resnet18.pt --top-level-key state_dict\n"
+      "  torchport inspect resnet18.pt --tree --depth 2");
   return {sub, [args] { return run_inspect(*args); }};
 }
 

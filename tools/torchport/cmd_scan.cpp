@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "format.hpp"
 #include "torchport/formats/scan.hpp"
 
 namespace torchport::cli {
@@ -74,8 +75,13 @@ int run_scan(const ScanArgs& a) {
     }
     fmt::print("{}\n", out.dump(2, ' ', false, json::error_handler_t::replace));
   } else {
+    const bool colour = colour_enabled(1);
+    const auto verdict_style = [](ScanVerdict v) {
+      return v == ScanVerdict::clean ? Style::green : v == ScanVerdict::needs_code ? Style::yellow : Style::red;
+    };
     fmt::print("{}: {}, {} tensors, {} pickle(s): {}\n", r.path, r.format.empty() ? "unknown format" : r.format,
-               r.tensors, r.pickles.size(), scan_verdict_name(r.verdict));
+               r.tensors, r.pickles.size(),
+               styled(scan_verdict_name(r.verdict), verdict_style(r.verdict), colour));
     for (const auto& p : r.pickles) {
       std::uint64_t ops = 0;
       for (auto n : p.stats.opcodes) ops += n;
@@ -93,7 +99,8 @@ int run_scan(const ScanArgs& a) {
     for (const auto& c : r.code_records) fmt::print("code record (never read): {}\n", c);
     if (!r.findings.empty()) fmt::print("\n");
     for (const auto& f : r.findings)
-      fmt::print("{}: {}: {}{}\n", scan_verdict_name(f.severity), f.where, f.reason,
+      fmt::print("{}: {}: {}{}\n", styled(scan_verdict_name(f.severity), verdict_style(f.severity), colour), f.where,
+                 f.reason,
                  f.offset ? fmt::format(" (byte {})", *f.offset) : std::string());
   }
   if (fail)
@@ -111,6 +118,9 @@ Command add_scan(CLI::App& app) {
   sub->add_option("file", args->file, "checkpoint file, *.index.json or sharded directory")->required();
   sub->add_flag("--json", args->json, "print one JSON object (schema: docs/guide/8-cli.md)");
   sub->add_flag("--strict", args->strict, "exit 1 for needs_code too (classes Python would run, TorchScript code)");
+  sub->footer(
+      "Exit status: 0 clean or needs_code, 1 dangerous or malformed (or needs_code with --strict), 2 usage.\n"
+      "Examples:\n  torchport scan downloaded.pt\n  torchport scan ./llama-7b --json --strict");
   return {sub, [args] { return run_scan(*args); }};
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace torchport::cli {
 
@@ -10,5 +11,13 @@ namespace torchport::cli {
 std::string human_bytes(std::uint64_t n);
 /// "11,689,512".
 std::string grouped(std::uint64_t n);
+
+/// Terminal styles for human output.
+enum class Style { bold, dim, green, yellow, red };
+/// True when `fd` (1 or 2) is a terminal, `NO_COLOR` is unset or empty
+/// (https://no-color.org) and `TERM` is not "dumb".
+bool colour_enabled(int fd);
+/// `text` wrapped in the style's escape codes when `on`, else `text`.
+std::string styled(std::string_view text, Style style, bool on);
 
 }  // namespace torchport::cli

@@ -4,12 +4,20 @@
 // path and byte offset where they apply), 2 usage errors.
 
 #include <cstdio>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
+#include "format.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/version.hpp"
+
+namespace {
+std::string error_word() {
+  return torchport::cli::styled("error", torchport::cli::Style::red, torchport::cli::colour_enabled(2));
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"torchport: read PyTorch checkpoints safely, without Python or libtorch"};
@@ -32,10 +40,10 @@ int main(int argc, char** argv) {
       if (c.app->parsed()) return c.run();
     return 2;
   } catch (const torchport::Error& e) {
-    std::fprintf(stderr, "torchport: error: %s\n", e.what());
+    std::fprintf(stderr, "torchport: %s: %s\n", error_word().c_str(), e.what());
     return e.code() == torchport::ErrorCode::invalid_argument ? 2 : 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "torchport: error: %s\n", e.what());
+    std::fprintf(stderr, "torchport: %s: %s\n", error_word().c_str(), e.what());
     return 1;
   }
 }

@@ -1,0 +1,43 @@
+# bash completion for torchport. Installed to
+# share/bash-completion/completions/torchport; or source it from ~/.bashrc.
+_torchport() {
+  local cur prev sub i
+  COMPREPLY=()
+  cur=${COMP_WORDS[COMP_CWORD]}
+  prev=${COMP_WORDS[COMP_CWORD - 1]}
+  sub=
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    case ${COMP_WORDS[i]} in
+      inspect | load | convert | diff | scan) sub=${COMP_WORDS[i]}; break ;;
+    esac
+  done
+  if [[ -z $sub ]]; then
+    COMPREPLY=($(compgen -W "inspect load convert diff scan --help --version" -- "$cur"))
+    return
+  fi
+  local opts
+  case $sub in
+    inspect) opts="--json --tree --depth --top-level-key --help" ;;
+    load) opts="--mmap --help" ;;
+    convert) opts="--format --dtype --top-level-key --remap --include --exclude --max-shard-size --help" ;;
+    diff) opts="--atol --rtol --json --help" ;;
+    scan) opts="--json --strict --help" ;;
+  esac
+  case $prev in
+    --format)
+      COMPREPLY=($(compgen -W "safetensors pytorch" -- "$cur"))
+      return ;;
+    --dtype)
+      COMPREPLY=($(compgen -W "F16 BF16 F32 F64" -- "$cur"))
+      return ;;
+    --depth | --top-level-key | --remap | --include | --exclude | --max-shard-size | --atol | --rtol)
+      return ;;
+  esac
+  if [[ $cur == -* ]]; then
+    COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+  else
+    COMPREPLY=($(compgen -f -- "$cur"))
+    compopt -o filenames 2>/dev/null
+  fi
+}
+complete -F _torchport torchport
