@@ -81,9 +81,9 @@ def machine():
     return f"{model}, {os.cpu_count()} cores, {mem:.0f} GB RAM, Linux {platform.release()}"
 
 
-def convert_peak(torchport, src, dst):
+def convert_peak(torchport, src, dst, *extra):
     """Peak RSS of `torchport convert` (GNU time's maximum resident set)."""
-    out = subprocess.run(["/usr/bin/time", "-v", torchport, "convert", src, dst, "--max-shard-size", "2GB"],
+    out = subprocess.run(["/usr/bin/time", "-v", torchport, "convert", src, dst, *extra],
                          check=True, capture_output=True, text=True)
     kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", out.stderr).group(1))
     secs = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", out.stderr).group(1)
@@ -97,6 +97,7 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--skip-llama", action="store_true")
     ap.add_argument("--llama-params", type=float, default=3e9)
+    ap.add_argument("--skip-recorders", action="store_true")
     args = ap.parse_args()
     bin_dir = os.path.join(args.build, "bin")
     load_bench = os.path.join(bin_dir, "load_bench")
@@ -139,13 +140,34 @@ def main():
         add(f"{arch} (zip, f32)", "torchport owned", tool(load_bench, "owned", p(arch + ".pt"), runs))
         add(f"{arch} (zip, f32)", "torchport open only", tool(load_bench, "open", p(arch + ".pt"), runs))
 
+    # Our record formats: ResNet-152 saved (converted by the tool, one
+    # process per save) and loaded back (owned copies, and mapped where the
+    # format allows), with file sizes.
+    recorder_rows = []
+    if not args.skip_recorders:
+        rec_dir = p("records")
+        os.makedirs(rec_dir, exist_ok=True)
+        for ext, extra in (("safetensors", ()), ("mpk", ()), ("mpk.gz", ()), ("json", ()), ("json.gz", ()),
+                           ("tpb", ()), ("tpb.gz", ()), ("half.tpb", ("--dtype", "F16"))):
+            out = os.path.join(rec_dir, "resnet152." + ext)
+            saves = [convert_peak(torchport, rn, out, *extra) for _ in range(max(1, args.runs // 2))]
+            size = os.path.getsize(out)
+            owned = tool(load_bench, "owned", out, runs)
+            mapped = tool(load_bench, "mapped", out, runs)
+            recorder_rows.append({"format": ext, "size": size, "save": statistics.median(t for _, t in saves),
+                                  "save_peak": max(m for m, _ in saves), "owned": owned, "mapped": mapped})
+            print(f"recorder {ext:12s} {size / 1e6:8.1f} MB  save {recorder_rows[-1]['save']:7.3f} s "
+                  f"(peak {recorder_rows[-1]['save_peak'] / 1e6:6.0f} MB)  load owned {owned['median']:7.4f} s "
+                  f"({owned['peak'] / 1e6:6.0f} MB)  mapped {mapped['median']:7.4f} s ({mapped['peak'] / 1e6:6.0f} MB)",
+                  flush=True)
+
     if not args.skip_llama:
         llama = p("llama")
         shards = sorted(os.path.join(llama, f) for f in os.listdir(llama) if f.endswith(".bin"))
         st_dir = p("llama_st")
         if not os.path.exists(os.path.join(st_dir, "model.safetensors.index.json")):
             os.makedirs(st_dir, exist_ok=True)
-            peak, secs = convert_peak(torchport, llama, os.path.join(st_dir, "model.safetensors"))
+            peak, secs = convert_peak(torchport, llama, os.path.join(st_dir, "model.safetensors"), "--max-shard-size", "2GB")
             notes.append(f"`torchport convert` of the Llama-shaped .bin shards to safetensors shards: "
                          f"{secs:.1f} s, peak resident memory {peak / 1e6:.0f} MB")
         add("llama (bf16, .bin shards)", "torch.load (every shard)", torch_load(shards, max(1, args.runs // 2)))
@@ -192,6 +214,15 @@ def main():
         lines.append(f"| {r['workload']} | {r['method']} | {r['median']:.4f} | {gbps:.2f} | "
                      f"{r['peak'] / 1e6:.1f} | {ratio:.3f} |")
     lines += ["", "| ratio | value |", "|---|---:|"] + [f"| {n} | {v:.2f} |" for n, v in ratios]
+    if recorder_rows:
+        lines += ["", "ResNet-152 in each record format (save: `torchport convert` from the .pt, whole process, "
+                  "peak resident set; load: `open()` + materialise, peak above baseline):", "",
+                  "| format | file MB | save s | save peak MB | load owned s | owned peak MB | load mapped s | mapped peak MB |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in recorder_rows:
+            lines.append(f"| {r['format']} | {r['size'] / 1e6:.1f} | {r['save']:.3f} | {r['save_peak'] / 1e6:.0f} | "
+                         f"{r['owned']['median']:.4f} | {r['owned']['peak'] / 1e6:.1f} | "
+                         f"{r['mapped']['median']:.4f} | {r['mapped']['peak'] / 1e6:.1f} |")
     if notes:
         lines += [""] + notes
     with open(os.path.join(HERE, "results.md"), "w") as f:
