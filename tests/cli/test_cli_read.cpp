@@ -54,6 +54,11 @@ TEST(Cli, InspectTreeCountsEachSubtree) {
   // Not a terminal: no colour escapes.
   EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;
 
+  // A checkpoint without tensors: only the total.
+  std::string none;
+  ASSERT_EQ(run_command(tool() + " inspect --tree " + fixture("plain_protocol2.pkl").string(), &none), 0) << none;
+  EXPECT_NE(none.find("(all)"), std::string::npos) << none;
+
   std::string shallow;
   ASSERT_EQ(run_command(tool() + " inspect --tree --depth 1 " + fixture("checkpoint.pt").string(), &shallow), 0);
   EXPECT_NE(shallow.find("optimizer_state_dict"), std::string::npos) << shallow;

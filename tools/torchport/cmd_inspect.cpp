@@ -91,7 +91,7 @@ void print_tree(const TensorCatalog& cat, int max_depth) {
   const Node root = build_tree(cat);
   std::vector<TreeLine> lines;
   collect(root, "", 0, max_depth, lines);
-  std::size_t width = 4;
+  std::size_t width = 5;  // "(all)"
   for (const auto& l : lines) width = std::max(width, columns(l.label));
   fmt::print("\n{}{}  {:>14}  {:>10}\n", styled("(all)", Style::bold, colour), std::string(width - 5, ' '),
              grouped(root.params), human_bytes(root.bytes));
