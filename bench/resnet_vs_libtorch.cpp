@@ -42,7 +42,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -75,7 +77,8 @@ class Profiler {
     std::vector<std::pair<double, std::string>> rows;
     for (const auto& [k, s] : seconds_) rows.emplace_back(s, k);
     std::sort(rows.rbegin(), rows.rend());
-    for (const auto& [s, k] : rows) std::printf("  %-34s %8.2f ms  %5.1f%%\n", k.c_str(), s * 1e3, 100 * s / total);
+    for (const auto& [s, k] : rows)
+      std::printf("  %-34s %8.2f ms  %5.1f%%\n", k.c_str(), s * 1e3, 100 * s / total);
   }
 
  private:
@@ -88,7 +91,8 @@ std::string conv_kind(const torchport::nn::Conv2d& c) {
          std::to_string(c.stride.h);
 }
 
-torchport::Tensor profiled_forward(const resnet::ResNet& r, const torchport::Tensor& x, Profiler& p) {
+torchport::Tensor profiled_forward(const resnet::ResNet& r, const torchport::Tensor& x,
+                                   Profiler& p) {
   namespace nn = torchport::nn;
   using torchport::Tensor;
   const auto conv = [&](const nn::Conv2d& c, const Tensor& in) {
@@ -120,12 +124,17 @@ int main(int argc, char** argv) {
   bool profile = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--dir" && i + 1 < argc) dir = argv[++i];
-    else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
-    else if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
-    else if (a == "--profile") profile = true;
+    if (a == "--dir" && i + 1 < argc)
+      dir = argv[++i];
+    else if (a == "--threads" && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (a == "--runs" && i + 1 < argc)
+      runs = std::atoi(argv[++i]);
+    else if (a == "--profile")
+      profile = true;
     else {
-      std::fprintf(stderr, "usage: resnet_vs_libtorch [--dir D] [--threads N] [--runs R] [--profile]\n");
+      std::fprintf(stderr,
+                   "usage: resnet_vs_libtorch [--dir D] [--threads N] [--runs R] [--profile]\n");
       return 2;
     }
   }
@@ -138,14 +147,17 @@ int main(int argc, char** argv) {
     at::set_num_threads(threads);
 
     resnet::ResNet net = resnet::ResNet::make("resnet50");
-    torchport::load(net, dir + "/resnet50.pt", torchport::LoadArgs{}.residence(torchport::Residence::owned));
+    torchport::load(net, dir + "/resnet50.pt",
+                    torchport::LoadArgs{}.residence(torchport::Residence::owned));
     torch::jit::Module scripted = torch::jit::load(dir + "/resnet50.ts");
     scripted.eval();
     torch::jit::Module optimized = torch::jit::optimize_for_inference(scripted);
 
     const std::vector<float> values = pseudo_random(3 * 224 * 224);
-    const torchport::Tensor x = torchport::Tensor::from(std::span<const float>(values), {1, 3, 224, 224});
-    const at::Tensor xt = torch::from_blob(const_cast<float*>(values.data()), {1, 3, 224, 224}).clone();
+    const torchport::Tensor x =
+        torchport::Tensor::from(std::span<const float>(values), {1, 3, 224, 224});
+    const at::Tensor xt =
+        torch::from_blob(const_cast<float*>(values.data()), {1, 3, 224, 224}).clone();
     c10::InferenceMode guard;
     const auto run_ours = [&] { return net.forward(x); };
     const auto run_script = [&] { return scripted.forward({xt}).toTensor(); };
@@ -164,8 +176,8 @@ int main(int argc, char** argv) {
       scale = std::max(scale, static_cast<double>(std::fabs(t[i])));
     }
     std::printf("resnet50, batch 1, 3x224x224, %d thread(s), median of %d runs\n", threads, runs);
-    std::printf("logits: max|torchport - libtorch| = %.2e (optimized: %.2e), max|logits| = %.2e\n", err, err_opt,
-                scale);
+    std::printf("logits: max|torchport - libtorch| = %.2e (optimized: %.2e), max|logits| = %.2e\n",
+                err, err_opt, scale);
     if (!(err <= 1e-4 * scale) || !(err_opt <= 1e-4 * scale)) {
       std::fprintf(stderr, "resnet_vs_libtorch: the forward passes disagree\n");
       return 1;
@@ -186,10 +198,10 @@ int main(int argc, char** argv) {
     }
     const double m_ours = median(t_ours), m_script = median(t_script), m_opt = median(t_opt);
     std::printf("torchport                               %8.1f ms\n", m_ours * 1e3);
-    std::printf("libtorch (TorchScript, as loaded)       %8.1f ms   torchport / libtorch = %.2f\n", m_script * 1e3,
-                m_ours / m_script);
-    std::printf("libtorch (optimize_for_inference)       %8.1f ms   torchport / libtorch = %.2f\n", m_opt * 1e3,
-                m_ours / m_opt);
+    std::printf("libtorch (TorchScript, as loaded)       %8.1f ms   torchport / libtorch = %.2f\n",
+                m_script * 1e3, m_ours / m_script);
+    std::printf("libtorch (optimize_for_inference)       %8.1f ms   torchport / libtorch = %.2f\n",
+                m_opt * 1e3, m_ours / m_opt);
 
     if (profile) {
       Profiler p;

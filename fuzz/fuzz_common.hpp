@@ -51,7 +51,8 @@ inline void exercise(const TensorCatalog& cat) {
   for (const auto& t : owned.tensors()) {
     const Tensor c = t.tensor.contiguous();
     const auto b = c.bytes();
-    if (!b.empty()) sink = sink ^ static_cast<std::uint8_t>(b.front()) ^ static_cast<std::uint8_t>(b.back());
+    if (!b.empty())
+      sink = sink ^ static_cast<std::uint8_t>(b.front()) ^ static_cast<std::uint8_t>(b.back());
   }
   (void)cat.values();
   (void)to_json(cat.root());

@@ -7,8 +7,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace torchport;
   const Source src = Source::borrow(fuzz::as_bytes(data, size), "fuzz.bin");
-  static const char* const kFormats[] = {"",           "pytorch-zip", "pytorch-legacy", "pytorch-tar",
-                                         "safetensors", "torchport"};
+  static const char* const kFormats[] = {
+      "", "pytorch-zip", "pytorch-legacy", "pytorch-tar", "safetensors", "torchport"};
   for (const char* format : kFormats) {
     OpenOptions o = fuzz::small_options();
     o.format = format;

@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     ByteReader r(bytes, "fuzz.pkl");
     auto storages = [](const Value& pid, std::uint64_t) -> Value {
       const formats::StorageRef ref = formats::parse_storage_ref(pid);
-      if (ref.nbytes > (64u << 10)) throw Error(ErrorCode::limit_exceeded, "fuzz: storage too large");
+      if (ref.nbytes > (64u << 10))
+        throw Error(ErrorCode::limit_exceeded, "fuzz: storage too large");
       auto st = Storage::allocate(ref.nbytes);
       auto b = st->mutable_bytes();
       for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::byte>(i);

@@ -17,6 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     opened = false;
   }
   // A file open() refuses is never clean (nor merely needs_code).
-  if (!opened && r.verdict != ScanVerdict::dangerous && r.verdict != ScanVerdict::malformed) __builtin_trap();
+  if (!opened && r.verdict != ScanVerdict::dangerous && r.verdict != ScanVerdict::malformed)
+    __builtin_trap();
   return 0;
 }

@@ -21,13 +21,15 @@ const std::string kShardA = [] {
       R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"y":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})";
   std::string out(8, '\0');
   const std::uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out + header + std::string(16, '\x01');
 }();
 
 fs::path dir() {
   static const fs::path d = [] {
-    fs::path p = fs::temp_directory_path() / ("torchport-fuzz-sharded-" + std::to_string(::getpid()));
+    fs::path p =
+        fs::temp_directory_path() / ("torchport-fuzz-sharded-" + std::to_string(::getpid()));
     fs::create_directories(p);
     std::ofstream(p / "a.safetensors", std::ios::binary) << kShardA;
     return p;

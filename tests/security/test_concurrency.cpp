@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -20,7 +21,8 @@ using Digest = std::map<std::string, std::string>;  // name -> dtype, shape and 
 
 Digest digest(const TensorCatalog& cat) {
   Digest d;
-  for (const auto& t : cat.tensors()) d[t.name] = t.tensor.description() + " " + tensor_sha256(t.tensor);
+  for (const auto& t : cat.tensors())
+    d[t.name] = t.tensor.description() + " " + tensor_sha256(t.tensor);
   return d;
 }
 
@@ -28,27 +30,35 @@ constexpr int kThreads = 8;
 const char* const kFiles[] = {"checkpoint.pt", "deflated.pt", "big_endian.pt", "legacy.pt",
                               "tar.pt",        "views.pt",    "torchscript.pt"};
 
+// Runs `work(k)` on threads k = 0..7 at once and expects each to return
+// `expected` without throwing.
+void expect_all_threads(const char* name, const Digest& expected,
+                        const std::function<Digest(int)>& work) {
+  std::vector<Digest> got(kThreads);
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < kThreads; ++k)
+    threads.emplace_back([&, k] {
+      try {
+        got[static_cast<std::size_t>(k)] = work(k);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(k)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int k = 0; k < kThreads; ++k) {
+    EXPECT_EQ(errors[static_cast<std::size_t>(k)], "") << name;
+    EXPECT_EQ(got[static_cast<std::size_t>(k)], expected) << name << " thread " << k;
+  }
+}
+
 TEST(Concurrency, EightThreadsOpenAndLoad) {
   for (const char* name : kFiles) {
     const Digest expected = digest(materialize(open(fixture(name)), Residence::owned));
     ASSERT_FALSE(expected.empty()) << name;
-    std::vector<Digest> got(kThreads);
-    std::vector<std::string> errors(kThreads);
-    std::vector<std::thread> threads;
-    for (int k = 0; k < kThreads; ++k)
-      threads.emplace_back([&, k] {
-        try {
-          const Residence r = k % 2 ? Residence::owned : Residence::mapped;
-          got[static_cast<std::size_t>(k)] = digest(materialize(open(fixture(name)), r));
-        } catch (const std::exception& e) {
-          errors[static_cast<std::size_t>(k)] = e.what();
-        }
-      });
-    for (auto& t : threads) t.join();
-    for (int k = 0; k < kThreads; ++k) {
-      EXPECT_EQ(errors[static_cast<std::size_t>(k)], "") << name;
-      EXPECT_EQ(got[static_cast<std::size_t>(k)], expected) << name << " thread " << k;
-    }
+    expect_all_threads(name, expected, [&](int k) {
+      return digest(materialize(open(fixture(name)), k % 2 ? Residence::owned : Residence::mapped));
+    });
   }
 }
 
@@ -56,22 +66,9 @@ TEST(Concurrency, EightThreadsShareOneLazyCatalogue) {
   for (const char* name : kFiles) {
     const Digest expected = digest(materialize(open(fixture(name)), Residence::owned));
     const TensorCatalog shared = open(fixture(name));  // lazy: deferred storages not made yet
-    std::vector<Digest> got(kThreads);
-    std::vector<std::string> errors(kThreads);
-    std::vector<std::thread> threads;
-    for (int k = 0; k < kThreads; ++k)
-      threads.emplace_back([&, k] {
-        try {
-          got[static_cast<std::size_t>(k)] = k % 2 ? digest(shared) : digest(materialize(shared, Residence::owned));
-        } catch (const std::exception& e) {
-          errors[static_cast<std::size_t>(k)] = e.what();
-        }
-      });
-    for (auto& t : threads) t.join();
-    for (int k = 0; k < kThreads; ++k) {
-      EXPECT_EQ(errors[static_cast<std::size_t>(k)], "") << name;
-      EXPECT_EQ(got[static_cast<std::size_t>(k)], expected) << name << " thread " << k;
-    }
+    expect_all_threads(name, expected, [&](int k) {
+      return k % 2 ? digest(shared) : digest(materialize(shared, Residence::owned));
+    });
   }
 }
 

@@ -25,9 +25,9 @@ enum class DType : std::uint8_t {
   BF16,
   F32,
   F64,
-  C32,  ///< complex32 (two f16), torch.complex32 / chalf
-  C64,  ///< complex64 (two f32)
-  C128, ///< complex128 (two f64)
+  C32,   ///< complex32 (two f16), torch.complex32 / chalf
+  C64,   ///< complex64 (two f32)
+  C128,  ///< complex128 (two f64)
   F8_E4M3,
   F8_E5M2,
   F8_E4M3FNUZ,
@@ -58,9 +58,9 @@ std::optional<DType> dtype_from_torch_name(std::string_view name) noexcept;
 /// Maps a typed storage class name (`FloatStorage`, `BFloat16Storage`) to its DType.
 std::optional<DType> dtype_from_storage_class(std::string_view name) noexcept;
 
-bool is_floating(DType d) noexcept;  ///< F16, BF16, F32, F64 and the F8 kinds
-bool is_complex(DType d) noexcept;   ///< C32, C64, C128
-bool is_integer(DType d) noexcept;   ///< signed and unsigned integers, not BOOL
+bool is_floating(DType d) noexcept;        ///< F16, BF16, F32, F64 and the F8 kinds
+bool is_complex(DType d) noexcept;         ///< C32, C64, C128
+bool is_integer(DType d) noexcept;         ///< signed and unsigned integers, not BOOL
 bool is_signed_integer(DType d) noexcept;  ///< I8, I16, I32, I64
 
 }  // namespace torchport

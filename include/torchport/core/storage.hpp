@@ -49,7 +49,8 @@ class Storage {
   /// Read-only bytes that `owner` keeps alive (e.g. a mapped file).
   /// `file`, when given, is the file mapping the bytes lie in: copies then
   /// read the file, and `release_pages()` may drop resident pages.
-  static std::shared_ptr<Storage> borrow(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
+  static std::shared_ptr<Storage> borrow(std::span<const std::byte> bytes,
+                                         std::shared_ptr<const void> owner,
                                          std::shared_ptr<const FileBacking> file = nullptr);
   /// Writable bytes that `owner` keeps alive (e.g. a slice of an arena).
   static std::shared_ptr<Storage> borrow_mutable(std::span<std::byte> bytes,
@@ -62,7 +63,8 @@ class Storage {
   /// first `bytes()`. `read_into` copies straight from `raw` (with `pread`
   /// when `file`, the mapping `raw` lies in, is given) and never makes it,
   /// so a load that copies the storage somewhere reads its bytes once.
-  static std::shared_ptr<Storage> deferred_copy(std::span<const std::byte> raw, std::shared_ptr<const void> owner,
+  static std::shared_ptr<Storage> deferred_copy(std::span<const std::byte> raw,
+                                                std::shared_ptr<const void> owner,
                                                 std::shared_ptr<const FileBacking> file = nullptr);
 
   Storage(const Storage&) = delete;

@@ -3,8 +3,8 @@
 /// `Tensor`: a typed, strided view of a `Storage`.
 
 #include <complex>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <memory>
 #include <span>
@@ -24,22 +24,38 @@ using Shape = std::vector<std::int64_t>;
 /// The dtype of a C++ element type (`float` -> F32, `Half` -> F16, ...).
 template <class T>
 constexpr DType dtype_of() noexcept {
-  if constexpr (std::is_same_v<T, bool>) return DType::BOOL;
-  else if constexpr (std::is_same_v<T, std::uint8_t>) return DType::U8;
-  else if constexpr (std::is_same_v<T, std::int8_t>) return DType::I8;
-  else if constexpr (std::is_same_v<T, std::int16_t>) return DType::I16;
-  else if constexpr (std::is_same_v<T, std::uint16_t>) return DType::U16;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return DType::I32;
-  else if constexpr (std::is_same_v<T, std::uint32_t>) return DType::U32;
-  else if constexpr (std::is_same_v<T, std::int64_t>) return DType::I64;
-  else if constexpr (std::is_same_v<T, std::uint64_t>) return DType::U64;
-  else if constexpr (std::is_same_v<T, Half>) return DType::F16;
-  else if constexpr (std::is_same_v<T, BFloat16>) return DType::BF16;
-  else if constexpr (std::is_same_v<T, float>) return DType::F32;
-  else if constexpr (std::is_same_v<T, double>) return DType::F64;
-  else if constexpr (std::is_same_v<T, std::complex<float>>) return DType::C64;
-  else if constexpr (std::is_same_v<T, std::complex<double>>) return DType::C128;
-  else static_assert(sizeof(T) == 0, "no torchport dtype for this type");
+  if constexpr (std::is_same_v<T, bool>)
+    return DType::BOOL;
+  else if constexpr (std::is_same_v<T, std::uint8_t>)
+    return DType::U8;
+  else if constexpr (std::is_same_v<T, std::int8_t>)
+    return DType::I8;
+  else if constexpr (std::is_same_v<T, std::int16_t>)
+    return DType::I16;
+  else if constexpr (std::is_same_v<T, std::uint16_t>)
+    return DType::U16;
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return DType::I32;
+  else if constexpr (std::is_same_v<T, std::uint32_t>)
+    return DType::U32;
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return DType::I64;
+  else if constexpr (std::is_same_v<T, std::uint64_t>)
+    return DType::U64;
+  else if constexpr (std::is_same_v<T, Half>)
+    return DType::F16;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return DType::BF16;
+  else if constexpr (std::is_same_v<T, float>)
+    return DType::F32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::F64;
+  else if constexpr (std::is_same_v<T, std::complex<float>>)
+    return DType::C64;
+  else if constexpr (std::is_same_v<T, std::complex<double>>)
+    return DType::C128;
+  else
+    static_assert(sizeof(T) == 0, "no torchport dtype for this type");
 }
 
 /// Product of sizes. \throws Error(corrupt) on a negative size or overflow.
@@ -91,9 +107,9 @@ class Tensor {
 
   /// False for a default-constructed tensor (no storage).
   bool defined() const noexcept { return storage_ != nullptr; }
-  DType dtype() const noexcept { return dtype_; }                 ///< the element type
-  const Shape& shape() const noexcept { return shape_; }          ///< sizes, one per dimension
-  const Shape& strides() const noexcept { return strides_; }      ///< strides, in elements
+  DType dtype() const noexcept { return dtype_; }             ///< the element type
+  const Shape& shape() const noexcept { return shape_; }      ///< sizes, one per dimension
+  const Shape& strides() const noexcept { return strides_; }  ///< strides, in elements
   /// Index of the first element in the storage, in elements.
   std::int64_t storage_offset() const noexcept { return offset_; }
   /// Number of dimensions (0 for a scalar).

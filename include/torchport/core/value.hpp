@@ -58,7 +58,7 @@ class Value {
     Object,
     Tensor,
   };
-  using Items = std::vector<Value>;                   ///< the items of a list, tuple or set
+  using Items = std::vector<Value>;                    ///< the items of a list, tuple or set
   using Pairs = std::vector<std::pair<Value, Value>>;  ///< a dict's (key, value) pairs, in order
 
   Value() = default;  ///< None
@@ -67,29 +67,29 @@ class Value {
   /// One per kind. The container factories seal the values they are given
   /// (see `seal()`).
   ///@{
-  static Value boolean(bool b);                    ///< a Bool
-  static Value integer(std::int64_t i);            ///< an Int
+  static Value boolean(bool b);          ///< a Bool
+  static Value integer(std::int64_t i);  ///< an Int
   /// A BigInt from its little-endian two's complement bytes (an integer wider than int64).
   static Value big_integer(std::string le_bytes);
-  static Value real(double d);                     ///< a Float
-  static Value complex(double re, double im);      ///< a Complex: real and imaginary parts
-  static Value str(std::string s);                 ///< a Str (UTF-8)
-  static Value bytes(std::string b);               ///< a Bytes, raw
-  static Value list(Items items = {});             ///< a List of `items`
-  static Value tuple(Items items = {});            ///< a Tuple of `items`
-  static Value dict(Pairs pairs = {});             ///< a Dict; a repeated key keeps the last value
-  static Value set(Items items = {});              ///< a Set of `items`, in the order given
+  static Value real(double d);                 ///< a Float
+  static Value complex(double re, double im);  ///< a Complex: real and imaginary parts
+  static Value str(std::string s);             ///< a Str (UTF-8)
+  static Value bytes(std::string b);           ///< a Bytes, raw
+  static Value list(Items items = {});         ///< a List of `items`
+  static Value tuple(Items items = {});        ///< a Tuple of `items`
+  static Value dict(Pairs pairs = {});         ///< a Dict; a repeated key keeps the last value
+  static Value set(Items items = {});          ///< a Set of `items`, in the order given
   /// A Global reference to `module.name`, never resolved.
   static Value global(std::string module, std::string name);
   /// An Object of class `cls` made with `args` (a tuple), without state;
   /// `offset` is the byte offset of the opcode that made it, for messages.
   static Value object(Global cls, Value args, std::uint64_t offset = 0);
-  static Value tensor(Tensor t);                   ///< a Tensor
+  static Value tensor(Tensor t);  ///< a Tensor
   ///@}
 
-  Kind kind() const noexcept { return kind_; }                ///< what this value holds
+  Kind kind() const noexcept { return kind_; }                   ///< what this value holds
   bool is_none() const noexcept { return kind_ == Kind::None; }  ///< `kind() == Kind::None`
-  bool is(Kind k) const noexcept { return kind_ == k; }       ///< `kind() == k`
+  bool is(Kind k) const noexcept { return kind_ == k; }          ///< `kind() == k`
   /// True for List, Tuple, Dict, Set and Object.
   bool is_container() const noexcept;
   /// "int", "dict", "tensor", ... (Python's names where there is one).
@@ -100,17 +100,17 @@ class Value {
   /// \name Accessors
   /// Each throws Error(corrupt) naming the expected and actual kind.
   ///@{
-  bool as_bool() const;                  ///< Bool
-  std::int64_t as_int() const;           ///< Int, or Bool as 0/1
-  double as_float() const;  ///< Float, or Int/Bool widened
+  bool as_bool() const;                          ///< Bool
+  std::int64_t as_int() const;                   ///< Int, or Bool as 0/1
+  double as_float() const;                       ///< Float, or Int/Bool widened
   std::pair<double, double> as_complex() const;  ///< Complex, as (real, imaginary)
-  const std::string& as_str() const;     ///< Str
-  const std::string& as_bytes() const;  ///< Bytes (or BigInt's raw bytes)
-  const Items& items() const;            ///< List, Tuple or Set
-  const Pairs& pairs() const;            ///< Dict
-  const Global& as_global() const;       ///< Global
-  const Object& as_object() const;       ///< Object
-  const Tensor& as_tensor() const;       ///< Tensor
+  const std::string& as_str() const;             ///< Str
+  const std::string& as_bytes() const;           ///< Bytes (or BigInt's raw bytes)
+  const Items& items() const;                    ///< List, Tuple or Set
+  const Pairs& pairs() const;                    ///< Dict
+  const Global& as_global() const;               ///< Global
+  const Object& as_object() const;               ///< Object
+  const Tensor& as_tensor() const;               ///< Tensor
   ///@}
 
   /// Dict lookup by string key; nullptr when absent or not a dict.
@@ -120,9 +120,9 @@ class Value {
 
   // Building (used by readers). Each throws Error(corrupt) when this value is
   // not the right container or is sealed, and seals what it inserts.
-  void append(Value item);                ///< List, Set
-  void insert(Value key, Value value);    ///< Dict (a repeated key replaces the value, as in Python)
-  void set_state(Value state);            ///< Object (BUILD)
+  void append(Value item);              ///< List, Set
+  void insert(Value key, Value value);  ///< Dict (a repeated key replaces the value, as in Python)
+  void set_state(Value state);          ///< Object (BUILD)
   /// Makes room for `n` items or pairs in a list, tuple, set or dict (a
   /// hint: does nothing for other values or sealed containers).
   void reserve(std::size_t n);
