@@ -221,6 +221,8 @@ ParsedRecord read_json(const Source& source, const Limits& limits) {
                               reinterpret_cast<const char*>(b.data()) + b.size(), depth_guard);
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(ErrorCode::corrupt, std::string("invalid JSON: ") + e.what(), {}, e.byte, source.name());
+  } catch (const nlohmann::json::exception& e) {  // a number out of range, ...
+    throw Error(ErrorCode::corrupt, std::string("invalid JSON: ") + e.what(), {}, std::nullopt, source.name());
   }
   std::uint64_t nodes = 0;
   try {

@@ -225,6 +225,11 @@ TEST(Recorders, DamagedFilesAreRefused) {
   std::vector<std::byte> edited(text.size());
   std::memcpy(edited.data(), text.data(), text.size());
   expect_error([&] { load_from_bytes(back, edited); }, ErrorCode::corrupt, "outside base64");
+  // A number JSON cannot hold (found by fuzz_record: it escaped as a library exception).
+  const std::string huge = "{\"format\": \"torchport-json\", \"version\": 5E555555527777342048}";
+  std::vector<std::byte> overflow(huge.size());
+  std::memcpy(overflow.data(), huge.data(), huge.size());
+  expect_error([&] { load_from_bytes(back, overflow); }, ErrorCode::corrupt, "number overflow");
 }
 
 TEST(Recorders, WritesAreAtomic) {
