@@ -16,6 +16,7 @@ std::string_view error_code_name(ErrorCode code) noexcept {
     case ErrorCode::shape_mismatch: return "shape_mismatch";
     case ErrorCode::dtype_mismatch: return "dtype_mismatch";
     case ErrorCode::invalid_argument: return "invalid_argument";
+    case ErrorCode::ambiguous: return "ambiguous";
   }
   return "unknown";
 }

@@ -24,6 +24,7 @@ enum class ErrorCode {
   shape_mismatch,    ///< a tensor's shape differs from the one expected
   dtype_mismatch,    ///< a value cannot be converted to the dtype expected
   invalid_argument,  ///< the caller's argument is wrong (bad regex, bad dtype name)
+  ambiguous,         ///< torch's readers and ours could read the input differently: refused
 };
 
 /// Lower-case name of a code ("truncated", "unsafe_global").
