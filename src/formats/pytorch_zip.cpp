@@ -38,50 +38,51 @@ class StorageResolver {
 
   Value operator()(const Value& pid, std::uint64_t) {
     const StorageRef ref = parse_storage_ref(pid);
-    auto it = cache_.find(ref.key);
-    if (it == cache_.end()) {
-      name_.resize(dir_len_);
-      name_ += ref.key;
-      const std::string& name = name_;
-      const ZipEntry* e = a_->zip.find(name);
-      if (e == nullptr)
-        throw Error(ErrorCode::corrupt,
-                    "the pickle refers to storage '" + ref.key + "' but the archive has no record '" +
-                        name + "'; truncated or corrupt archive?");
-      std::shared_ptr<Storage> st;
-      if (e->method == 0) {
-        st = record_storage(a_->zip.source(), e->data_offset, e->size, ref.dtype, a_->big_endian);
-      } else {
-        auto archive = a_;
-        const ZipEntry entry = *e;
-        const DType dtype = ref.dtype;
-        st = Storage::deferred(e->size, [archive, entry, dtype] {
-          const Source inflated = archive->zip.read(entry);
-          auto s = record_storage(inflated, 0, inflated.size(), dtype, archive->big_endian);
-          s->bytes();
-          return s;
-        });
-      }
-      it = cache_.emplace(ref.key, std::make_pair(e, std::move(st))).first;
-    }
-    const ZipEntry* e = it->second.first;
+    // As torch's persistent_load (loaded_storages): the first reference to
+    // a key builds its typed storage; later ones get that same storage,
+    // whatever dtype and size they declare.
+    if (auto it = cache_.find(ref.key); it != cache_.end()) return it->second;
+    name_.resize(dir_len_);
+    name_ += ref.key;
+    const std::string& name = name_;
+    const ZipEntry* e = a_->zip.find(name);
+    if (e == nullptr)
+      throw Error(ErrorCode::corrupt, "the pickle refers to storage '" + ref.key +
+                                          "' but the archive has no record '" + name +
+                                          "'; truncated or corrupt archive?");
     // The record must hold exactly what the pickle declares: a storage
     // declared larger than its record is how CVE-2026-24747 corrupted memory.
     if (e->size != ref.nbytes)
       throw Error(ErrorCode::corrupt,
                   "storage '" + ref.key + "' is declared as " + std::to_string(ref.numel) + " " +
-                      std::string(dtype_name(ref.dtype)) + " elements (" + std::to_string(ref.nbytes) +
-                      " bytes) but record '" + e->name + "' has " + std::to_string(e->size) +
-                      " bytes; truncated or tampered file?",
+                      std::string(dtype_name(ref.dtype)) + " elements (" +
+                      std::to_string(ref.nbytes) + " bytes) but record '" + e->name + "' has " +
+                      std::to_string(e->size) + " bytes; truncated or tampered file?",
                   {}, e->data_offset);
-    return storage_value(ref.dtype, ref.numel, it->second.second);
+    std::shared_ptr<Storage> st;
+    if (e->method == 0) {
+      st = record_storage(a_->zip.source(), e->data_offset, e->size, ref.dtype, a_->big_endian);
+    } else {
+      auto archive = a_;
+      const ZipEntry entry = *e;
+      const DType dtype = ref.dtype;
+      st = Storage::deferred(e->size, [archive, entry, dtype] {
+        const Source inflated = archive->zip.read(entry);
+        auto s = record_storage(inflated, 0, inflated.size(), dtype, archive->big_endian);
+        s->bytes();
+        return s;
+      });
+    }
+    return cache_.emplace(ref.key, storage_value(ref.dtype, ref.numel, std::move(st)))
+        .first->second;
   }
 
  private:
   std::shared_ptr<const Archive> a_;
   std::string name_;  // "<archive>/<dir>", then the record's name
   std::size_t dir_len_;
-  std::unordered_map<std::string, std::pair<const ZipEntry*, std::shared_ptr<Storage>>> cache_;
+  // key -> the typed storage its first reference built
+  std::unordered_map<std::string, Value> cache_;
 };
 
 Value read_pickle(const std::shared_ptr<const Archive>& a, const ZipEntry& entry,
