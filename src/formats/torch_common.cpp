@@ -50,12 +50,12 @@ std::uint64_t count_of(const Value& v, const char* what) {
 
 StorageRef parse_storage_ref(const Value& pid) {
   if (pid.is(Value::Kind::Str))
-    throw Error(
-        ErrorCode::unsupported,
-        "the storage reference is text (" + pid.repr(1).substr(0, 60) +
-            "...): the file was saved with pickle protocol 0, which turns torch's persistent ids "
-            "into "
-            "strings; torch.load cannot read such files either (it fails with an AssertionError)");
+    throw Error(ErrorCode::unsupported,
+                "the storage reference \"" + pid.as_str().substr(0, 48) +
+                    "...\" is text: the file was saved with pickle protocol 0, which turns torch's "
+                    "persistent ids into strings; torch.load cannot read such files either (it "
+                    "fails with an "
+                    "AssertionError)");
   if (!pid.is(Value::Kind::Tuple) || pid.size() < 5 || pid.size() > 6)
     throw Error(ErrorCode::corrupt, "persistent id " + pid.repr(6) +
                                         " is not a ('storage', type, key, location, numel) tuple");
@@ -439,8 +439,13 @@ Tensor set_state(const Tensor& target, const Value& target_value, const Value& s
                                           std::string(dtype_name(target.dtype())) +
                                           " tensor over a " + std::string(dtype_name(st.dtype())) +
                                           " storage, which torch's set_ refuses");
-    return Tensor(target.dtype(), int_list(s[2], "size"), int_list(s[3], "stride"),
-                  int_arg(s[1], "storage offset"), st.storage());
+    try {
+      return Tensor(target.dtype(), int_list(s[2], "size"), int_list(s[3], "stride"),
+                    int_arg(s[1], "storage offset"), st.storage());
+    } catch (const Error& e) {
+      throw Error(e.code(),
+                  "BUILD re-views the tensor (Tensor.__setstate__, set_): " + e.message());
+    }
   }
   if (s.size() == 5) {
     if (!s[0].is(Value::Kind::Tensor) || (storages != nullptr && storages->contains(s[0])))
