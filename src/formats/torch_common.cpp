@@ -54,8 +54,7 @@ StorageRef parse_storage_ref(const Value& pid) {
                 "the storage reference \"" + pid.as_str().substr(0, 48) +
                     "...\" is text: the file was saved with pickle protocol 0, which turns torch's "
                     "persistent ids into strings; torch.load cannot read such files either (it "
-                    "fails with an "
-                    "AssertionError)");
+                    "fails with an AssertionError)");
   if (!pid.is(Value::Kind::Tuple) || pid.size() < 5 || pid.size() > 6)
     throw Error(ErrorCode::corrupt, "persistent id " + pid.repr(6) +
                                         " is not a ('storage', type, key, location, numel) tuple");
