@@ -586,7 +586,14 @@ Value run_torch_pickle(ByteReader& reader, const OpenOptions& options,
   if (persistent)
     load = [&](const Value& pid, std::uint64_t offset) {
       Value v = persistent(pid, offset);
-      if (v.is(Value::Kind::Tensor)) storages.add(v);
+      // A storage is what storage_value() makes: the whole storage as one
+      // dense row. (The tar format's persistent ids also name tensors.)
+      if (v.is(Value::Kind::Tensor)) {
+        const Tensor& t = v.as_tensor();
+        if (t.dim() == 1 && t.storage_offset() == 0 && t.strides()[0] == 1 &&
+            t.nbytes() == t.storage()->nbytes())
+          storages.add(v);
+      }
       return v;
     };
   TensorCalls calls(&storages);
