@@ -48,8 +48,9 @@ bool is_ascii(std::string_view s) {
 }
 
 // Well-formed UTF-8 (no overlong forms, surrogates or code points past
-// U+10FFFF), as Python's strict decoder requires.
-bool is_utf8(std::string_view s) {
+// U+10FFFF), as Python's strict decoder requires; with `surrogates`,
+// encoded surrogates pass (the "surrogatepass" error handler).
+bool is_utf8(std::string_view s, bool surrogates = false) {
   for (std::size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
     std::size_t n;
@@ -72,7 +73,7 @@ bool is_utf8(std::string_view s) {
       if ((d & 0xc0u) != 0x80u) return false;
       cp = (cp << 6) | (d & 0x3fu);
     }
-    if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+    if ((n == 2 && (cp < 0x800 || (!surrogates && cp >= 0xd800 && cp <= 0xdfff))) ||
         (n == 3 && (cp < 0x10000 || cp > 0x10ffff)))
       return false;
     i += n + 1;
@@ -323,6 +324,15 @@ class Machine {
       if (std::isinf(d)) fail(ErrorCode::corrupt, "FLOAT '" + shown + "' is too large for a double");
     }
     return d;
+  }
+
+  // A str (BINUNICODE and its short and long forms): UTF-8, decoded by
+  // Python with "surrogatepass" (encoded surrogates pass, other bytes that
+  // are not UTF-8 are an error).
+  Value py3_str(std::string s, const char* what) {
+    if (!is_utf8(s, true))
+      fail(ErrorCode::corrupt, std::string(what) + " holds bytes that are not UTF-8");
+    return Value::str(std::move(s));
   }
 
   // A Python 2 string (STRING, BINSTRING, SHORT_BINSTRING): torch.load
@@ -803,7 +813,10 @@ Value Machine::run() {
       case BININT1: push(Value::integer(r_.u8("BININT1"))); break;
       case BININT2: push(Value::integer(r_.u16("BININT2"))); break;
       case INT: {
-        push(py_int(r_.line("INT")));
+        const std::string_view line = r_.line("INT");
+        if (line.empty())
+          fail(ErrorCode::corrupt, "INT without digits");  // _pickle.c: bad_readline
+        push(py_int(line));
         break;
       }
       case LONG: {
@@ -829,9 +842,15 @@ Value Machine::run() {
         break;
       case BINFLOAT: push(Value::real(r_.f64_be("BINFLOAT"))); break;
       // --- strings and bytes ---
-      case SHORT_BINUNICODE: push(Value::str(read_string(r_.u8("length"), "SHORT_BINUNICODE"))); break;
-      case BINUNICODE: push(Value::str(read_string(r_.u32("length"), "BINUNICODE"))); break;
-      case BINUNICODE8: push(Value::str(read_string(r_.u64("length"), "BINUNICODE8"))); break;
+      case SHORT_BINUNICODE:
+        push(py3_str(read_string(r_.u8("length"), "SHORT_BINUNICODE"), "SHORT_BINUNICODE"));
+        break;
+      case BINUNICODE:
+        push(py3_str(read_string(r_.u32("length"), "BINUNICODE"), "BINUNICODE"));
+        break;
+      case BINUNICODE8:
+        push(py3_str(read_string(r_.u64("length"), "BINUNICODE8"), "BINUNICODE8"));
+        break;
       case SHORT_BINSTRING:
         push(py2_str(read_string(r_.u8("length"), "SHORT_BINSTRING"), "SHORT_BINSTRING"));
         break;
