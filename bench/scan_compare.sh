@@ -11,8 +11,9 @@
 #     their test samples are the malicious corpus;
 #   for modelscan, Debian's python3-click, python3-rich and python3-tomlkit.
 # Every scanner runs from its source with /usr/bin/python3 (PYTHONPATH), on
-# one file at a time, with a 60 s timeout. None of them unpickles: they read
-# opcodes. Never point torch.load or pickle.load at this corpus.
+# every file of the corpus (torchport: one process per file, 60 s each). None
+# of them unpickles: they read opcodes. Never point torch.load or
+# pickle.load at this corpus.
 #
 # Output: one TSV line per file (label, source, file, then each scanner's
 # result: 1 detected, 0 passed, E error or not run) in $OUT, and the summary
@@ -58,57 +59,61 @@ for f in "$HERE"/tests/fixtures/*.pt "$HERE"/tests/fixtures/*.pkl; do
 done
 
 # --- the scanners ---------------------------------------------------------------
-run() {  # prints 1 (detected), 0 (passed) or E
-  local rc
-  timeout 60 "$@" >/dev/null 2>&1
-  rc=$?
-  case $rc in 0) echo 0 ;; 1) echo 1 ;; *) echo E ;; esac
+# torchport: one process per file (exit 1 = unsafe or malformed). The Python
+# scanners: one process each, importing the scanner once and calling its
+# API on every file, as its CLI would on that one file; each prints
+# "<file>\t<1|0|E>" lines (1 detected, 0 passed, E error).
+LIST=$(mktemp)
+find "$CORPUS" -type f | sort >"$LIST"
+declare -A RESULT
+record() {  # scanner
+  local f r
+  while IFS=$'\t' read -r f r; do RESULT["$1|$f"]=$r; done
 }
-scan_torchport() { run "$TOOL" scan "$1"; }
-scan_picklescan() {
-  # 0 clean, 1 infected, 2 scan error (a parse error: picklescan reports it, exit 2).
-  local rc
-  PYTHONPATH="$SCANNERS/picklescan/src" timeout 60 $PY -m picklescan -p "$1" >/dev/null 2>&1
-  rc=$?
-  case $rc in 0) echo 0 ;; 1) echo 1 ;; *) echo E ;; esac
-}
-scan_modelscan() {
-  # 0 clean, 1 issues, 2 errors, 3 no supported file.
-  local rc
-  PYTHONPATH="$SCANNERS/modelscan" timeout 60 $PY -c 'import sys; from modelscan.cli import main; sys.argv=["modelscan","-p",sys.argv[1]]; main()' "$1" >/dev/null 2>&1
-  rc=$?
-  case $rc in 0) echo 0 ;; 1) echo 1 ;; 3) echo 0 ;; *) echo E ;; esac
-}
-scan_fickling() {
-  # fickling's API as its README shows it: a zip through PyTorchModelWrapper
-  # (its scan_zip_archive when that fails), other files as stacked pickles
-  # (as `fickling --check-safety` reads them); unsafe when check_safety is
-  # above LIKELY_SAFE. $SCANNERS/shim holds a typing_extensions with Buffer
-  # (Debian 12's 4.4 lacks it; fickling imports it), written below.
-  local r
-  r=$(PYTHONPATH="$SCANNERS/shim:$SCANNERS/fickling" timeout 60 $PY - "$1" 2>/dev/null <<'EOF'
-import sys, zipfile
-import fickling
-from fickling import fickle
-from fickling.analysis import Severity, check_safety
-path = sys.argv[1]
-def unsafe(p):
-    return check_safety(p).severity > Severity.LIKELY_SAFE
-if zipfile.is_zipfile(path):
+while read -r f; do
+  timeout 60 "$TOOL" scan "$f" >/dev/null 2>&1
+  case $? in 0) RESULT["torchport|$f"]=0 ;; 1) RESULT["torchport|$f"]=1 ;; *) RESULT["torchport|$f"]=E ;; esac
+done <"$LIST"
+
+# picklescan: scan_file_path, as `picklescan -p FILE` (exit 1 when infected
+# files, 2 on a scan error).
+PYTHONPATH="$SCANNERS/picklescan/src" timeout 1800 $PY - "$LIST" 2>/dev/null <<'EOF' | record picklescan
+import sys
+from picklescan.scanner import scan_file_path
+for path in open(sys.argv[1]).read().split("\n"):
+    if not path:
+        continue
     try:
-        from fickling.pytorch import PyTorchModelWrapper
-        print(1 if unsafe(PyTorchModelWrapper(path, force=True).pickled) else 0)
+        r = scan_file_path(path)
+        print(f"{path}\t{1 if r.infected_files > 0 else ('E' if r.scan_err else 0)}", flush=True)
     except Exception:
-        results = list(fickling.scan_zip_archive(path, graceful=True).values())
-        print(1 if any(r.severity > Severity.LIKELY_SAFE for r in results) else 0)
-else:
-    with open(path, "rb") as f:
-        stacked = fickle.StackedPickle.load(f, fail_on_decode_error=False)
-    print(1 if any(unsafe(p) for p in stacked) else 0)
+        print(f"{path}\tE", flush=True)
 EOF
-)
-  case "$r" in 0 | 1) echo "$r" ;; *) echo E ;; esac
-}
+
+# modelscan: ModelScan(DEFAULT_SETTINGS).scan, as `modelscan -p FILE`
+# (issues: 1; errors: E; no supported file: 0, modelscan's exit 3).
+PYTHONPATH="$SCANNERS/modelscan" timeout 1800 $PY - "$LIST" 2>/dev/null <<'EOF' | record modelscan
+import sys, logging
+logging.disable(logging.CRITICAL)
+from modelscan.modelscan import ModelScan
+from modelscan.settings import DEFAULT_SETTINGS
+for path in open(sys.argv[1]).read().split("\n"):
+    if not path:
+        continue
+    try:
+        m = ModelScan(settings=DEFAULT_SETTINGS)
+        m.scan(path)
+        r = 1 if m.issues.all_issues else ("E" if m.errors else 0)
+    except Exception:
+        r = "E"
+    print(f"{path}\t{r}", flush=True)
+EOF
+
+# fickling: its API as its README shows it: a zip through PyTorchModelWrapper
+# (its scan_zip_archive when that fails), other files as stacked pickles
+# (as `fickling --check-safety` reads them); unsafe when check_safety is
+# above LIKELY_SAFE. $SCANNERS/shim holds a typing_extensions with Buffer
+# (Debian 12's 4.4 lacks it; fickling imports it).
 mkdir -p "$SCANNERS/shim"
 cat >"$SCANNERS/shim/typing_extensions.py" <<'EOF'
 # Debian 12's typing_extensions (4.4) lacks Buffer, which fickling imports.
@@ -122,30 +127,54 @@ if "Buffer" not in globals():
     class Buffer(_m.Protocol):
         def __buffer__(self, flags: int, /): ...
 EOF
+PYTHONPATH="$SCANNERS/shim:$SCANNERS/fickling" timeout 1800 $PY - "$LIST" 2>/dev/null <<'EOF' | record fickling
+import sys, zipfile, logging
+logging.disable(logging.CRITICAL)
+import fickling
+from fickling import fickle
+from fickling.analysis import Severity, check_safety
+def unsafe(p):
+    return check_safety(p).severity > Severity.LIKELY_SAFE
+for path in open(sys.argv[1]).read().split("\n"):
+    if not path:
+        continue
+    try:
+        if zipfile.is_zipfile(path):
+            try:
+                from fickling.pytorch import PyTorchModelWrapper
+                r = 1 if unsafe(PyTorchModelWrapper(path, force=True).pickled) else 0
+            except Exception:
+                results = list(fickling.scan_zip_archive(path, graceful=True).values())
+                r = 1 if any(x.severity > Severity.LIKELY_SAFE for x in results) else 0
+        else:
+            with open(path, "rb") as f:
+                stacked = fickle.StackedPickle.load(f, fail_on_decode_error=False)
+            r = 1 if any(unsafe(p) for p in stacked) else 0
+    except Exception:
+        r = "E"
+    print(f"{path}\t{r}", flush=True)
+EOF
 
-available() {  # name -> yes/no, probed on a benign file
-  local probe="$HERE/tests/fixtures/checkpoint.pt" r
-  r=$("scan_$1" "$probe")
-  [ "$r" = E ] && echo no || echo yes
-}
 SCANNER_NAMES="torchport picklescan modelscan fickling"
 declare -A OK
-for s in $SCANNER_NAMES; do OK[$s]=$(available "$s"); done
+for s in $SCANNER_NAMES; do
+  OK[$s]=no
+  while read -r f; do [ -n "${RESULT["$s|$f"]:-}" ] && [ "${RESULT["$s|$f"]}" != E ] && OK[$s]=yes && break; done <"$LIST"
+done
 
 printf 'label\tsource\tfile' >"$OUT"
 for s in $SCANNER_NAMES; do printf '\t%s' "$s" >>"$OUT"; done
 printf '\n' >>"$OUT"
-for f in $(find "$CORPUS" -type f | sort); do
+while read -r f; do
   rel=${f#"$CORPUS"/}
   label=${rel%%/*}
   rest=${rel#*/}
   source=${rest%%/*}
   printf '%s\t%s\t%s' "$label" "$source" "$(basename "$f")" >>"$OUT"
-  for s in $SCANNER_NAMES; do
-    if [ "${OK[$s]}" = yes ]; then printf '\t%s' "$("scan_$s" "$f")" >>"$OUT"; else printf '\tE' >>"$OUT"; fi
-  done
+  for s in $SCANNER_NAMES; do printf '\t%s' "${RESULT["$s|$f"]:-E}" >>"$OUT"; done
   printf '\n' >>"$OUT"
-done
+done <"$LIST"
+rm -f "$LIST"
 
 # --- the summary -------------------------------------------------------------------
 $PY - "$OUT" "${OK[torchport]}" "${OK[picklescan]}" "${OK[modelscan]}" "${OK[fickling]}" <<'EOF'
