@@ -38,7 +38,7 @@ add() {  # label source file
 # picklescan's samples. Its own tests call these benign; everything else
 # in tests/data and tests/data2 is a malicious sample.
 PS_BENIGN="benign0_v0.pkl benign0_v3.pkl benign0_v4.pkl benign_password_protected.zip pytorch_model.bin
-  new_pytorch_model.bin not_a_pickle.bin int_array.npy int_arrays.npz int_arrays_compressed.npz"
+  new_pytorch_model.bin not_a_pickle.bin bad_pytorch.pt int_array.npy int_arrays.npz int_arrays_compressed.npz"
 for f in "$SCANNERS"/picklescan/tests/data/* "$SCANNERS"/picklescan/tests/data2/*; do
   [ -f "$f" ] || continue
   name=$(basename "$f")
@@ -63,7 +63,8 @@ done
 # scanners: one process each, importing the scanner once and calling its
 # API on every file, as its CLI would on that one file; each prints
 # "<file>\t<1|0|E>" lines (1 detected, 0 passed, E error).
-LIST=$(mktemp)
+WORK=$(mktemp -d)
+LIST=$WORK/files
 find "$CORPUS" -type f | sort >"$LIST"
 declare -A RESULT
 record() {  # scanner
@@ -77,7 +78,7 @@ done <"$LIST"
 
 # picklescan: scan_file_path, as `picklescan -p FILE` (exit 1 when infected
 # files, 2 on a scan error).
-PYTHONPATH="$SCANNERS/picklescan/src" timeout 1800 $PY - "$LIST" 2>/dev/null <<'EOF' | record picklescan
+cat >"$WORK/picklescan.py" <<'EOF'
 import sys
 from picklescan.scanner import scan_file_path
 for path in open(sys.argv[1]).read().split("\n"):
@@ -89,10 +90,11 @@ for path in open(sys.argv[1]).read().split("\n"):
     except Exception:
         print(f"{path}\tE", flush=True)
 EOF
+record picklescan < <(PYTHONPATH="$SCANNERS/picklescan/src" timeout 1800 $PY "$WORK/picklescan.py" "$LIST" 2>/dev/null)
 
 # modelscan: ModelScan(DEFAULT_SETTINGS).scan, as `modelscan -p FILE`
 # (issues: 1; errors: E; no supported file: 0, modelscan's exit 3).
-PYTHONPATH="$SCANNERS/modelscan" timeout 1800 $PY - "$LIST" 2>/dev/null <<'EOF' | record modelscan
+cat >"$WORK/modelscan.py" <<'EOF'
 import sys, logging
 logging.disable(logging.CRITICAL)
 from modelscan.modelscan import ModelScan
@@ -108,6 +110,7 @@ for path in open(sys.argv[1]).read().split("\n"):
         r = "E"
     print(f"{path}\t{r}", flush=True)
 EOF
+record modelscan < <(PYTHONPATH="$SCANNERS/modelscan" timeout 1800 $PY "$WORK/modelscan.py" "$LIST" 2>/dev/null)
 
 # fickling: its API as its README shows it: a zip through PyTorchModelWrapper
 # (its scan_zip_archive when that fails), other files as stacked pickles
@@ -127,7 +130,7 @@ if "Buffer" not in globals():
     class Buffer(_m.Protocol):
         def __buffer__(self, flags: int, /): ...
 EOF
-PYTHONPATH="$SCANNERS/shim:$SCANNERS/fickling" timeout 1800 $PY - "$LIST" 2>/dev/null <<'EOF' | record fickling
+cat >"$WORK/fickling.py" <<'EOF'
 import sys, zipfile, logging
 logging.disable(logging.CRITICAL)
 import fickling
@@ -154,6 +157,7 @@ for path in open(sys.argv[1]).read().split("\n"):
         r = "E"
     print(f"{path}\t{r}", flush=True)
 EOF
+record fickling < <(PYTHONPATH="$SCANNERS/shim:$SCANNERS/fickling" timeout 1800 $PY "$WORK/fickling.py" "$LIST" 2>/dev/null)
 
 SCANNER_NAMES="torchport picklescan modelscan fickling"
 declare -A OK
@@ -174,7 +178,7 @@ while read -r f; do
   for s in $SCANNER_NAMES; do printf '\t%s' "${RESULT["$s|$f"]:-E}" >>"$OUT"; done
   printf '\n' >>"$OUT"
 done <"$LIST"
-rm -f "$LIST"
+rm -rf "$WORK"
 
 # --- the summary -------------------------------------------------------------------
 $PY - "$OUT" "${OK[torchport]}" "${OK[picklescan]}" "${OK[modelscan]}" "${OK[fickling]}" <<'EOF'

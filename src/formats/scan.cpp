@@ -93,7 +93,8 @@ bool python_stops_too(const Error& e) {
   const std::string& m = e.message();
   return m.starts_with("unknown opcode") || m.find("is not a number") != std::string::npos ||
          m.find("not a quoted literal") != std::string::npos ||
-         m.find("bad escape") != std::string::npos || m.starts_with("pickle protocol");
+         m.find("bad escape") != std::string::npos || m.find("is not UTF-8") != std::string::npos ||
+         m.starts_with("pickle protocol");
 }
 
 // The globals of the opcodes from `reader`'s position to STOP, read as
@@ -106,6 +107,22 @@ struct WalkedGlobal {
   std::uint64_t offset = 0;
   bool called = false;
 };
+
+bool utf8(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::size_t n = c < 0x80             ? 1
+                          : (c & 0xe0) == 0xc0 ? 2
+                          : (c & 0xf0) == 0xe0 ? 3
+                          : (c & 0xf8) == 0xf0 ? 4
+                                               : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (std::size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    i += n;
+  }
+  return true;
+}
 
 std::vector<WalkedGlobal> walk_globals(ByteReader r, std::uint64_t max_ops) {
   std::vector<WalkedGlobal> out;
@@ -133,6 +150,7 @@ std::vector<WalkedGlobal> walk_globals(ByteReader r, std::uint64_t max_ops) {
         case 'c':
         case 'i': {
           std::string module(r.line("module")), name(r.line("name"));
+          if (!utf8(module) || !utf8(name)) return out;  // Python's decode fails here
           out.push_back({std::move(module), std::move(name), op, at, op == 'i'});
           push(std::nullopt);
           break;
@@ -494,11 +512,25 @@ class Scanner {
     r_.members.push_back(std::move(sub));
   }
 
-  // A legacy file's stacked pickles, or one plain pickle.
+  // A legacy file's stacked pickles, or plain pickles: a reader that loads
+  // pickles one after another (pickle.load in a loop) runs the ones after
+  // the first, so each is scanned (at most 64); bytes after the last that
+  // name nothing are ignored.
   void scan_pickles(const Source& src) {
     ByteReader reader(src.bytes(), src.name());
     const auto magic = pickle(reader, "pickle");
-    if (!magic || !is_legacy_magic(*magic)) return;
+    if (!magic) return;
+    if (!is_legacy_magic(*magic)) {
+      for (int i = 1; i < 64 && !reader.at_end(); ++i) {
+        if (pickle(reader, "pickle:" + std::to_string(i))) continue;
+        if (names_nothing(r_.pickles.size() - 1)) {
+          r_.pickles.pop_back();
+          walked_.erase(r_.pickles.size());
+        }
+        break;
+      }
+      return;
+    }
     r_.pickles.back().name = "legacy:magic_number";
     static const char* const kNames[] = {"legacy:protocol_version", "legacy:sys_info",
                                          "legacy:object", "legacy:storage_keys"};

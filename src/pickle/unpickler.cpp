@@ -247,10 +247,26 @@ class Machine {
   std::uint8_t op_ = 0;
 };
 
+// True when `s` is valid UTF-8 (Python decodes GLOBAL and INST names as
+// UTF-8, strictly, before it imports anything).
+bool valid_utf8(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (n == 0 || (n == 2 && c < 0xc2) || i + n > s.size()) return false;
+    for (std::size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    i += n;
+  }
+  return true;
+}
+
 // Python's Unpickler.find_class, as torch.load reaches it: torch's own
 // rename first (UnpicklerWrapper: load_module_mapping), then, for protocols
 // below 3, the _compat_pickle renames (fix_imports is on by default).
 void Machine::global(std::string module, std::string name) {
+  if (!valid_utf8(module) || !valid_utf8(name))
+    fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " names a module or name that is not UTF-8");
   std::string written;
   if (module == "torch.tensor") module = "torch._tensor";  // torch's own load_module_mapping
   if (stats_.protocol < 3) {

@@ -33,7 +33,9 @@ TEST(CompatPickle, EveryRenameOfPython) {
       std::string m, m2;
       lines >> m >> m2;
       // A name no NAME_MAPPING entry covers takes the module's rename.
-      EXPECT_EQ(pickle::compat_rename(m, "NoSuchName_"), std::make_pair(m2, std::string("NoSuchName_"))) << m;
+      EXPECT_EQ(pickle::compat_rename(m, "NoSuchName_"),
+                std::make_pair(m2, std::string("NoSuchName_")))
+          << m;
       ++modules;
     }
   }
