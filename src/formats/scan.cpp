@@ -18,6 +18,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <set>
 #include <unordered_map>
 
@@ -545,7 +546,10 @@ class Scanner {
     } catch (const Error&) {
       return;
     }
-    const bool torch_like = tar.find("pickle") != nullptr;
+    // torch's tar format: any of its four members makes it one.
+    const bool torch_like = std::ranges::any_of(
+        std::initializer_list<const char*>{"sys_info", "pickle", "storages", "tensors"},
+        [&tar](const char* n) { return tar.find(n) != nullptr; });
     if (!torch_like) {
       // A tar of other files: each member on its own.
       if (depth_ >= kMaxNesting) return;
@@ -702,8 +706,10 @@ class Scanner {
         return;
       }
       r_.reading = "refused";
-      // An archive of other files is no checkpoint: its members speak.
-      if (container_only && e.code() == ErrorCode::not_a_checkpoint) return;
+      // An archive that holds no pickle (a zip of other files, an
+      // encrypted archive of text) is no checkpoint torch could read, and
+      // nothing in it is unpickled: its members speak for it.
+      if (container_only) return;
       if (e.code() == ErrorCode::unsafe_global) {
         // Already judged when the scan reached it; a tar's storage headers
         // are read only here.
@@ -799,10 +805,10 @@ ScanReport scan_source(const Source& source, const OpenOptions& options, int dep
   bool container_only = false;
   if (r.format == "pytorch-zip" || r.format == "torchscript") {
     s.scan_zip(source);
-    container_only = !r.members.empty() && r.pickles.empty();
+    container_only = r.pickles.empty() && r.code_records.empty();
   } else if (r.format == "pytorch-tar") {
     s.scan_tar(source);
-    container_only = !r.members.empty() && r.pickles.empty();
+    container_only = r.pickles.empty() && r.code_records.empty();
   } else if (r.format == "pytorch-legacy" || r.format == "pickle") {
     s.scan_pickles(source);
     // Text that starts like a protocol 0 pickle (a LICENSE: 'L' is LONG) and
@@ -834,6 +840,7 @@ ScanReport scan_source(const Source& source, const OpenOptions& options, int dep
   s.fold_members();
   s.check_open(source, container_only);
   if (container_only && r.reading == "refused" && r.verdict == ScanVerdict::clean &&
+      // an archive of files none of which is a model: nothing torch reads
       std::ranges::all_of(
           r.members, [](const ScanReport& m) { return m.verdict == ScanVerdict::unrecognized; }))
     r.verdict = ScanVerdict::unrecognized;

@@ -117,7 +117,7 @@ constexpr std::string_view kDangerousModules[] = {
     "imaplib",
     "_pyrepl",
     "doctest",
-    "test",
+    "test.support",
     "idlelib",
     "lib2to3",
     "cgitb",

@@ -362,6 +362,16 @@ TEST(Scan, RefusedContainerShowsItsPayload) {
   // The same container with a harmless pickle is malformed, not unsafe.
   const ScanReport bad = scan(fixture("bad/zip_encrypted.pt"));
   EXPECT_EQ(bad.verdict, ScanVerdict::malformed) << describe(bad);
+  // An encrypted zip of text holds no pickle: nothing torch could read.
+  ZipMember note;
+  note.name = "notes/test.txt";
+  note.data = "hello\n";
+  std::string text_zip = zip_archive({note});
+  text_zip[6] = '\x01';                                // local header: encrypted
+  text_zip[text_zip.find("PK\x01\x02") + 8] = '\x01';  // central directory too
+  const ScanReport text = scan(borrow(text_zip, "text.zip"));
+  EXPECT_EQ(text.reading, "refused") << describe(text);
+  EXPECT_EQ(text.verdict, ScanVerdict::unrecognized) << describe(text);
 }
 
 // --- bad fixtures, other formats ----------------------------------------
