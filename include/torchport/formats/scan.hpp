@@ -37,8 +37,9 @@ enum class ScanVerdict {
   /// cannot vouch for what it did not read.
   malformed,
   /// Not a format torch or torchport reads (a README, a tokenizer, an
-  /// image), and no pickle in it names a global: nothing in it could make
-  /// an unpickler run code. Reported by directory walks; not a failure.
+  /// image), and no pickle in it names a global; or an archive that holds
+  /// no pickle and only such files: nothing in it could make an unpickler
+  /// run code. Reported by directory walks; not a failure.
   unrecognized,
 };
 
