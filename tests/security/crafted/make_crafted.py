@@ -101,10 +101,10 @@ def torch_zip(pkl, prefix="archive/", extra=()):
     """A torch.save-style zip: data.pkl, version, and `extra` (name, bytes)."""
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
-        z.writestr(prefix + "data.pkl", pkl)
-        z.writestr(prefix + "version", b"3\n")
+        z.writestr(stamp(prefix + "data.pkl"), pkl)
+        z.writestr(stamp(prefix + "version"), b"3\n")
         for name, data in extra:
-            z.writestr(prefix + name, data)
+            z.writestr(stamp(prefix + name), data)
     return out.getvalue()
 
 
@@ -118,6 +118,13 @@ def legacy(obj_pkl, sys_info=None):
 
 
 CASES = []
+
+
+def stamp(name, compress=zipfile.ZIP_STORED):
+    """A zip member with a fixed date, so that the files are reproducible."""
+    info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
+    info.compress_type = compress
+    return info
 
 
 def case(name, data, verdict="unsafe", glob="", reason="calls", dangerous=True, source=""):
@@ -291,10 +298,10 @@ case("zip_local_name_payload.pt", zip_local_name(call("posix", "system", "id")),
 def torchscript(code_name):
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
-        z.writestr("model/data.pkl", P(2).val({}).stop())
-        z.writestr("model/constants.pkl", P(2).val(()).stop())
-        z.writestr("model/version", b"3\n")
-        z.writestr(code_name, b"def forward(self):\n  return torch.ops.aten.system('id')\n")
+        z.writestr(stamp("model/data.pkl"), P(2).val({}).stop())
+        z.writestr(stamp("model/constants.pkl"), P(2).val(()).stop())
+        z.writestr(stamp("model/version"), b"3\n")
+        z.writestr(stamp(code_name), b"def forward(self):\n  return torch.ops.aten.system('id')\n")
     return out.getvalue()
 
 
@@ -330,7 +337,7 @@ def plain_zip(members):
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data in members:
-            z.writestr(name, data)
+            z.writestr(stamp(name, zipfile.ZIP_DEFLATED), data)
     return out.getvalue()
 
 
