@@ -625,7 +625,8 @@ void check_globals(const pickle::Stats& stats, const OpenOptions& options, std::
                       "weights_only would); torchport never runs it, and refuses the file. "
                       "`torchport scan` lists everything it references",
                   {}, g.first_offset, std::string(where));
-    if (g.klass == pickle::GlobalClass::unknown && !options.allow_unknown_globals)
+    if (g.klass == pickle::GlobalClass::unknown && !options.allow_unknown_globals &&
+        !pickle::allow_patterns_match(options.allow, g.module, g.name))
       throw Error(ErrorCode::unsafe_global,
                   "the pickle references '" + name +
                       "', which is not on the allow-list (OpenOptions::allow_unknown_globals is "

@@ -1,17 +1,24 @@
-// The allow-list and the deny-list of pickle globals.
+// The allow-list and the deny-list of pickle globals, Python's protocol-2
+// renames, and the user's allow patterns.
 //
 // The allow-list mirrors what torch's own weights_only unpickler accepts
 // (torch/_weights_only_unpickler.py, _get_allowed_globals) plus the storage
-// and dtype globals of newer releases. The deny-list names globals that are
-// known ways to run code from a pickle (fickling's catalogue, the CVEs in
-// docs/security.md); everything else is "unknown": kept inert, never resolved.
+// and dtype globals of newer releases. It alone decides: `scan` calls a file
+// clean only when every global is on it (or on the user's patterns). The
+// deny-list ("known-dangerous") names globals that are known ways to run
+// code from a pickle (fickling's catalogue, picklescan's and modelscan's
+// advisories, the CVEs in docs/security.md); it explains a finding and makes
+// `open()` refuse the file, but a name missing from it is never trusted.
+// Everything else is "unknown": `open()` keeps it inert, `scan` calls it unsafe.
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <iterator>
 #include <string>
 
 #include "torchport/core/dtype.hpp"
+#include "torchport/core/error.hpp"
 #include "torchport/pickle/unpickler.hpp"
 
 namespace torchport::pickle {
@@ -113,26 +120,146 @@ constexpr std::string_view kAllowedExact[] = {
     "torch.sparse.ShortTensor",
 };
 
-// Modules whose every member can reach the OS, the interpreter or another
-// unpickler.
+// Modules whose every member can reach the OS, the interpreter, the network,
+// the file system or another unpickler (fickling's catalogue; picklescan's
+// and modelscan's advisories of 2024-2026).
 constexpr std::string_view kDangerousModules[] = {
-    "os",          "posix",      "nt",        "subprocess", "sys",        "socket",
-    "shutil",      "pty",        "commands",  "popen2",     "webbrowser", "ctypes",
-    "importlib",   "runpy",      "code",      "codeop",     "multiprocessing",
-    "pickle",      "_pickle",    "cPickle",   "dill",       "marshal",    "types",
-    "functools",   "operator",   "_operator", "pdb",        "timeit",     "asyncio",
-    "signal",      "urllib",     "http",      "requests",   "tempfile",   "glob",
-    "io",          "_io",        "numpy.testing", "torch.hub",
-    "_posixsubprocess", "pkgutil", "cProfile", "profile",  "pydoc",     "zipimport",  "imp", "bdb", "trace",
-    "_ctypes",     "numpy.ctypeslib", "torch.fx", "torch.utils.cpp_extension", "torch.package",
-    "torch.serialization", "_thread", "threading", "gc",
+    "os",
+    "posix",
+    "nt",
+    "subprocess",
+    "sys",
+    "socket",
+    "shutil",
+    "pty",
+    "commands",
+    "popen2",
+    "webbrowser",
+    "ctypes",
+    "importlib",
+    "runpy",
+    "code",
+    "codeop",
+    "multiprocessing",
+    "pickle",
+    "_pickle",
+    "cPickle",
+    "dill",
+    "marshal",
+    "types",
+    "functools",
+    "operator",
+    "_operator",
+    "pdb",
+    "timeit",
+    "asyncio",
+    "signal",
+    "urllib",
+    "http",
+    "requests",
+    "tempfile",
+    "glob",
+    "io",
+    "_io",
+    "numpy.testing",
+    "torch.hub",
+    "_posixsubprocess",
+    "pkgutil",
+    "cProfile",
+    "profile",
+    "pydoc",
+    "zipimport",
+    "imp",
+    "bdb",
+    "trace",
+    "_ctypes",
+    "numpy.ctypeslib",
+    "torch.fx",
+    "torch.utils.cpp_extension",
+    "torch.package",
+    "torch.serialization",
+    "_thread",
+    "threading",
+    "gc",
+    // Package installers and environments: pip.main, ensurepip._run_pip, venv.create, ...
+    "pip",
+    "ensurepip",
+    "venv",
+    "distutils",
+    "setuptools",
+    "pkg_resources",
+    "site",
+    // Run a command, a pager, a debugger or a test script: imaplib.IMAP4_stream,
+    // _pyrepl.pager.pipe_pager, doctest.debug_script, test.support.script_helper, ...
+    "imaplib",
+    "_pyrepl",
+    "doctest",
+    "test.support",
+    "idlelib",
+    "lib2to3",
+    "cgitb",
+    "mailcap",
+    "cmd",
+    "_imp",
+    "_frozen_importlib",
+    "_frozen_importlib_external",
+    "_winapi",
+    "msvcrt",
+    "winreg",
+    // Network and mail clients and servers.
+    "smtplib",
+    "ftplib",
+    "poplib",
+    "nntplib",
+    "telnetlib",
+    "xmlrpc",
+    "socketserver",
+    "wsgiref",
+    "cgi",
+    "ssl",
+    "select",
+    "selectors",
+    "asyncore",
+    "asynchat",
+    "smtpd",
+    // Write or open files, databases, archives: logging.FileHandler,
+    // logging.config.dictConfig (its '()' factories), shelve.open, ...
+    "logging",
+    "shelve",
+    "dbm",
+    "sqlite3",
+    "tarfile",
+    "zipfile",
+    "fileinput",
+    "mmap",
+    // Import alone has side effects.
+    "antigravity",
+    // Other unpicklers and loaders.
+    "joblib",
+    "cloudpickle",
+    "yaml",
+    "pandas.io.pickle",
+    "numpy.lib.npyio",
+    "numpy.f2py",
+    "numpy.distutils",
+    // torch helpers that run commands, compile, download or load: collect_env.run,
+    // bottleneck, inductor's codecache, model_zoo.load_url, the testing shell.
+    "torch.utils.collect_env",
+    "torch.utils.bottleneck",
+    "torch._inductor",
+    "torch.utils.model_zoo",
+    "torch.testing",
+    "torch.distributed",
+    "torch._dynamo",
+    "torch.utils.data.datapipes",
+    "torch.multiprocessing",
 };
 
 // builtins that are plain data types; every other builtin (eval, exec,
 // getattr, open, __import__, compile, ...) is dangerous.
 constexpr std::string_view kHarmlessBuiltins[] = {
-    "set",  "frozenset", "complex", "bytearray", "list",  "dict",   "tuple", "int",
-    "float", "str",      "bytes",   "bool",      "slice", "range",  "object", "NoneType",
+    "set",   "frozenset", "complex", "bytearray", "list",  "dict",  "tuple",  "int",
+    "float", "str",       "bytes",   "bool",      "slice", "range", "object", "NoneType",
 };
 
 // Individual torch functions that load or run code.
@@ -146,19 +273,265 @@ constexpr std::string_view kDangerousExact[] = {
     "torch._C._jit_script_compile",
     "torch.package.package_importer.PackageImporter",
     "numpy.load",
+    "numpy.lib.format.read_array",
+    "numpy.fromfile",
+    "numpy.save",
+    "numpy.savetxt",
+    "numpy.tofile",
     "torch._ops.ops",
+    "torch.save",
+    "torch.compile",
+    "torch.from_file",
+    "torch._C._load_for_lite_interpreter",
+    "torch._C._load_for_lite_interpreter_from_buffer",
+    "torch._C._get_model_bytecode_version",
+    "uuid._get_command_stdout",
+    "uuid._popen",
+    "platform._syscmd_file",
+    "platform._syscmd_ver",
+    "platform.popen",
+    "codecs.open",
+    "codecs.EncodedFile",
+    "gzip.open",
+    "bz2.open",
+    "lzma.open",
+    "linecache.getline",
+    "linecache.getlines",
+    "linecache.updatecache",
+    "pandas.read_pickle",
+    "builtins.open",
 };
 
+struct ImportRename {
+  std::string_view from, to;
+};
+struct NameRename {
+  std::string_view module, name, to_module, to_name;
+};
+
+// CPython 3.11's Lib/_compat_pickle.py, as its unpickler uses it: the final
+// contents of IMPORT_MAPPING and NAME_MAPPING (the module adds entries
+// after defining them), sorted. tests/interop checks them against the
+// installed Python.
+constexpr ImportRename kImportMapping[] = {
+    {"BaseHTTPServer", "http.server"},
+    {"CGIHTTPServer", "http.server"},
+    {"ConfigParser", "configparser"},
+    {"Cookie", "http.cookies"},
+    {"Dialog", "tkinter.dialog"},
+    {"DocXMLRPCServer", "xmlrpc.server"},
+    {"FileDialog", "tkinter.filedialog"},
+    {"HTMLParser", "html.parser"},
+    {"Queue", "queue"},
+    {"ScrolledText", "tkinter.scrolledtext"},
+    {"SimpleDialog", "tkinter.simpledialog"},
+    {"SimpleHTTPServer", "http.server"},
+    {"SimpleXMLRPCServer", "xmlrpc.server"},
+    {"SocketServer", "socketserver"},
+    {"StringIO", "io"},
+    {"Tix", "tkinter.tix"},
+    {"Tkconstants", "tkinter.constants"},
+    {"Tkdnd", "tkinter.dnd"},
+    {"Tkinter", "tkinter"},
+    {"UserDict", "collections"},
+    {"UserList", "collections"},
+    {"UserString", "collections"},
+    {"__builtin__", "builtins"},
+    {"_abcoll", "collections.abc"},
+    {"_elementtree", "xml.etree.ElementTree"},
+    {"_winreg", "winreg"},
+    {"anydbm", "dbm"},
+    {"cPickle", "pickle"},
+    {"cStringIO", "io"},
+    {"commands", "subprocess"},
+    {"cookielib", "http.cookiejar"},
+    {"copy_reg", "copyreg"},
+    {"dbhash", "dbm.bsd"},
+    {"dbm", "dbm.ndbm"},
+    {"dumbdbm", "dbm.dumb"},
+    {"dummy_thread", "_dummy_thread"},
+    {"gdbm", "dbm.gnu"},
+    {"htmlentitydefs", "html.entities"},
+    {"httplib", "http.client"},
+    {"markupbase", "_markupbase"},
+    {"repr", "reprlib"},
+    {"robotparser", "urllib.robotparser"},
+    {"test.test_support", "test.support"},
+    {"thread", "_thread"},
+    {"tkColorChooser", "tkinter.colorchooser"},
+    {"tkCommonDialog", "tkinter.commondialog"},
+    {"tkFileDialog", "tkinter.filedialog"},
+    {"tkFont", "tkinter.font"},
+    {"tkMessageBox", "tkinter.messagebox"},
+    {"tkSimpleDialog", "tkinter.simpledialog"},
+    {"ttk", "tkinter.ttk"},
+    {"urllib2", "urllib.request"},
+    {"urlparse", "urllib.parse"},
+    {"whichdb", "dbm"},
+    {"xmlrpclib", "xmlrpc.client"},
+};
+constexpr NameRename kNameMapping[] = {
+    {"UserDict", "IterableUserDict", "collections", "UserDict"},
+    {"UserDict", "UserDict", "collections", "UserDict"},
+    {"UserList", "UserList", "collections", "UserList"},
+    {"UserString", "UserString", "collections", "UserString"},
+    {"__builtin__", "basestring", "builtins", "str"},
+    {"__builtin__", "intern", "sys", "intern"},
+    {"__builtin__", "long", "builtins", "int"},
+    {"__builtin__", "reduce", "functools", "reduce"},
+    {"__builtin__", "unichr", "builtins", "chr"},
+    {"__builtin__", "unicode", "builtins", "str"},
+    {"__builtin__", "xrange", "builtins", "range"},
+    {"_multiprocessing", "Connection", "multiprocessing.connection", "Connection"},
+    {"_socket", "fromfd", "socket", "fromfd"},
+    {"exceptions", "ArithmeticError", "builtins", "ArithmeticError"},
+    {"exceptions", "AssertionError", "builtins", "AssertionError"},
+    {"exceptions", "AttributeError", "builtins", "AttributeError"},
+    {"exceptions", "BaseException", "builtins", "BaseException"},
+    {"exceptions", "BufferError", "builtins", "BufferError"},
+    {"exceptions", "BytesWarning", "builtins", "BytesWarning"},
+    {"exceptions", "DeprecationWarning", "builtins", "DeprecationWarning"},
+    {"exceptions", "EOFError", "builtins", "EOFError"},
+    {"exceptions", "EnvironmentError", "builtins", "EnvironmentError"},
+    {"exceptions", "Exception", "builtins", "Exception"},
+    {"exceptions", "FloatingPointError", "builtins", "FloatingPointError"},
+    {"exceptions", "FutureWarning", "builtins", "FutureWarning"},
+    {"exceptions", "GeneratorExit", "builtins", "GeneratorExit"},
+    {"exceptions", "IOError", "builtins", "IOError"},
+    {"exceptions", "ImportError", "builtins", "ImportError"},
+    {"exceptions", "ImportWarning", "builtins", "ImportWarning"},
+    {"exceptions", "IndentationError", "builtins", "IndentationError"},
+    {"exceptions", "IndexError", "builtins", "IndexError"},
+    {"exceptions", "KeyError", "builtins", "KeyError"},
+    {"exceptions", "KeyboardInterrupt", "builtins", "KeyboardInterrupt"},
+    {"exceptions", "LookupError", "builtins", "LookupError"},
+    {"exceptions", "MemoryError", "builtins", "MemoryError"},
+    {"exceptions", "NameError", "builtins", "NameError"},
+    {"exceptions", "NotImplementedError", "builtins", "NotImplementedError"},
+    {"exceptions", "OSError", "builtins", "OSError"},
+    {"exceptions", "OverflowError", "builtins", "OverflowError"},
+    {"exceptions", "PendingDeprecationWarning", "builtins", "PendingDeprecationWarning"},
+    {"exceptions", "ReferenceError", "builtins", "ReferenceError"},
+    {"exceptions", "RuntimeError", "builtins", "RuntimeError"},
+    {"exceptions", "RuntimeWarning", "builtins", "RuntimeWarning"},
+    {"exceptions", "StandardError", "builtins", "Exception"},
+    {"exceptions", "StopIteration", "builtins", "StopIteration"},
+    {"exceptions", "SyntaxError", "builtins", "SyntaxError"},
+    {"exceptions", "SyntaxWarning", "builtins", "SyntaxWarning"},
+    {"exceptions", "SystemError", "builtins", "SystemError"},
+    {"exceptions", "SystemExit", "builtins", "SystemExit"},
+    {"exceptions", "TabError", "builtins", "TabError"},
+    {"exceptions", "TypeError", "builtins", "TypeError"},
+    {"exceptions", "UnboundLocalError", "builtins", "UnboundLocalError"},
+    {"exceptions", "UnicodeDecodeError", "builtins", "UnicodeDecodeError"},
+    {"exceptions", "UnicodeEncodeError", "builtins", "UnicodeEncodeError"},
+    {"exceptions", "UnicodeError", "builtins", "UnicodeError"},
+    {"exceptions", "UnicodeTranslateError", "builtins", "UnicodeTranslateError"},
+    {"exceptions", "UnicodeWarning", "builtins", "UnicodeWarning"},
+    {"exceptions", "UserWarning", "builtins", "UserWarning"},
+    {"exceptions", "ValueError", "builtins", "ValueError"},
+    {"exceptions", "Warning", "builtins", "Warning"},
+    {"exceptions", "ZeroDivisionError", "builtins", "ZeroDivisionError"},
+    {"itertools", "ifilter", "builtins", "filter"},
+    {"itertools", "ifilterfalse", "itertools", "filterfalse"},
+    {"itertools", "imap", "builtins", "map"},
+    {"itertools", "izip", "builtins", "zip"},
+    {"itertools", "izip_longest", "itertools", "zip_longest"},
+    {"multiprocessing", "AuthenticationError", "multiprocessing.context", "AuthenticationError"},
+    {"multiprocessing", "BufferTooShort", "multiprocessing.context", "BufferTooShort"},
+    {"multiprocessing", "ProcessError", "multiprocessing.context", "ProcessError"},
+    {"multiprocessing", "TimeoutError", "multiprocessing.context", "TimeoutError"},
+    {"multiprocessing.forking", "Popen", "multiprocessing.popen_fork", "Popen"},
+    {"multiprocessing.process", "Process", "multiprocessing.context", "Process"},
+    {"socket", "_socketobject", "socket", "SocketType"},
+    {"urllib", "ContentTooShortError", "urllib.error", "ContentTooShortError"},
+    {"urllib", "getproxies", "urllib.request", "getproxies"},
+    {"urllib", "pathname2url", "urllib.request", "pathname2url"},
+    {"urllib", "quote", "urllib.parse", "quote"},
+    {"urllib", "quote_plus", "urllib.parse", "quote_plus"},
+    {"urllib", "unquote", "urllib.parse", "unquote"},
+    {"urllib", "unquote_plus", "urllib.parse", "unquote_plus"},
+    {"urllib", "url2pathname", "urllib.request", "url2pathname"},
+    {"urllib", "urlcleanup", "urllib.request", "urlcleanup"},
+    {"urllib", "urlencode", "urllib.parse", "urlencode"},
+    {"urllib", "urlopen", "urllib.request", "urlopen"},
+    {"urllib", "urlretrieve", "urllib.request", "urlretrieve"},
+    {"urllib2", "HTTPError", "urllib.error", "HTTPError"},
+    {"urllib2", "URLError", "urllib.error", "URLError"},
+    {"whichdb", "whichdb", "dbm", "whichdb"},
+};
+
+// compat_rename without copying: views of the table or of the arguments.
+std::pair<std::string_view, std::string_view> compat_lookup(std::string_view module,
+                                                            std::string_view name) {
+  for (const NameRename& r : kNameMapping)
+    if (r.module == module && r.name == name) return {r.to_module, r.to_name};
+  for (const ImportRename& r : kImportMapping)
+    if (r.from == module) return {r.to, name};
+  return {module, name};
+}
+
 bool in_module(std::string_view module, std::string_view root) {
-  return module == root || (module.size() > root.size() && module.starts_with(root) &&
-                            module[root.size()] == '.');
+  return module == root ||
+         (module.size() > root.size() && module.starts_with(root) && module[root.size()] == '.');
 }
 
 }  // namespace
 
-GlobalClass classify_global(std::string_view module_in, std::string_view name) {
-  std::string_view module = module_in == "__builtin__" ? "builtins" : module_in;
-  if (module == "copy_reg") module = "copyreg";
+std::pair<std::string, std::string> compat_rename(std::string_view module, std::string_view name) {
+  const auto [m, n] = compat_lookup(module, name);
+  return {std::string(m), std::string(n)};
+}
+
+bool allow_pattern_matches(std::string_view pattern, std::string_view module,
+                           std::string_view name) noexcept {
+  if (name.find('.') != std::string_view::npos || module.empty() || name.empty()) return false;
+  if (pattern.ends_with(".*")) return in_module(module, pattern.substr(0, pattern.size() - 2));
+  return pattern.size() == module.size() + 1 + name.size() && pattern.starts_with(module) &&
+         pattern[module.size()] == '.' && pattern.ends_with(name);
+}
+
+bool allow_patterns_match(std::span<const std::string> patterns, std::string_view module,
+                          std::string_view name) noexcept {
+  return std::ranges::any_of(
+      patterns, [&](const std::string& p) { return allow_pattern_matches(p, module, name); });
+}
+
+void validate_allow_patterns(std::span<const std::string> patterns) {
+  for (const std::string& p : patterns) {
+    const std::string_view body =
+        std::string_view(p).substr(0, p.ends_with(".*") ? p.size() - 2 : p.size());
+    bool ok = !body.empty() && (p.ends_with(".*") || body.find('.') != std::string_view::npos);
+    bool start = true;  // at the start of an identifier
+    for (char c : body) {
+      const auto u = static_cast<unsigned char>(c);
+      if (c == '.') {
+        ok = ok && !start;
+        start = true;
+      } else if (std::isalpha(u) || c == '_' || (!start && std::isdigit(u)) || u >= 0x80) {
+        start = false;
+      } else {
+        ok = false;
+      }
+    }
+    if (!ok || start)
+      throw Error(ErrorCode::invalid_argument,
+                  "allow pattern '" + p +
+                      "' is neither 'module.name' nor 'module.*' (identifiers separated by dots)");
+  }
+}
+
+GlobalClass classify_global(std::string_view module, std::string_view name,
+                            std::span<const std::string> allow) {
+  const GlobalClass c = classify_global(module, name);
+  if (c == GlobalClass::unknown && allow_patterns_match(allow, module, name))
+    return GlobalClass::allowed;
+  return c;
+}
+
+GlobalClass classify_global(std::string_view module_in, std::string_view name_in) {
+  // Judged as Python would import it (a protocol 0-2 pickle: every torch.save).
+  const auto [module, name] = compat_lookup(module_in, name_in);
   // "module.name", on the stack when it fits (the VM classifies every call).
   char buf[256];
   std::string heap;
@@ -191,7 +564,8 @@ GlobalClass classify_global(std::string_view module_in, std::string_view name) {
   if (module == "copyreg" && name != "_reconstructor") return GlobalClass::dangerous;
   // torch.jit loads and compiles code; TorchScript's own pickles use only
   // torch.jit._pickle's list and tensor builders, which stay unknown (inert).
-  if (in_module(module, "torch.jit") && !in_module(module, "torch.jit._pickle")) return GlobalClass::dangerous;
+  if (in_module(module, "torch.jit") && !in_module(module, "torch.jit._pickle"))
+    return GlobalClass::dangerous;
   if (module == "torch._C" && (name.starts_with("_jit_") || name.starts_with("import_ir_module")))
     return GlobalClass::dangerous;
   for (std::string_view m : kDangerousModules)
@@ -201,9 +575,12 @@ GlobalClass classify_global(std::string_view module_in, std::string_view name) {
 
 std::string_view global_class_name(GlobalClass c) noexcept {
   switch (c) {
-    case GlobalClass::allowed: return "allowed";
-    case GlobalClass::unknown: return "unknown";
-    case GlobalClass::dangerous: return "dangerous";
+    case GlobalClass::allowed:
+      return "allowed";
+    case GlobalClass::unknown:
+      return "unknown";
+    case GlobalClass::dangerous:
+      return "dangerous";
   }
   return "?";
 }

@@ -399,6 +399,7 @@ class Machine {
 
   // --- opcodes with semantics ---------------------------------------------
   void global(std::string module, std::string name);
+  void note_use(const Value& v, bool build);
   void call(Value callable, Value args);
   void build();
   void persistent(Value pid);
@@ -426,16 +427,71 @@ class Machine {
   std::uint8_t op_ = 0;
 };
 
+// True when `s` is valid UTF-8 (Python decodes GLOBAL and INST names as
+// UTF-8, strictly, before it imports anything).
+bool valid_utf8(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (n == 0 || (n == 2 && c < 0xc2) || i + n > s.size()) return false;
+    for (std::size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    i += n;
+  }
+  return true;
+}
+
+// Python's Unpickler.find_class, as torch.load reaches it: torch's own
+// rename first (UnpicklerWrapper: load_module_mapping), then, for protocols
+// below 3, the _compat_pickle renames (fix_imports is on by default).
 void Machine::global(std::string module, std::string name) {
-  if (module == "__builtin__") module = "builtins";
-  if (module == "copy_reg") module = "copyreg";
+  if (!valid_utf8(module) || !valid_utf8(name))
+    fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " names a module or name that is not UTF-8");
+  std::string written;
   if (module == "torch.tensor") module = "torch._tensor";  // torch's own load_module_mapping
+  if (stats_.protocol < 3) {
+    auto renamed = compat_rename(module, name);
+    if (renamed.first != module || renamed.second != name) {
+      written = module + "." + name;
+      module = std::move(renamed.first);
+      name = std::move(renamed.second);
+    }
+  }
   const std::string key = module + "." + name;
   auto [it, fresh] = global_index_.emplace(key, stats_.globals.size());
-  if (fresh)
-    stats_.globals.push_back(GlobalUse{module, name, classify_global(module, name), op_offset_, 0});
+  if (fresh) {
+    GlobalUse use;
+    use.module = module;
+    use.name = name;
+    use.klass = classify_global(module, name);
+    use.first_offset = op_offset_;
+    use.written = std::move(written);
+    use.opcode = op_;
+    stats_.globals.push_back(std::move(use));
+  }
   ++stats_.globals[it->second].count;
   push(Value::global(std::move(module), std::move(name)));
+}
+
+// Counts a call (or a BUILD) of `v` for the statistics: of a global, of an
+// object made by calling one, or of something else.
+void Machine::note_use(const Value& v, bool build) {
+  const Global* g = v.is(Value::Kind::Global)   ? &v.as_global()
+                    : v.is(Value::Kind::Object) ? &v.as_object().cls
+                                                : nullptr;
+  if (g == nullptr || (!build && !v.is(Value::Kind::Global))) {
+    if (!build && stats_.other_calls++ == 0) stats_.first_other_call_offset = op_offset_;
+    return;
+  }
+  const auto it = global_index_.find(g->module + "." + g->name);
+  if (it == global_index_.end()) return;
+  GlobalUse& use = stats_.globals[it->second];
+  if (build) {
+    ++(v.is(Value::Kind::Global) ? use.sets : use.builds);
+  } else if (use.calls++ == 0) {
+    use.first_call_offset = op_offset_;
+    use.call_opcode = op_;
+  }
 }
 
 // Latin-1 encoding of a UTF-8 string: what Python 3 pickles of Python 2
@@ -460,6 +516,7 @@ bool utf8_to_latin1(const std::string& in, std::string& out) {
 }
 
 void Machine::call(Value callable, Value args) {
+  note_use(callable, false);
   if (!callable.is(Value::Kind::Global))
     fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " of a " +
                                  std::string(callable.kind_name()) + ", not of a global");
@@ -530,6 +587,7 @@ void Machine::call(Value callable, Value args) {
 void Machine::build() {
   Value state = pop();
   Value& target = top();
+  note_use(target, true);
   if (target.is(Value::Kind::Object)) {
     target.set_state(std::move(state));
     check_container(target);
@@ -1064,6 +1122,7 @@ Value Machine::run() {
       case EXT1:
       case EXT2:
       case EXT4:
+        ++stats_.extensions;
         fail(ErrorCode::unsupported, std::string(opcode_name(op_)) +
                                          " refers to the copyreg extension registry, which is not read");
       case NEXT_BUFFER:

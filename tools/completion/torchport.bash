@@ -21,7 +21,7 @@ _torchport() {
     load) opts="--mmap --help" ;;
     convert) opts="--format --dtype --top-level-key --remap --include --exclude --max-shard-size --help" ;;
     diff) opts="--atol --rtol --json --help" ;;
-    scan) opts="--json --strict --help" ;;
+    scan) opts="--json --allow --help" ;;
   esac
   case $prev in
     --format)

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "torchport/core/limits.hpp"
 #include "torchport/formats/catalog.hpp"
@@ -27,6 +28,13 @@ struct OpenOptions {
   /// dangerous (a model's own classes in a whole pickled nn.Module) are kept
   /// inert. Set to false to refuse them as well.
   bool allow_unknown_globals = true;
+  /// Globals the user trusts, beyond the allow-list: each an exact
+  /// `module.name` or `module.*` (that module and its submodules), as
+  /// `torchport scan --allow` takes them. With `allow_unknown_globals` false
+  /// they are the only unknown globals `open()` accepts (inertly); `scan()`
+  /// calls a file clean only when every global is on the allow-list or here.
+  /// A known-dangerous global is refused whatever they say.
+  std::vector<std::string> allow;
   /// Recompute the CRC-32 of every stored zip entry when opening (reads every
   /// byte; deflated entries are always checked when inflated).
   bool verify_crc = false;

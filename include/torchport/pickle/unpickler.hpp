@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "torchport/core/limits.hpp"
@@ -19,23 +22,62 @@ namespace torchport::pickle {
 enum class GlobalClass {
   allowed,    ///< on the allow-list: a data constructor torch checkpoints use
   unknown,    ///< anything else: kept as an inert reference (e.g. a model's class)
-  dangerous,  ///< a known way to run code (os.system, eval, pickle.loads, ...)
+  dangerous,  ///< on the deny-list: a known way to run code (os.system, eval, pip.main, ...)
 };
 
-/// Classifies `module.name` (after `__builtin__` -> `builtins`). The
-/// allow-list is matched exactly; see docs/security.md.
+/// Classifies `module.name`, after Python's protocol-2 renames
+/// (`compat_rename`: `__builtin__` -> `builtins`, `cStringIO` -> `io`, ...),
+/// so that a name is judged as Python would import it. The allow-list is
+/// matched exactly; see docs/security.md.
 GlobalClass classify_global(std::string_view module, std::string_view name);
+/// Classifies `module.name` with a user's allow patterns: a name on the
+/// allow-list is allowed; an unknown one that matches a pattern
+/// (`allow_pattern_matches`) is allowed too; a dangerous one stays dangerous
+/// whatever the patterns say.
+GlobalClass classify_global(std::string_view module, std::string_view name, std::span<const std::string> allow);
 /// "allowed", "unknown" or "dangerous".
 std::string_view global_class_name(GlobalClass c) noexcept;
 
+/// Python's renames of Python 2 names (CPython's `_compat_pickle`:
+/// `NAME_MAPPING`, else `IMPORT_MAPPING` of the module), which its
+/// unpickler applies to every global of a pickle whose protocol is below 3
+/// (with `fix_imports`, the default, as torch.load uses it). Returns the
+/// name unchanged when no rule applies.
+std::pair<std::string, std::string> compat_rename(std::string_view module, std::string_view name);
+
+/// True when the allow pattern `pattern` covers `module.name`: an exact
+/// `module.name`, or `module.*` for every name of `module` and of its
+/// submodules. A dotted `name` (an attribute chain) is never covered.
+bool allow_pattern_matches(std::string_view pattern, std::string_view module, std::string_view name) noexcept;
+/// True when one of `patterns` covers `module.name`.
+bool allow_patterns_match(std::span<const std::string> patterns, std::string_view module,
+                          std::string_view name) noexcept;
+/// Checks allow patterns: each an exact `module.name` or `module.*`, made of
+/// identifiers separated by dots.
+/// \throws Error(invalid_argument) naming the first bad pattern.
+void validate_allow_patterns(std::span<const std::string> patterns);
+
 /// One global a pickle referenced.
 struct GlobalUse {
-  /// The module, after the VM's renames (`__builtin__` -> `builtins`, ...).
+  /// The module, after the renames Python applies (`compat_rename` below
+  /// protocol 3; torch's `torch.tensor` -> `torch._tensor` always).
   std::string module;
   std::string name;    ///< name inside the module
   GlobalClass klass = GlobalClass::unknown;  ///< how `classify_global` treats it
   std::uint64_t first_offset = 0;  ///< byte offset of its first reference
-  std::uint64_t count = 0;         ///< GLOBAL/STACK_GLOBAL opcodes that referenced it
+  std::uint64_t count = 0;         ///< GLOBAL/STACK_GLOBAL/INST opcodes that referenced it
+  /// `module.name` as the pickle wrote it, when a rename changed it ("" otherwise).
+  std::string written;
+  std::uint8_t opcode = 0;  ///< the opcode of its first reference (GLOBAL, STACK_GLOBAL or INST)
+  std::uint64_t calls = 0;  ///< REDUCE/NEWOBJ/NEWOBJ_EX/INST/OBJ of it
+  std::uint64_t first_call_offset = 0;  ///< byte offset of its first call (when `calls` > 0)
+  std::uint8_t call_opcode = 0;         ///< the opcode of its first call
+  /// BUILDs on an object made by calling it (Python runs the class's
+  /// `__setstate__`, when it has one, or sets the object's attributes).
+  std::uint64_t builds = 0;
+  /// BUILDs on the global itself: Python sets attributes of a live class,
+  /// function or module (torch's own, when the global is allowed).
+  std::uint64_t sets = 0;
 };
 
 /// What a pickle contained, for `torchport scan` and for policy above the VM.
@@ -45,6 +87,12 @@ struct Stats {
   std::vector<GlobalUse> globals;             ///< in order of first reference
   std::uint64_t calls = 0;                    ///< REDUCE/NEWOBJ/INST/OBJ on unknown or dangerous globals
   std::uint64_t persistent_ids = 0;           ///< BINPERSID/PERSID opcodes run
+  /// Calls whose callable is not a global (the result of another call, a
+  /// persistent id's value, ...), which the VM refuses but Python would make.
+  std::uint64_t other_calls = 0;
+  std::uint64_t first_other_call_offset = 0;  ///< byte offset of the first (when `other_calls` > 0)
+  /// EXT1/EXT2/EXT4 opcodes: globals named through copyreg's extension registry.
+  std::uint64_t extensions = 0;
 };
 
 /// Resolves a persistent id (torch's storage references) to a value.
