@@ -45,8 +45,9 @@ Tensor positions_for(std::int64_t batch, std::int64_t seq) {
 }
 
 double max_rel_err(const Tensor& got, const Tensor& want) {
-  const auto a = got.contiguous().span<float>();
-  const auto b = want.contiguous().span<float>();
+  const Tensor g = got.contiguous(), w = want.contiguous();
+  const auto a = g.span<float>();
+  const auto b = w.span<float>();
   double diff = 0, scale = 0;
   for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
     diff = std::max(diff, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));

@@ -46,6 +46,11 @@ def tensors():
     d["c128"] = torch.randn(3, 4, generator=g, dtype=torch.complex128)
     d["vector"] = torch.randn(10, generator=g)
     d["wide"] = torch.randn(8, 16, generator=g).bfloat16()
+    # Five bytes shift every later record off its alignment in the legacy
+    # and safetensors files: those are read in place (deferred copies).
+    d["odd_u8"] = torch.arange(5, dtype=torch.uint8)
+    d["after_odd"] = torch.randn(3, 4, generator=g)
+    d["after_odd_i64"] = torch.randint(-1000, 1000, (2, 3), generator=g, dtype=torch.int64)
     return d
 
 

@@ -208,13 +208,20 @@ TEST(ShardedLoad, EachRankGetsItsSliceAndTheReportSaysWhatItRead) {
     EXPECT_EQ(r.shard->rank, rank);
     EXPECT_EQ(r.shard->world, world);
     ASSERT_EQ(r.shard->reads.size(), 3u);  // "extra" is unused: not read
-    EXPECT_EQ(r.shard->reads[0].key, "up.weight");
-    EXPECT_EQ(r.shard->reads[0].kind, "column");
-    EXPECT_EQ(r.shard->reads[0].shape, (Shape{4, 4}));
-    EXPECT_EQ(r.shard->reads[1].kind, "row");
-    EXPECT_EQ(r.shard->reads[1].dim, 1);
-    EXPECT_EQ(r.shard->reads[2].kind, "replicate");
-    EXPECT_TRUE(r.shard->reads[2].rule.empty());
+    auto read = [&](const std::string& key) {
+      for (const auto& x : r.shard->reads)
+        if (x.key == key) return x;
+      ADD_FAILURE() << key << " not in the report";
+      return LoadReport::ShardRead{};
+    };
+    EXPECT_EQ(read("up.weight").kind, "column");
+    EXPECT_EQ(read("up.weight").shape, (Shape{4, 4}));
+    EXPECT_EQ(read("up.weight").file_shape, (Shape{8, 4}));
+    EXPECT_EQ(read("down.weight").kind, "row");
+    EXPECT_EQ(read("down.weight").dim, 1);
+    EXPECT_EQ(read("down.weight").bytes, 64u);
+    EXPECT_EQ(read("scale").kind, "replicate");
+    EXPECT_TRUE(read("scale").rule.empty());
     EXPECT_EQ(r.shard->bytes, 16u * 4 + 16 * 4 + 4 * 4);
     EXPECT_EQ(r.shard->file_bytes, 32u * 4 + 32 * 4 + 4 * 4);
     EXPECT_EQ(r.shard->split_bytes, 64u * 4);

@@ -12,6 +12,7 @@
 
 #include "commands.hpp"
 #include "format.hpp"
+#include "torchport/core/error.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/record/shard_plan.hpp"
 
@@ -136,7 +137,7 @@ std::pair<int, int> parse_shard(const std::string& s) {
     world = 0;
   }
   if (world < 1 || rank < 0 || rank >= world)
-    throw Error(ErrorCode::invalid_argument, "--shard takes RANK/WORLD with 0 <= RANK < WORLD, not '" + s + "'");
+    throw torchport::Error(torchport::ErrorCode::invalid_argument, "--shard takes RANK/WORLD with 0 <= RANK < WORLD, not '" + s + "'");
   return {rank, world};
 }
 
@@ -153,7 +154,7 @@ std::vector<ShardLine> shard_lines(const TensorCatalog& cat, const ShardPlan& pl
 }
 
 int run_shard(const TensorCatalog& cat, const InspectArgs& a) {
-  if (a.plan.empty()) throw Error(ErrorCode::invalid_argument, "--shard needs --plan FILE");
+  if (a.plan.empty()) throw torchport::Error(torchport::ErrorCode::invalid_argument, "--shard needs --plan FILE");
   const auto [rank, world] = parse_shard(a.shard);
   const ShardPlan plan = ShardPlan::read_file(a.plan);
   const std::vector<ShardLine> lines = shard_lines(cat, plan, rank, world);
@@ -207,7 +208,7 @@ int run_inspect(const InspectArgs& a) {
   TensorCatalog cat = open(a.file);
   if (!a.top_level_key.empty()) cat = cat.select(a.top_level_key);
   if (!a.shard.empty() || !a.plan.empty()) {
-    if (a.shard.empty()) throw Error(ErrorCode::invalid_argument, "--plan needs --shard RANK/WORLD");
+    if (a.shard.empty()) throw torchport::Error(torchport::ErrorCode::invalid_argument, "--plan needs --shard RANK/WORLD");
     return run_shard(cat, a);
   }
 

@@ -98,11 +98,11 @@ class ShardPlan {
  public:
   /// One rule.
   struct Rule {
-    std::string pattern;  ///< the PCRE2 pattern
-    ShardKind kind = ShardKind::replicate;
-    std::int64_t dim = 0;  ///< the split dimension (negative counts from the end)
-    ShardSplit split;      ///< heads, kv heads, fused parts
-    std::string text;      ///< the rule as a plan line
+    std::string pattern;                    ///< the PCRE2 pattern
+    ShardKind kind = ShardKind::replicate;  ///< how it splits
+    std::int64_t dim = 0;                   ///< the split dimension (negative counts from the end)
+    ShardSplit split;                       ///< heads, kv heads, fused parts
+    std::string text;                       ///< the rule as a plan line
   };
 
   ShardPlan();
