@@ -7,7 +7,8 @@
 # tensor's part, the others whole) into owned memory, and the bytes read,
 # by bench/tp_load_bench. Prints a Markdown table for bench/results.md.
 #
-# Usage: bench/tensor_parallel.sh [BUILD_DIR]   (LLAMA_PARAMS=3e9 RUNS=3 by default)
+# Usage: bench/tensor_parallel.sh [BUILD_DIR]   (LLAMA_PARAMS=3e9 SHARD_GB=2 RUNS=3 by default;
+# bench/data/llama is made once: delete it to change its size)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -15,7 +16,7 @@ params=${LLAMA_PARAMS:-3e9}
 runs=${RUNS:-3}
 cmake -S . -B "$build" -DTORCHPORT_BUILD_BENCHMARKS=ON >/dev/null
 cmake --build "$build" --target tp_load_bench torchport_cli
-/usr/bin/python3 bench/make_workloads.py --llama-params "$params" llama
+/usr/bin/python3 bench/make_workloads.py --llama-params "$params" --shard-gb "${SHARD_GB:-2}" llama
 ckpt=bench/data/llama
 plan=bench/data/llama.plan
 cat >"$plan" <<'PLAN'

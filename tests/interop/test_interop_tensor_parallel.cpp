@@ -45,9 +45,9 @@ INSTANTIATE_TEST_SUITE_P(Mpi, TensorParallel,
                          ::testing::Values(Case{2, "pt", "bf16"}, Case{4, "pt", "bf16"},
                                            Case{2, "safetensors", "f32"},
                                            Case{4, "safetensors", "f32"}, Case{1, "pt", "bf16"}),
-                         [](const auto& info) {
-                           return "np" + std::to_string(info.param.np) + "_" + info.param.format +
-                                  "_" + info.param.dtype;
+                         [](const auto& p) {
+                           return "np" + std::to_string(p.param.np) + "_" + p.param.format + "_" +
+                                  p.param.dtype;
                          });
 
 }  // namespace
