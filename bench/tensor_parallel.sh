@@ -39,7 +39,8 @@ for n in 1 2 4; do
     /usr/bin/python3 -c '
 import json, sys
 j = json.loads(sys.argv[1])
-print(f"| {j[\"world\"]} | {j[\"rank\"]} | {j[\"seconds\"]:.3f} | {j[\"bytes\"] / 1e6:,.1f} MB | {j[\"bytes\"] / j[\"total_bytes\"]:.3f} |")
+w, r, t, b, total = j["world"], j["rank"], j["seconds"], j["bytes"], j["total_bytes"]
+print(f"| {w} | {r} | {t:.3f} | {b / 1e6:,.1f} MB | {b / total:.3f} |")
 ' "$line"
   done
 done
