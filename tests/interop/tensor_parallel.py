@@ -158,10 +158,12 @@ def main():
           f"bytes per rank {per_rank} (expected {want_bytes:.0f}), total {total} (expected {want_total})")
     checks = [
         (ranks == a.np, f"ranks={ranks}, ran {a.np}"),
-        (tuple(got.shape) == tuple(want.shape) and got.dtype == torch.float32, f"output {got.dtype} {tuple(got.shape)}"),
+        (tuple(got.shape) == tuple(want.shape) and got.dtype == torch.float32,
+         f"output {got.dtype} {tuple(got.shape)}"),
         (err <= 1e-4, f"output differs from torch's: {err:.3g} > 1e-4"),
         (own_err <= 1e-4, f"llama_tp's own comparison: {own_err:.3g} > 1e-4"),
-        (abs(per_rank - want_bytes) <= 0.05 * want_bytes, f"bytes per rank {per_rank} not within 5% of {want_bytes:.0f}"),
+        (abs(per_rank - want_bytes) <= 0.05 * want_bytes,
+         f"bytes per rank {per_rank} not within 5% of {want_bytes:.0f}"),
         (total == want_total, f"total tensor bytes {total} != {want_total}"),
     ]
     for good, why in checks:

@@ -137,7 +137,8 @@ std::pair<int, int> parse_shard(const std::string& s) {
     world = 0;
   }
   if (world < 1 || rank < 0 || rank >= world)
-    throw torchport::Error(torchport::ErrorCode::invalid_argument, "--shard takes RANK/WORLD with 0 <= RANK < WORLD, not '" + s + "'");
+    throw torchport::Error(torchport::ErrorCode::invalid_argument,
+                           "--shard takes RANK/WORLD with 0 <= RANK < WORLD, not '" + s + "'");
   return {rank, world};
 }
 
@@ -208,7 +209,8 @@ int run_inspect(const InspectArgs& a) {
   TensorCatalog cat = open(a.file);
   if (!a.top_level_key.empty()) cat = cat.select(a.top_level_key);
   if (!a.shard.empty() || !a.plan.empty()) {
-    if (a.shard.empty()) throw torchport::Error(torchport::ErrorCode::invalid_argument, "--plan needs --shard RANK/WORLD");
+    if (a.shard.empty())
+      throw torchport::Error(torchport::ErrorCode::invalid_argument, "--plan needs --shard RANK/WORLD");
     return run_shard(cat, a);
   }
 
