@@ -5,6 +5,9 @@
 // sliced refused.
 
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -68,6 +71,17 @@ void check_file(const fs::path& path, const std::string& list) {
   check_catalog(open(path), expected().at("files").at(list), expected().at("tensors"), list);
 }
 
+// Bytes this process has read with read/pread so far (Linux's rchar), if
+// the kernel reports it.
+std::optional<std::uint64_t> bytes_read_by_process() {
+  std::ifstream io("/proc/self/io");
+  std::string key;
+  std::uint64_t value = 0;
+  while (io >> key >> value)
+    if (key == "rchar:") return value;
+  return std::nullopt;
+}
+
 }  // namespace
 
 TEST(Slice, TorchZipEveryDtypeViewAndDimension) {
@@ -124,6 +138,30 @@ TEST(Slice, OtherDimensionsGatherOneReadPerRun) {
             test::tensor_sha256(cat.find("wide")->narrow(1, 4, 8).contiguous()));
   EXPECT_EQ(counter->reads(), 8u);  // one pread per row
   EXPECT_EQ(counter->bytes(), 8u * 8 * 2);
+}
+
+TEST(Slice, TheProcessReadsOnlyTheSlicesBytes) {
+  // Counted by the kernel, not by us: the preads of a gathered slice, and
+  // the copy of a zero-copy view, read exactly the slice's bytes (plus the
+  // read of /proc/self/io itself, measured first).
+  const TensorCatalog cat = open(slices_dir() / "slices.safetensors");
+  if (!bytes_read_by_process()) GTEST_SKIP() << "no /proc/self/io";
+  const Tensor& whole = *cat.find("wide");  // BF16[8, 16]
+  const auto read_during = [](const auto& f) {
+    const std::uint64_t a = *bytes_read_by_process(), b = *bytes_read_by_process();
+    f();
+    const std::uint64_t c = *bytes_read_by_process();
+    return static_cast<double>(c - b) -
+           static_cast<double>(b - a);  // minus one read of /proc/self/io
+  };
+  Tensor cols, rows;
+  EXPECT_NEAR(read_during([&] {
+                cols = read_slice(cat, "wide", 1, 4, 8, {nullptr, false});
+              }),
+              8 * 8 * 2, 4);
+  EXPECT_NEAR(read_during([&] { rows = read_slice(cat, "wide", 0, 2, 3).clone(); }), 3 * 16 * 2, 4);
+  EXPECT_TRUE(cols.equal(whole.narrow(1, 4, 8).contiguous()));
+  EXPECT_TRUE(rows.equal(whole.narrow(0, 2, 3)));
 }
 
 TEST(Slice, UnalignedRecordsAreReadInPartNotMadeWhole) {
