@@ -195,4 +195,9 @@ bool Storage::pending() const noexcept {
   return deferred_ && !deferred_->done.load(std::memory_order_acquire);
 }
 
+bool Storage::addressable() const noexcept {
+  // A deferred copy knows where its bytes lie (data_); a made storage is memory.
+  return !deferred_ || data_ != nullptr || deferred_->done.load(std::memory_order_acquire);
+}
+
 }  // namespace torchport

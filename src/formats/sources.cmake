@@ -12,6 +12,7 @@ target_sources(torchport_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_writer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/save.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sharded.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/slice.cpp
   ${CMAKE_CURRENT_LIST_DIR}/strict_json.cpp
   ${CMAKE_CURRENT_LIST_DIR}/torch_common.cpp
   ${CMAKE_CURRENT_LIST_DIR}/transform.cpp

@@ -8,6 +8,8 @@
 #include <unordered_map>
 
 #include "torchport/record/load.hpp"
+
+#include "torchport/formats/slice.hpp"
 #include "torchport/version.hpp"
 
 namespace torchport::detail {
@@ -347,8 +349,35 @@ std::optional<Value> Loader::scalar(const Value* node, const std::string& path, 
               "the module has a " + type + " here but the file has a " + std::string(node->kind_name()), path);
 }
 
+namespace {
+
+// A sharded load: replaces a tensor leaf by this rank's slice (lazy: read
+// when a field takes it) and records what the rank reads of it.
+void shard_leaf(const LoadArgs& args, const std::string& format, const std::string& name, const std::string& key,
+                Value& leaf, PreparedLoad& p) {
+  const Tensor t = leaf.as_tensor();
+  const ShardSlice sl = args.shard_plan()->resolve(name, t.shape(), args.shard_rank(), args.shard_world());
+  LoadReport::ShardRead read{name,      std::string(shard_kind_name(sl.kind)), sl.rule, sl.dim, t.shape(),
+                             t.shape(), t.nbytes(),                            t.nbytes()};
+  if (sl.kind != ShardKind::replicate) {
+    try {
+      check_sliceable_format(format);
+      read.bytes = slice_nbytes(t, sl.dim, sl.ranges);
+      leaf = Value::tensor(read_slice(t, sl.dim, sl.ranges));
+    } catch (const Error& e) {
+      throw e.at_key(name);
+    }
+    read.shape = leaf.as_tensor().shape();
+  }
+  p.report.shard->reads.push_back(std::move(read));
+  p.shard_keys.push_back(key);
+}
+
+}  // namespace
+
 PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args) {
   PreparedLoad p;
+  if (args.shard_plan()) p.report.shard = LoadReport::Shard{args.shard_rank(), args.shard_world(), {}, 0, 0, 0, 0};
   const TensorCatalog cat = args.top_level_key().empty() ? catalog : catalog.select(args.top_level_key());
   std::vector<std::pair<std::string, Value>> leaves;
   leaves.reserve(cat.size());
@@ -374,6 +403,7 @@ PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args) {
       p.report.keys.push_back(std::move(line));
     }
     if (!kept) continue;
+    if (args.shard_plan() && leaf.is(Value::Kind::Tensor)) shard_leaf(args, catalog.format(), name, key, leaf, p);
     auto [it, fresh] = taken.emplace(key, name);
     if (!fresh)
       throw Error(ErrorCode::invalid_argument,
@@ -423,6 +453,18 @@ LoadReport finish_load(PreparedLoad& p, const LoadArgs& args, const std::string&
   const auto& used = p.loader->consumed_keys();
   for (const auto& k : p.loader->provenance().keys())
     if (!used.count(k)) r.unused.push_back(k);
+  if (r.shard) {  // what the rank read: the tensors a field took
+    std::vector<LoadReport::ShardRead> reads;
+    for (std::size_t i = 0; i < r.shard->reads.size(); ++i) {
+      if (!used.count(p.shard_keys[i])) continue;
+      LoadReport::ShardRead& x = r.shard->reads[i];
+      r.shard->bytes += x.bytes;
+      r.shard->file_bytes += x.file_bytes;
+      (x.kind == "replicate" ? r.shard->replicated_bytes : r.shard->split_bytes) += x.file_bytes;
+      reads.push_back(std::move(x));
+    }
+    r.shard->reads = std::move(reads);
+  }
   // Suggestions cost |missing| x |unused| edit distances: give them to the
   // first few missing fields, which is what a reader looks at.
   constexpr std::size_t kSuggested = 32;

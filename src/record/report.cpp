@@ -22,6 +22,13 @@ std::string LoadReport::summary() const {
   s += ")";
   if (!source.empty()) s += " from " + source;
   s += "\n";
+  if (shard) {
+    std::size_t split = 0;
+    for (const auto& r : shard->reads) split += r.kind != "replicate";
+    s += "rank " + std::to_string(shard->rank) + " of " + std::to_string(shard->world) + " read " +
+         count(shard->bytes) + "B of " + count(shard->file_bytes) + "B of tensors (" + std::to_string(split) +
+         " split, " + std::to_string(shard->reads.size() - split) + " read whole)\n";
+  }
   if (clean()) return s + "every field found, every key used\n";
   if (!missing.empty()) {
     s += "missing " + std::to_string(missing.size()) + ":\n";
@@ -53,6 +60,20 @@ std::string LoadReport::key_listing() const {
   for (const auto& k : keys)
     s += k.original + " -> " + (k.remapped.empty() ? std::string("(filtered out)") : k.remapped) + "  " + k.dtype +
          (k.dtype.starts_with("scalar") ? std::string() : shape_to_string(k.shape)) + "\n";
+  return s;
+}
+
+std::string LoadReport::shard_listing() const {
+  if (!shard) return {};
+  std::string s;
+  for (const auto& r : shard->reads) {
+    s += r.key + "  " + r.kind;
+    if (r.dim >= 0) s += "(" + std::to_string(r.dim) + ")";
+    s += "  " + shape_to_string(r.file_shape) + " -> " + shape_to_string(r.shape) + "  " + std::to_string(r.bytes) +
+         " of " + std::to_string(r.file_bytes) + " bytes";
+    s += r.rule.empty() ? std::string("  (no rule)") : "  [" + r.rule + "]";
+    s += "\n";
+  }
   return s;
 }
 

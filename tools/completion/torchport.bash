@@ -17,7 +17,7 @@ _torchport() {
   fi
   local opts
   case $sub in
-    inspect) opts="--json --tree --depth --top-level-key --help" ;;
+    inspect) opts="--json --tree --depth --top-level-key --shard --plan --help" ;;
     load) opts="--mmap --help" ;;
     convert) opts="--format --dtype --top-level-key --remap --include --exclude --max-shard-size --help" ;;
     diff) opts="--atol --rtol --json --help" ;;
@@ -30,7 +30,7 @@ _torchport() {
     --dtype)
       COMPREPLY=($(compgen -W "F16 BF16 F32 F64" -- "$cur"))
       return ;;
-    --depth | --top-level-key | --remap | --include | --exclude | --max-shard-size | --atol | --rtol)
+    --depth | --top-level-key | --shard | --remap | --include | --exclude | --max-shard-size | --atol | --rtol)
       return ;;
   esac
   if [[ $cur == -* ]]; then

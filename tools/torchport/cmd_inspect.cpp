@@ -1,4 +1,5 @@
 // torchport inspect FILE [--json | --tree [--depth N]] [--top-level-key K]
+//                        [--shard RANK/WORLD --plan FILE]
 
 #include <algorithm>
 #include <memory>
@@ -11,7 +12,9 @@
 
 #include "commands.hpp"
 #include "format.hpp"
+#include "torchport/core/error.hpp"
 #include "torchport/formats/open.hpp"
+#include "torchport/record/shard_plan.hpp"
 
 namespace torchport::cli {
 namespace {
@@ -22,6 +25,8 @@ struct InspectArgs {
   bool tree = false;
   int depth = 0;
   std::string top_level_key;
+  std::string shard;  // "RANK/WORLD"
+  std::string plan;   // the plan file
 };
 
 // The names unflattened at their dots: the nested module structure, each
@@ -110,9 +115,104 @@ void print_tree(const TensorCatalog& cat, int max_depth) {
   }
 }
 
+// --shard RANK/WORLD --plan FILE: what each tensor's rule gives the rank,
+// and the bytes every rank reads (a tensor no rule matches is read whole).
+struct ShardLine {
+  std::string name, kind, rule;
+  Shape shape, part;
+  std::uint64_t bytes = 0, whole = 0;
+};
+
+std::pair<int, int> parse_shard(const std::string& s) {
+  const auto slash = s.find('/');
+  int rank = -1, world = 0;
+  try {
+    if (slash != std::string::npos) {
+      std::size_t n1 = 0, n2 = 0;
+      rank = std::stoi(s.substr(0, slash), &n1);
+      world = std::stoi(s.substr(slash + 1), &n2);
+      if (n1 != slash || n2 != s.size() - slash - 1) world = 0;
+    }
+  } catch (const std::exception&) {
+    world = 0;
+  }
+  if (world < 1 || rank < 0 || rank >= world)
+    throw torchport::Error(torchport::ErrorCode::invalid_argument,
+                           "--shard takes RANK/WORLD with 0 <= RANK < WORLD, not '" + s + "'");
+  return {rank, world};
+}
+
+std::vector<ShardLine> shard_lines(const TensorCatalog& cat, const ShardPlan& plan, int rank, int world) {
+  std::vector<ShardLine> out;
+  for (const auto& [name, t] : cat.tensors()) {
+    const ShardSlice s = plan.resolve(name, t.shape(), rank, world);
+    ShardLine l{name, std::string(shard_kind_name(s.kind)), s.rule, t.shape(), s.shape(t.shape()), t.nbytes(),
+                t.nbytes()};
+    if (s.kind != ShardKind::replicate) l.bytes = slice_nbytes(t, s.dim, s.ranges);
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+int run_shard(const TensorCatalog& cat, const InspectArgs& a) {
+  if (a.plan.empty()) throw torchport::Error(torchport::ErrorCode::invalid_argument, "--shard needs --plan FILE");
+  const auto [rank, world] = parse_shard(a.shard);
+  const ShardPlan plan = ShardPlan::read_file(a.plan);
+  const std::vector<ShardLine> lines = shard_lines(cat, plan, rank, world);
+  std::vector<std::uint64_t> per_rank;
+  for (int r = 0; r < world; ++r) {
+    std::uint64_t n = 0;
+    for (const auto& l : r == rank ? lines : shard_lines(cat, plan, r, world)) n += l.bytes;
+    per_rank.push_back(n);
+  }
+  const std::uint64_t total = cat.total_bytes();
+  if (a.json) {
+    nlohmann::ordered_json out;
+    out["format"] = cat.format();
+    out["rank"] = rank;
+    out["world"] = world;
+    auto& list = out["tensors"] = nlohmann::ordered_json::array();
+    for (const auto& l : lines)
+      list.push_back({{"name", l.name}, {"kind", l.kind}, {"rule", l.rule}, {"shape", l.shape}, {"part", l.part},
+                      {"bytes", l.bytes}, {"file_bytes", l.whole}});
+    out["bytes"] = per_rank[static_cast<std::size_t>(rank)];
+    out["total_bytes"] = total;
+    out["bytes_per_rank"] = per_rank;
+    fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+    return 0;
+  }
+  fmt::print("{}: {}, {} tensors, {}; rank {} of {} by {} ({} rules)\n", a.file, cat.format(), cat.size(),
+             human_bytes(total), rank, world, a.plan, plan.rules().size());
+  std::size_t wname = 4, wshape = 5;
+  for (const auto& l : lines) {
+    wname = std::max(wname, l.name.size());
+    wshape = std::max(wshape, shape_to_string(l.shape).size() + 4 + shape_to_string(l.part).size());
+  }
+  wname = std::min<std::size_t>(wname, 80);
+  if (!lines.empty()) {
+    fmt::print("\n{:<{}}  {:<9}  {:<{}}  {:>12}  {}\n", "name", wname, "split", "shape -> rank's part", wshape,
+               "bytes read", "rule");
+    for (const auto& l : lines)
+      fmt::print("{:<{}}  {:<9}  {:<{}}  {:>12}  {}\n", l.name, wname, l.kind, shape_to_string(l.shape) + " -> " +
+                 shape_to_string(l.part), wshape, grouped(l.bytes), l.rule.empty() ? "(no rule: whole)" : l.rule);
+  }
+  const std::uint64_t mine = per_rank[static_cast<std::size_t>(rank)];
+  fmt::print("\nrank {} reads {} of {} ({:.1f}%)\n", rank, human_bytes(mine), human_bytes(total),
+             total ? 100.0 * static_cast<double>(mine) / static_cast<double>(total) : 0.0);
+  fmt::print("bytes per rank:");
+  for (int r = 0; r < world; ++r) fmt::print(" {}={}", r, grouped(per_rank[static_cast<std::size_t>(r)]));
+  fmt::print("\n");
+  return 0;
+}
+
 int run_inspect(const InspectArgs& a) {
   TensorCatalog cat = open(a.file);
   if (!a.top_level_key.empty()) cat = cat.select(a.top_level_key);
+  if (!a.shard.empty() || !a.plan.empty()) {
+    if (a.shard.empty())
+      throw torchport::Error(torchport::ErrorCode::invalid_argument, "--plan needs --shard RANK/WORLD");
+    return run_shard(cat, a);
+  }
 
   if (a.json) {
     nlohmann::ordered_json out;
@@ -172,9 +272,17 @@ Command add_inspect(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--top-level-key", args->top_level_key,
                   "Show only what lies under this key (e.g. state_dict)");
+  sub->add_option("--shard", args->shard,
+                  "RANK/WORLD: with --plan, show what this rank of a tensor-parallel model reads of each "
+                  "tensor, and the bytes every rank reads");
+  sub->add_option("--plan", args->plan,
+                  "Sharding plan file: one rule a line, 'REGEX -> column(DIM) | row(DIM) | replicate' "
+                  "(see docs/guide/11-tensor-parallel.md)")
+      ->check(CLI::ExistingFile);
   sub->footer(
       "Examples:\n  torchport inspect resnet18.pt --top-level-key state_dict\n"
-      "  torchport inspect resnet18.pt --tree --depth 2");
+      "  torchport inspect resnet18.pt --tree --depth 2\n"
+      "  torchport inspect llama/ --shard 1/4 --plan llama.plan");
   return {sub, [args] { return run_inspect(*args); }};
 }
 

@@ -90,6 +90,10 @@ class Storage {
   void read_into(std::uint64_t offset, std::span<std::byte> dst) const;
   /// True for a deferred storage whose loader has not run yet.
   bool pending() const noexcept;
+  /// True when `read_into` reads any range of the storage without making
+  /// all of it first: every storage except a deferred one whose loader
+  /// (inflating a deflated entry, swapping a big-endian record) has not run.
+  bool addressable() const noexcept;
   /// Drops this process's resident pages of `[offset, offset + n)` when the
   /// storage is file-backed, or is a deferred copy of a file's bytes (memory
   /// use falls; the page cache keeps the data and a later access reads it

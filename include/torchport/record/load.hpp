@@ -30,6 +30,7 @@
 #include "torchport/record/precision.hpp"
 #include "torchport/record/remap.hpp"
 #include "torchport/record/report.hpp"
+#include "torchport/record/shard_plan.hpp"
 
 namespace torchport {
 
@@ -71,6 +72,13 @@ class LoadArgs {
   LoadArgs& debug(bool on = true) { debug_ = on; return *this; }
   /// Options for opening the file (limits, format).
   LoadArgs& open_options(OpenOptions o) { open_ = std::move(o); return *this; }
+  /// Loads rank `rank`'s part of a model split over `world` ranks: each
+  /// tensor a rule of `plan` splits (rules see the file's names) arrives as
+  /// this rank's slice, reading only its bytes (see `read_slice`); the
+  /// others whole. The module's fields must have the rank's shapes.
+  /// `LoadReport::shard` names what the rank read.
+  /// \throws Error(invalid_argument) unless 0 <= rank < world.
+  LoadArgs& shard(int rank, int world, ShardPlan plan);
 
   /// \name Getters
   /// What the setters above set.
@@ -89,6 +97,10 @@ class LoadArgs {
   Layout layout() const noexcept { return layout_; }  ///< the file's layout
   bool debug() const noexcept { return debug_; }  ///< `LoadReport::keys` is filled
   const OpenOptions& open_options() const noexcept { return open_; }  ///< for opening the file
+  /// The sharding plan; null when the load is not sharded.
+  const std::shared_ptr<const ShardPlan>& shard_plan() const noexcept { return shard_plan_; }
+  int shard_rank() const noexcept { return shard_rank_; }    ///< this rank (0 when not sharded)
+  int shard_world() const noexcept { return shard_world_; }  ///< the number of ranks (1 when not sharded)
   ///@}
 
  private:
@@ -103,7 +115,20 @@ class LoadArgs {
   Layout layout_ = Layout::Auto;
   bool debug_ = false;
   OpenOptions open_;
+  std::shared_ptr<const ShardPlan> shard_plan_;
+  int shard_rank_ = 0;
+  int shard_world_ = 1;
 };
+
+inline LoadArgs& LoadArgs::shard(int rank, int world, ShardPlan plan) {
+  if (world < 1 || rank < 0 || rank >= world)
+    throw Error(ErrorCode::invalid_argument,
+                "rank " + std::to_string(rank) + " of " + std::to_string(world) + ": need 0 <= rank < world");
+  shard_rank_ = rank;
+  shard_world_ = world;
+  shard_plan_ = std::make_shared<const ShardPlan>(std::move(plan));
+  return *this;
+}
 
 namespace detail {
 
@@ -113,6 +138,8 @@ struct PreparedLoad {
   LoadReport report;
   std::unique_ptr<Loader> loader;
   std::map<std::string, std::string> file_metadata;  ///< the catalogue's
+  /// Sharded loads: the remapped key of each `report.shard->reads` entry.
+  std::vector<std::string> shard_keys;
 };
 
 /// Selects, remaps, filters and unflattens a catalogue's tensors (and the

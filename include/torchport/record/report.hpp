@@ -3,6 +3,7 @@
 /// `LoadReport`: what a typed load did with every key.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,28 @@ struct LoadReport {
     Shape shape;           ///< the tensor's shape (empty for a scalar)
   };
 
+  /// What a rank of a sharded load (`LoadArgs::shard`) read of one tensor.
+  struct ShardRead {
+    std::string key;               ///< the tensor's name in the file
+    std::string kind;              ///< "column", "row" or "replicate"
+    std::string rule;              ///< the plan's rule; empty when none matched (read whole)
+    std::int64_t dim = -1;         ///< the split dimension; -1 when read whole
+    Shape file_shape;              ///< the whole tensor's shape in the file
+    Shape shape;                   ///< the rank's part
+    std::uint64_t bytes = 0;       ///< bytes of the file's tensor the rank reads
+    std::uint64_t file_bytes = 0;  ///< bytes of the whole tensor in the file
+  };
+  /// A sharded load's reads.
+  struct Shard {
+    int rank = 0;                        ///< this rank
+    int world = 1;                       ///< the number of ranks
+    std::vector<ShardRead> reads;        ///< one per tensor a field took, in file order
+    std::uint64_t bytes = 0;             ///< bytes of tensors the rank reads (its slices, the others whole)
+    std::uint64_t file_bytes = 0;        ///< bytes of those tensors whole (what an unsharded load reads)
+    std::uint64_t split_bytes = 0;       ///< of `file_bytes`, the tensors split
+    std::uint64_t replicated_bytes = 0;  ///< of `file_bytes`, the tensors read whole
+  };
+
   std::string source;                 ///< the file
   std::vector<std::string> loaded;    ///< field paths filled from the file
   std::vector<Missing> missing;       ///< fields the file has no key for
@@ -44,6 +67,7 @@ struct LoadReport {
   std::uint64_t elements = 0;         ///< their elements (parameters and buffers)
   std::uint64_t bytes = 0;            ///< their bytes, in the module's dtypes
   std::uint64_t zero_copy_bytes = 0;  ///< of which left in the mapped file
+  std::optional<Shard> shard;         ///< set by a sharded load (`LoadArgs::shard`)
 
   /// True when nothing is missing, unused or mismatched.
   bool clean() const noexcept { return missing.empty() && unused.empty() && mismatched.empty(); }
@@ -52,6 +76,9 @@ struct LoadReport {
   std::string summary() const;
   /// The debug listing: original key -> remapped key, dtype, shape.
   std::string key_listing() const;
+  /// A sharded load's reads, one line a tensor: key, kind, shapes, bytes;
+  /// empty when the load was not sharded.
+  std::string shard_listing() const;
 };
 
 }  // namespace torchport
