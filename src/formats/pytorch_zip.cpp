@@ -45,9 +45,9 @@ class StorageResolver {
       const std::string& name = name_;
       const ZipEntry* e = a_->zip.find(name);
       if (e == nullptr)
-        throw Error(ErrorCode::corrupt,
-                    "the pickle refers to storage '" + ref.key + "' but the archive has no record '" +
-                        name + "'; truncated or corrupt archive?");
+        throw Error(ErrorCode::corrupt, "the pickle refers to storage '" + ref.key +
+                                            "' but the archive has no record '" + name +
+                                            "'; truncated or corrupt archive?");
       std::shared_ptr<Storage> st;
       if (e->method == 0) {
         st = record_storage(a_->zip.source(), e->data_offset, e->size, ref.dtype, a_->big_endian);
@@ -70,9 +70,9 @@ class StorageResolver {
     if (e->size != ref.nbytes)
       throw Error(ErrorCode::corrupt,
                   "storage '" + ref.key + "' is declared as " + std::to_string(ref.numel) + " " +
-                      std::string(dtype_name(ref.dtype)) + " elements (" + std::to_string(ref.nbytes) +
-                      " bytes) but record '" + e->name + "' has " + std::to_string(e->size) +
-                      " bytes; truncated or tampered file?",
+                      std::string(dtype_name(ref.dtype)) + " elements (" +
+                      std::to_string(ref.nbytes) + " bytes) but record '" + e->name + "' has " +
+                      std::to_string(e->size) + " bytes; truncated or tampered file?",
                   {}, e->data_offset);
     return storage_value(ref.dtype, ref.numel, it->second.second);
   }
@@ -87,9 +87,10 @@ class StorageResolver {
 Value read_pickle(const std::shared_ptr<const Archive>& a, const ZipEntry& entry,
                   const std::string& storage_dir, const OpenOptions& options) {
   if (entry.size > options.limits.max_pickle_bytes)
-    throw Error(ErrorCode::limit_exceeded,
-                "pickle of " + std::to_string(entry.size) + " bytes exceeds Limits::max_pickle_bytes",
-                {}, entry.data_offset, entry.name);
+    throw Error(
+        ErrorCode::limit_exceeded,
+        "pickle of " + std::to_string(entry.size) + " bytes exceeds Limits::max_pickle_bytes", {},
+        entry.data_offset, entry.name);
   const Source pkl = a->zip.read(entry);
   ByteReader r(pkl.bytes(), a->zip.source().name() + ":" + entry.name,
                entry.method == 0 ? entry.data_offset : 0);
@@ -104,11 +105,22 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options)
   archive->zip = ZipArchive::open(source, options.limits);
   const auto& entries = archive->zip.entries();
   if (entries.empty())
-    throw Error(ErrorCode::not_a_checkpoint, "the zip archive is empty", {}, std::nullopt, source.name());
-  // As torch's reader does: the folder of the first record names the archive.
+    throw Error(ErrorCode::not_a_checkpoint, "the zip archive is empty", {}, std::nullopt,
+                source.name());
+  // As torch's reader (PyTorchFileReader::init) does: the folder of the
+  // first record in the directory names the archive, and every record is
+  // looked up under it (miniz ignoring ASCII case); a first record outside
+  // any folder is an archive torch refuses.
   const std::string& first = entries.front().name;
   const auto slash = first.find('/');
-  archive->prefix = slash == std::string::npos ? "" : first.substr(0, slash + 1);
+  if (slash == std::string::npos)
+    throw Error(ErrorCode::corrupt,
+                "the zip's first record '" + first +
+                    "' is not in a folder; torch's reader refuses such archives (it takes the "
+                    "first record's folder "
+                    "as the archive name)",
+                first, entries.front().header_offset, source.name());
+  archive->prefix = first.substr(0, slash + 1);
   if (options.verify_crc)
     for (const auto& e : entries) archive->zip.verify_crc(e);
 
@@ -116,7 +128,8 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options)
     const Source rec = archive->zip.read(*bo);
     const std::string order = trim(std::string(reinterpret_cast<const char*>(rec.bytes().data()),
                                                std::min<std::size_t>(rec.size(), 16)));
-    if (order == "big") archive->big_endian = true;
+    if (order == "big")
+      archive->big_endian = true;
     else if (order != "little")
       throw Error(ErrorCode::corrupt, "byteorder record says '" + order + "'", {}, bo->data_offset,
                   source.name());
@@ -133,8 +146,8 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options)
 
   std::shared_ptr<const Archive> a = archive;
   const char* format = torchscript ? "torchscript" : "pytorch-zip";
-  TensorCatalog cat = TensorCatalog::from_value(
-      format, read_pickle(a, *data, "data/", options), options.limits);
+  TensorCatalog cat =
+      TensorCatalog::from_value(format, read_pickle(a, *data, "data/", options), options.limits);
   if (!torchscript) return cat;
   // Constants are tensors baked into the TorchScript code; a frozen module
   // keeps all of its weights there. They follow the module's own tensors.

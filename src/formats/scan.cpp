@@ -16,6 +16,7 @@
 #include "torchport/io/byte_reader.hpp"
 #include "torchport/io/tar.hpp"
 #include "torchport/io/zip.hpp"
+#include "torchport/open/format.hpp"
 
 namespace torchport {
 namespace {
@@ -264,12 +265,13 @@ ScanReport scan(const Source& source, const OpenOptions& options) {
   ScanReport r;
   r.path = source.name();
   Scanner s(r, options);
-  r.format = options.format.empty() ? sniff_format(source) : options.format;
-  if (r.format == "pytorch-zip" || r.format == "torchscript") {
+  const std::optional<Format> format = options.format.empty() ? sniff(source) : parse_format(options.format);
+  r.format = !options.format.empty() ? options.format : format ? std::string(format_name(*format)) : std::string();
+  if (format == Format::pytorch_zip || format == Format::torchscript) {
     s.scan_zip(source);
-  } else if (r.format == "pytorch-tar") {
+  } else if (format == Format::pytorch_tar) {
     s.scan_tar(source);
-  } else if (r.format == "pytorch-legacy" || r.format == "pickle") {
+  } else if (format == Format::pytorch_legacy || format == Format::pickle) {
     s.scan_pickles(source);
   }
   // safetensors and our records hold no pickle: their structure is all.
@@ -280,8 +282,9 @@ ScanReport scan(const Source& source, const OpenOptions& options) {
 }
 
 ScanReport scan(const std::filesystem::path& path, const OpenOptions& options) {
-  const bool sharded = (options.format.empty() && formats::is_sharded_path(path)) ||
-                       options.format.starts_with("sharded");
+  const std::optional<Format> format = parse_format(options.format);
+  const bool sharded =
+      (options.format.empty() && formats::is_sharded_path(path)) || (format && is_sharded(*format));
   if (!sharded) return scan(Source::map_file(path, options.map), options);
 
   ScanReport r;
