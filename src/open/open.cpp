@@ -134,7 +134,7 @@ TensorCatalog read_sniffed(const Source& source, const OpenOptions& options) {
     }
     // A plain pickle (no torch magic) is no format torch reads: a structured
     // format that reads the bytes wins over it. torch's legacy pickle does not.
-    if (t.catalog && t.catalog->format() == "pickle") continue;
+    if (t.catalog && parse_format(t.catalog->format()) == Format::pickle) continue;
     ambiguous(source, chosen->reading(), t.reading(),
               t.reader->format == Format::pytorch_legacy ? "torch.load reads the legacy pickle"
                                                          : "readers disagree");
