@@ -46,11 +46,13 @@ struct Trial {
   std::optional<TensorCatalog> catalog;
   std::optional<Error> error;
   // The reader takes the bytes as its format: it read them, or failed past
-  // the point of recognising them (a dangerous global, a limit, a feature).
+  // the point of recognising them (a dangerous global, a feature we do not
+  // read). Errors any bytes can give a reader that tries them (a length past
+  // a limit, a structure that does not hold) are no reading.
   bool accepted() const {
     if (catalog) return true;
     const ErrorCode c = error->code();
-    return c != ErrorCode::not_a_checkpoint && c != ErrorCode::corrupt && c != ErrorCode::truncated;
+    return c == ErrorCode::unsafe_global || c == ErrorCode::unsupported;
   }
   std::string reading() const {
     if (catalog)
