@@ -115,10 +115,7 @@ TensorCatalog read_sniffed(const Source& source, const OpenOptions& options) {
     throw Error(
         ErrorCode::not_a_checkpoint,
         "not a checkpoint torchport reads: neither a zip, tar, pickle nor safetensors file" +
-            (starts_with(bytes, "\x1f\x8b")
-                 ? std::string("; this is gzip-compressed, holding no torchport "
-                               "record: decompress it first")
-                 : hint_for(bytes)),
+            hint_for(bytes),
         {}, std::nullopt, source.name());
   if (others.size() == 1) return others.front()->read(source, options);
 
