@@ -435,6 +435,13 @@ void Value::reserve(std::size_t n) {
   }
 }
 
+void Value::set_tensor(Tensor t) {
+  if (kind_ != Kind::Tensor) wrong_kind("tensor", *this);
+  if (node_->sealed)
+    throw Error(ErrorCode::corrupt, "a tensor is given state after being nested in another value");
+  node_as<TensorNode>(kind_).t = std::move(t);
+}
+
 void Value::set_state(Value state) {
   if (kind_ != Kind::Object) wrong_kind("object", *this);
   if (node_->sealed)

@@ -59,6 +59,7 @@ class Flattener {
 
   std::vector<NamedTensor> run(const Value& root) {
     std::string name;
+    if (root.is(Value::Kind::Tensor)) name = kRootTensorName;  // a bare tensor has no key path
     walk(root, name);
     return std::move(out_);
   }
@@ -236,7 +237,8 @@ TensorCatalog TensorCatalog::select(std::string_view key) const {
   std::vector<NamedTensor> picked;
   const std::string prefix = std::string(key) + ".";
   for (const auto& t : tensors_) {
-    if (t.name == key) picked.push_back({"", t.tensor});
+    if (t.name == key)
+      picked.push_back({std::string(kRootTensorName), t.tensor});
     else if (t.name.starts_with(prefix)) picked.push_back({t.name.substr(prefix.size()), t.tensor});
   }
   if (picked.empty()) {

@@ -12,6 +12,7 @@
 #include <array>
 #include <iterator>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "readers.hpp"
 #include "torch_common.hpp"
@@ -32,7 +33,8 @@ std::uint64_t record_count(const Source& source, ByteReader& r) {
     if (source.file()->read(source.bytes().data() + r.pos(), buf)) {
       r.skip(8, "storage element count");
       std::uint64_t v = 0;
-      for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<std::uint64_t>(buf[static_cast<std::size_t>(i)]);
+      for (int i = 7; i >= 0; --i)
+        v = (v << 8) | static_cast<std::uint64_t>(buf[static_cast<std::size_t>(i)]);
       return v;
     }
   }
@@ -46,8 +48,9 @@ constexpr std::int64_t kProtocolVersion = 1001;
 bool is_magic(const Value& v) {
   if (!v.is(Value::Kind::BigInt)) return false;
   const std::string& b = v.as_bytes();
-  return b.size() == sizeof kMagic && std::equal(b.begin(), b.end(), std::begin(kMagic),
-                                                 [](char c, unsigned char m) { return static_cast<unsigned char>(c) == m; });
+  return b.size() == sizeof kMagic &&
+         std::equal(b.begin(), b.end(), std::begin(kMagic),
+                    [](char c, unsigned char m) { return static_cast<unsigned char>(c) == m; });
 }
 
 struct Record {
@@ -64,12 +67,14 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
   const Value magic = run_pickle(r, options);
   if (!is_magic(magic)) {
     // Not torch's magic number: a plain pickle. It may not refer to storages.
-    return TensorCatalog::from_value("pickle", rebuild_tensors(magic, source.name()), options.limits);
+    return TensorCatalog::from_value("pickle", rebuild_tensors(magic, source.name()),
+                                     options.limits);
   }
   const Value protocol = run_pickle(r, options);
   if (!protocol.is(Value::Kind::Int) || protocol.as_int() != kProtocolVersion)
-    throw Error(ErrorCode::unsupported, "legacy protocol version " + protocol.repr() + " (1001 is read)",
-                {}, r.file_offset(), source.name());
+    throw Error(ErrorCode::unsupported,
+                "legacy protocol version " + protocol.repr() + " (1001 is read)", {},
+                r.file_offset(), source.name());
   const Value sys_info = run_pickle(r, options);
   bool big_endian = false;
   if (const Value* le = sys_info.find("little_endian"); le && le->is(Value::Kind::Bool))
@@ -79,14 +84,26 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
   // to step over the data records) and where the object's pickle ends.
   const std::uint64_t object_start = r.pos();
   std::unordered_map<std::string, Record> records;
+  // As torch's persistent_load: the first reference to a root key makes its
+  // storage (dtype and size); later references get that storage whatever
+  // they declare. Views share torch's one table of keys with the roots;
+  // a view key that is also a root key is refused.
+  std::unordered_set<std::string> view_keys;
   auto declare = [&](const Value& pid, std::uint64_t) -> Value {
     if (pid.is(Value::Kind::Tuple) && pid.size() >= 2 && pid.items()[0].is(Value::Kind::Str) &&
         pid.items()[0].as_str() == "module")
       return pid.items()[1];  // a module class saved with its source: inert
     const StorageRef ref = parse_storage_ref(pid);
-    auto [it, fresh] = records.emplace(ref.key, Record{ref.dtype, ref.numel});
-    if (!fresh && (it->second.dtype != ref.dtype || it->second.numel != ref.numel))
-      throw Error(ErrorCode::corrupt, "storage '" + ref.key + "' is declared twice, differently");
+    if (view_keys.count(ref.key))
+      throw Error(ErrorCode::unsupported,
+                  "storage key '" + ref.key + "' names both a storage and a storage view");
+    records.emplace(ref.key, Record{ref.dtype, ref.numel});
+    if (ref.view) {
+      if (records.count(ref.view->key))
+        throw Error(ErrorCode::unsupported,
+                    "storage key '" + ref.view->key + "' names both a storage and a storage view");
+      view_keys.insert(ref.view->key);
+    }
     return Value();
   };
   run_pickle(r, options, declare);
@@ -100,11 +117,12 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
     const std::string key = k.is(Value::Kind::Str) ? k.as_str() : k.repr();
     auto it = records.find(key);
     if (it == records.end())
-      throw Error(ErrorCode::corrupt, "storage '" + key + "' has data but the object never refers to it",
-                  {}, r.file_offset(), source.name());
+      throw Error(ErrorCode::corrupt,
+                  "storage '" + key + "' has data but the object never refers to it", {},
+                  r.file_offset(), source.name());
     if (it->second.located)
-      throw Error(ErrorCode::corrupt, "storage '" + key + "' has two data records", {}, r.file_offset(),
-                  source.name());
+      throw Error(ErrorCode::corrupt, "storage '" + key + "' has two data records", {},
+                  r.file_offset(), source.name());
     const std::uint64_t at = r.file_offset();
     const std::uint64_t count = record_count(source, r);
     if (count != it->second.numel)
@@ -121,9 +139,10 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
   }
   for (const auto& [key, rec] : records)
     if (!rec.located)
-      throw Error(ErrorCode::truncated,
-                  "storage '" + key + "' is used by the object but has no data record; truncated file?",
-                  {}, r.file_offset(), source.name());
+      throw Error(
+          ErrorCode::truncated,
+          "storage '" + key + "' is used by the object but has no data record; truncated file?", {},
+          r.file_offset(), source.name());
 
   // Pass 2: the object again, now with real storages.
   std::unordered_map<std::string, Value> made;
@@ -134,30 +153,31 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
     const StorageRef ref = parse_storage_ref(pid);
     const Record& rec = records.at(ref.key);
     const std::size_t es = dtype_size(rec.dtype);
-    if (!ref.view) {
-      auto it = made.find(ref.key);
-      if (it == made.end())
-        it = made.emplace(ref.key, storage_value(rec.dtype, rec.numel,
+    auto root = made.find(ref.key);
+    if (root == made.end())
+      root = made.emplace(ref.key, storage_value(rec.dtype, rec.numel,
                                                  record_storage(source, rec.offset, rec.numel * es,
                                                                 rec.dtype, big_endian)))
                  .first;
-      return it->second;
-    }
-    // A storage view (torch < 0.4): a slice of the root storage.
+    if (!ref.view) return root->second;
+    // A storage view (torch < 0.4): a slice of the root's bytes, typed by
+    // the reference that first names it (offset and size in its elements).
     const auto& v = *ref.view;
-    if (v.offset > rec.numel || v.size > rec.numel - v.offset)
-      throw Error(ErrorCode::corrupt,
-                  "storage view '" + v.key + "' [" + std::to_string(v.offset) + ", +" +
-                      std::to_string(v.size) + ") lies outside its root '" + ref.key + "' of " +
-                      std::to_string(rec.numel) + " elements");
-    auto it = made.find("view:" + v.key);
-    if (it == made.end())
-      it = made.emplace("view:" + v.key,
-                        storage_value(rec.dtype, v.size,
-                                      record_storage(source, rec.offset + v.offset * es, v.size * es,
-                                                     rec.dtype, big_endian)))
-               .first;
-    return it->second;
+    if (auto it = made.find(v.key); it != made.end()) return it->second;
+    const std::uint64_t root_bytes = rec.numel * es, ves = dtype_size(ref.dtype);
+    std::uint64_t begin = 0, bytes = 0;
+    if (!detail::mul_ok(v.offset, ves, begin) || !detail::mul_ok(v.size, ves, bytes) ||
+        begin > root_bytes || bytes > root_bytes - begin)
+      throw Error(ErrorCode::corrupt, "storage view '" + v.key + "' [" + std::to_string(v.offset) +
+                                          ", +" + std::to_string(v.size) + ") of " +
+                                          std::string(dtype_name(ref.dtype)) +
+                                          " lies outside its root '" + ref.key + "' of " +
+                                          std::to_string(root_bytes) + " bytes");
+    return made
+        .emplace(v.key, storage_value(ref.dtype, v.size,
+                                      record_storage(source, rec.offset + begin, bytes, ref.dtype,
+                                                     big_endian)))
+        .first->second;
   };
   ByteReader again(source.bytes().subspan(0, static_cast<std::size_t>(object_end)), source.name());
   again.seek(object_start);

@@ -38,33 +38,18 @@ class StorageResolver {
 
   Value operator()(const Value& pid, std::uint64_t) {
     const StorageRef ref = parse_storage_ref(pid);
-    auto it = cache_.find(ref.key);
-    if (it == cache_.end()) {
-      name_.resize(dir_len_);
-      name_ += ref.key;
-      const std::string& name = name_;
-      const ZipEntry* e = a_->zip.find(name);
-      if (e == nullptr)
-        throw Error(ErrorCode::corrupt, "the pickle refers to storage '" + ref.key +
-                                            "' but the archive has no record '" + name +
-                                            "'; truncated or corrupt archive?");
-      std::shared_ptr<Storage> st;
-      if (e->method == 0) {
-        st = record_storage(a_->zip.source(), e->data_offset, e->size, ref.dtype, a_->big_endian);
-      } else {
-        auto archive = a_;
-        const ZipEntry entry = *e;
-        const DType dtype = ref.dtype;
-        st = Storage::deferred(e->size, [archive, entry, dtype] {
-          const Source inflated = archive->zip.read(entry);
-          auto s = record_storage(inflated, 0, inflated.size(), dtype, archive->big_endian);
-          s->bytes();
-          return s;
-        });
-      }
-      it = cache_.emplace(ref.key, std::make_pair(e, std::move(st))).first;
-    }
-    const ZipEntry* e = it->second.first;
+    // As torch's persistent_load (loaded_storages): the first reference to
+    // a key builds its typed storage; later ones get that same storage,
+    // whatever dtype and size they declare.
+    if (auto it = cache_.find(ref.key); it != cache_.end()) return it->second;
+    name_.resize(dir_len_);
+    name_ += ref.key;
+    const std::string& name = name_;
+    const ZipEntry* e = a_->zip.find(name);
+    if (e == nullptr)
+      throw Error(ErrorCode::corrupt, "the pickle refers to storage '" + ref.key +
+                                          "' but the archive has no record '" + name +
+                                          "'; truncated or corrupt archive?");
     // The record must hold exactly what the pickle declares: a storage
     // declared larger than its record is how CVE-2026-24747 corrupted memory.
     if (e->size != ref.nbytes)
@@ -74,23 +59,38 @@ class StorageResolver {
                       std::to_string(ref.nbytes) + " bytes) but record '" + e->name + "' has " +
                       std::to_string(e->size) + " bytes; truncated or tampered file?",
                   {}, e->data_offset);
-    return storage_value(ref.dtype, ref.numel, it->second.second);
+    std::shared_ptr<Storage> st;
+    if (e->method == 0) {
+      st = record_storage(a_->zip.source(), e->data_offset, e->size, ref.dtype, a_->big_endian);
+    } else {
+      auto archive = a_;
+      const ZipEntry entry = *e;
+      const DType dtype = ref.dtype;
+      st = Storage::deferred(e->size, [archive, entry, dtype] {
+        const Source inflated = archive->zip.read(entry);
+        auto s = record_storage(inflated, 0, inflated.size(), dtype, archive->big_endian);
+        s->bytes();
+        return s;
+      });
+    }
+    return cache_.emplace(ref.key, storage_value(ref.dtype, ref.numel, std::move(st)))
+        .first->second;
   }
 
  private:
   std::shared_ptr<const Archive> a_;
   std::string name_;  // "<archive>/<dir>", then the record's name
   std::size_t dir_len_;
-  std::unordered_map<std::string, std::pair<const ZipEntry*, std::shared_ptr<Storage>>> cache_;
+  // key -> the typed storage its first reference built
+  std::unordered_map<std::string, Value> cache_;
 };
 
 Value read_pickle(const std::shared_ptr<const Archive>& a, const ZipEntry& entry,
                   const std::string& storage_dir, const OpenOptions& options) {
   if (entry.size > options.limits.max_pickle_bytes)
-    throw Error(
-        ErrorCode::limit_exceeded,
-        "pickle of " + std::to_string(entry.size) + " bytes exceeds Limits::max_pickle_bytes", {},
-        entry.data_offset, entry.name);
+    throw Error(ErrorCode::limit_exceeded,
+                "pickle of " + std::to_string(entry.size) + " bytes exceeds Limits::max_pickle_bytes",
+                {}, entry.data_offset, entry.name);
   const Source pkl = a->zip.read(entry);
   ByteReader r(pkl.bytes(), a->zip.source().name() + ":" + entry.name,
                entry.method == 0 ? entry.data_offset : 0);
@@ -105,8 +105,7 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options)
   archive->zip = ZipArchive::open(source, options.limits);
   const auto& entries = archive->zip.entries();
   if (entries.empty())
-    throw Error(ErrorCode::not_a_checkpoint, "the zip archive is empty", {}, std::nullopt,
-                source.name());
+    throw Error(ErrorCode::not_a_checkpoint, "the zip archive is empty", {}, std::nullopt, source.name());
   // As torch's reader (PyTorchFileReader::init) does: the folder of the
   // first record in the directory names the archive, and every record is
   // looked up under it (miniz ignoring ASCII case); a first record outside
@@ -116,8 +115,7 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options)
   if (slash == std::string::npos)
     throw Error(ErrorCode::corrupt,
                 "the zip's first record '" + first +
-                    "' is not in a folder; torch's reader refuses such archives (it takes the "
-                    "first record's folder "
+                    "' is not in a folder; torch's reader refuses such archives (it takes the first record's folder "
                     "as the archive name)",
                 first, entries.front().header_offset, source.name());
   archive->prefix = first.substr(0, slash + 1);
@@ -128,8 +126,7 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options)
     const Source rec = archive->zip.read(*bo);
     const std::string order = trim(std::string(reinterpret_cast<const char*>(rec.bytes().data()),
                                                std::min<std::size_t>(rec.size(), 16)));
-    if (order == "big")
-      archive->big_endian = true;
+    if (order == "big") archive->big_endian = true;
     else if (order != "little")
       throw Error(ErrorCode::corrupt, "byteorder record says '" + order + "'", {}, bo->data_offset,
                   source.name());
@@ -146,8 +143,8 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options)
 
   std::shared_ptr<const Archive> a = archive;
   const char* format = torchscript ? "torchscript" : "pytorch-zip";
-  TensorCatalog cat =
-      TensorCatalog::from_value(format, read_pickle(a, *data, "data/", options), options.limits);
+  TensorCatalog cat = TensorCatalog::from_value(
+      format, read_pickle(a, *data, "data/", options), options.limits);
   if (!torchscript) return cat;
   // Constants are tensors baked into the TorchScript code; a frozen module
   // keeps all of its weights there. They follow the module's own tensors.

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
+#include <vector>
 
 #include "torchport/core/dtype.hpp"
 #include "torchport/core/limits.hpp"
@@ -53,13 +55,29 @@ Value storage_value(DType dtype, std::uint64_t numel, std::shared_ptr<Storage> s
 std::shared_ptr<Storage> record_storage(const Source& source, std::uint64_t offset,
                                         std::uint64_t nbytes, DType dtype, bool big_endian);
 
+/// The values a pickle's persistent_load gave (typed storages): a rebuild
+/// and a BUILD take their storage from one of these, never from a tensor.
+class StorageSet {
+ public:
+  /// True when `v` is (a handle of) a value `add` was given.
+  bool contains(const Value& v) const;
+  /// Remembers `v` (and keeps it alive, so its identity is not reused).
+  void add(const Value& v);
+
+ private:
+  std::unordered_set<const void*> ids_;
+  std::vector<Value> keep_;
+};
+
 /// Turns the inert calls torch uses to pickle tensors
 /// (`torch._utils._rebuild_tensor[_v2|_v3]`, `_rebuild_parameter[_with_state]`,
 /// `torch._tensor._rebuild_from_type_v2`, `Parameter(...)`) into tensors,
 /// checking each view against its storage. Any other `torch._utils._rebuild_*`
 /// (sparse, quantized, meta tensors) is an Error(unsupported) naming its key.
 /// Errors name the key path, the byte offset of the call and `where`.
-Value rebuild_tensors(const Value& root, std::string_view where);
+/// With `storages`, a rebuild's storage must be one of them.
+Value rebuild_tensors(const Value& root, std::string_view where,
+                      const StorageSet* storages = nullptr);
 
 /// Applies the global policy to what a pickle referenced: a dangerous global
 /// is an Error(unsafe_global); an unknown one too unless allowed.

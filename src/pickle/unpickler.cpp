@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <iterator>
@@ -40,11 +42,55 @@ enum Op : std::uint8_t {
   BYTEARRAY8 = 0x96, NEXT_BUFFER = 0x97, READONLY_BUFFER = 0x98,
 };
 
+bool is_ascii(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
+// Well-formed UTF-8 (no overlong forms, surrogates or code points past
+// U+10FFFF), as Python's strict decoder requires; with `surrogates`,
+// encoded surrogates pass (the "surrogatepass" error handler).
+bool is_utf8(std::string_view s, bool surrogates = false) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t n;
+    std::uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+      n = 1, cp = c & 0x1fu;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      n = 2, cp = c & 0x0fu;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      n = 3, cp = c & 0x07u;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;
+    for (std::size_t k = 1; k <= n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xc0u) != 0x80u) return false;
+      cp = (cp << 6) | (d & 0x3fu);
+    }
+    if ((n == 2 && (cp < 0x800 || (!surrogates && cp >= 0xd800 && cp <= 0xdfff))) ||
+        (n == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+      return false;
+    i += n + 1;
+  }
+  return true;
+}
+
 class Machine {
  public:
-  Machine(ByteReader& r, const Limits& limits, const PersistentLoad& persistent, const CallHook& hook,
-          Stats& stats)
-      : r_(r), limits_(limits), persistent_(persistent), hook_(hook), stats_(stats) {}
+  Machine(ByteReader& r, const Limits& limits, const PersistentLoad& persistent,
+          const CallHook& hook, const BuildHook& build_hook, Stats& stats)
+      : r_(r),
+        limits_(limits),
+        persistent_(persistent),
+        hook_(hook),
+        build_hook_(build_hook),
+        stats_(stats) {}
 
   Value run();
   std::uint64_t op_offset() const noexcept { return op_offset_; }
@@ -115,41 +161,121 @@ class Machine {
   std::string read_string(std::uint64_t n, const char* what) {
     return std::string(r_.take_str(checked_len(n, what), what));
   }
-  std::int64_t parse_decimal(std::string_view s, const char* what) {
-    while (!s.empty() && (s.back() == 'L' || s.back() == '\r' || s.back() == ' ')) s.remove_suffix(1);
-    std::int64_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec == std::errc::result_out_of_range)
-      fail(ErrorCode::unsupported, std::string(what) + " '" + std::string(s) + "' does not fit in 64 bits");
-    if (ec != std::errc() || p != s.data() + s.size())
-      fail(ErrorCode::corrupt, std::string(what) + " '" + std::string(s.substr(0, 40)) + "' is not a number");
-    return v;
+  // Integers of the text opcodes, as CPython's C unpickler (_pickle.c,
+  // which torch.load uses) reads them:
+  //   INT       strtol(line, base 0): C's octal and 0x forms, whitespace
+  //             before; a line of two characters that gives 0 or 1 is a
+  //             bool ("00", "01", "-0", " 1"). When strtol stops early or
+  //             overflows: PyLong_FromString(line, base 0).
+  //   LONG      one 'L' before the newline dropped, then
+  //             PyLong_FromString(line, base 0).
+  //   GET, PUT  PyLong_FromString(line, base 10).
+  // PyLong_FromString: ASCII whitespace around, a sign, with base 0 a
+  // 0x/0o/0b prefix (an underscore may follow it) and otherwise no leading
+  // zero unless the number is zero, digits with single underscores between.
+  Value py_long(std::string_view line, const char* what, bool base0) {
+    const std::string shown(line.substr(0, 40));
+    constexpr std::string_view ws = " \t\n\r\v\f";
+    std::string_view s = line;
+    const auto b = s.find_first_not_of(ws);
+    s = b == std::string_view::npos ? std::string_view{} : s.substr(b, s.find_last_not_of(ws) - b + 1);
+    bool negative = false;
+    if (!s.empty() && (s.front() == '-' || s.front() == '+')) {
+      negative = s.front() == '-';
+      s.remove_prefix(1);
+    }
+    unsigned base = 10;
+    if (base0 && s.size() >= 2 && s[0] == '0' && std::string_view("xXoObB").find(s[1]) != std::string_view::npos) {
+      base = (s[1] | 0x20) == 'x' ? 16 : (s[1] | 0x20) == 'o' ? 8 : 2;
+      s.remove_prefix(2);
+      if (!s.empty() && s.front() == '_') s.remove_prefix(1);
+    }
+    std::string digits;
+    bool ok = !s.empty() && s.front() != '_' && s.back() != '_';
+    for (std::size_t i = 0; ok && i < s.size(); ++i) {
+      if (digit_value(s[i]) < base) digits += s[i];
+      else ok = s[i] == '_' && s[i + 1] != '_';
+    }
+    if (ok && base0 && base == 10 && digits.size() > 1 && digits.front() == '0')
+      ok = digits.find_first_not_of('0') == std::string::npos;
+    if (!ok) fail(ErrorCode::corrupt, std::string(what) + " '" + shown + "' is not a number");
+    return integer_from_digits(negative, digits, base, what);
   }
 
-  // A protocol 0 integer of any size: int64 when it fits, else BigInt.
-  Value decimal_value(std::string_view s, const char* what) {
-    while (!s.empty() && (s.back() == 'L' || s.back() == '\r' || s.back() == ' ')) s.remove_suffix(1);
-    std::int64_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec == std::errc() && p == s.data() + s.size()) return Value::integer(v);
-    const bool negative = !s.empty() && s.front() == '-';
-    std::string_view digits = negative ? s.substr(1) : s;
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos)
-      fail(ErrorCode::corrupt, std::string(what) + " '" + std::string(s.substr(0, 40)) + "' is not a number");
+  // INT's line: strtol first, as the C unpickler does.
+  Value py_int(std::string_view line) {
+    constexpr std::string_view ws = " \t\n\r\v\f";
+    std::size_t i = 0;
+    while (i < line.size() && ws.find(line[i]) != std::string_view::npos) ++i;
+    bool negative = false;
+    if (i < line.size() && (line[i] == '+' || line[i] == '-')) negative = line[i++] == '-';
+    unsigned base = 10;
+    if (i + 2 < line.size() && line[i] == '0' && (line[i + 1] | 0x20) == 'x' && digit_value(line[i + 2]) < 16) {
+      base = 16;
+      i += 2;
+    } else if (i < line.size() && line[i] == '0') {
+      base = 8;
+    }
+    const std::size_t start = i;
+    const std::uint64_t limit = negative ? std::uint64_t{1} << 63 : (std::uint64_t{1} << 63) - 1;
+    std::uint64_t acc = 0;
+    bool overflow = false;
+    for (; i < line.size() && digit_value(line[i]) < base; ++i) {
+      const unsigned d = digit_value(line[i]);
+      if (acc > (limit - d) / base) overflow = true;
+      else acc = acc * base + d;
+    }
+    const std::size_t end = i > start ? i : 0;  // strtol's endptr: the start when nothing converts
+    if (overflow || end != line.size()) return py_long(line, "INT", true);
+    const std::int64_t x = negative ? static_cast<std::int64_t>(~acc + 1) : static_cast<std::int64_t>(acc);
+    if (line.size() == 2 && (x == 0 || x == 1)) return Value::boolean(x == 1);
+    return Value::integer(x);
+  }
+
+  std::int64_t parse_decimal(std::string_view s, const char* what) {
+    const Value v = py_long(s, what, false);
+    if (!v.is(Value::Kind::Int))
+      fail(ErrorCode::unsupported, std::string(what) + " '" + std::string(s.substr(0, 40)) + "' does not fit in 64 bits");
+    return v.as_int();
+  }
+
+  static unsigned digit_value(char c) {
+    if (c >= '0' && c <= '9') return static_cast<unsigned>(c - '0');
+    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') return static_cast<unsigned>((c | 0x20) - 'a' + 10);
+    return 99;
+  }
+
+  // An integer of any size from its digits: int64 when it fits, else BigInt
+  // (in the fewest bytes, as LONG1 stores it).
+  Value integer_from_digits(bool negative, const std::string& digits, unsigned base, const char* what) {
+    {
+      std::uint64_t acc = 0;
+      bool fits = true;
+      const std::uint64_t limit = negative ? std::uint64_t{1} << 63 : (std::uint64_t{1} << 63) - 1;
+      for (char c : digits) {
+        const unsigned d = digit_value(c);
+        if (acc > (limit - d) / base) {
+          fits = false;
+          break;
+        }
+        acc = acc * base + d;
+      }
+      if (fits) return Value::integer(negative ? static_cast<std::int64_t>(~acc + 1) : static_cast<std::int64_t>(acc));
+    }
     // The conversion below is quadratic in the digits; Python itself refuses
     // to parse more than 4,300 (sys.int_info.default_max_str_digits) for the
     // same reason, and no checkpoint writes a number that long.
     constexpr std::size_t kMaxDigits = 4300;
     if (digits.size() > kMaxDigits)
       fail(ErrorCode::limit_exceeded, std::string(what) + " of " + std::to_string(digits.size()) +
-                                          " decimal digits: more than " + std::to_string(kMaxDigits) +
+                                          " digits: more than " + std::to_string(kMaxDigits) +
                                           " digits, the most Python itself parses");
     // Magnitude in little-endian bytes, then two's complement.
     std::string mag(1, '\0');
     for (char d : digits) {
-      unsigned carry = static_cast<unsigned>(d - '0');
+      unsigned carry = digit_value(d);
       for (char& byte : mag) {
-        const unsigned x = static_cast<unsigned char>(byte) * 10u + carry;
+        const unsigned x = static_cast<unsigned char>(byte) * base + carry;
         byte = static_cast<char>(x & 0xffu);
         carry = x >> 8;
       }
@@ -164,7 +290,60 @@ class Machine {
         carry = x >> 8;
       }
     }
+    // Drop sign bytes the value does not need: the same number has one form,
+    // whichever opcode wrote it (torch's magic number is a LONG in protocols
+    // 0 and 1, a LONG1 of 10 bytes from protocol 2 on).
+    while (mag.size() > 1) {
+      const auto top = static_cast<unsigned char>(mag.back());
+      const auto next = static_cast<unsigned char>(mag[mag.size() - 2]);
+      if (!((top == 0x00 && !(next & 0x80u)) || (top == 0xff && (next & 0x80u)))) break;
+      mag.pop_back();
+    }
     return Value::big_integer(std::move(mag));
+  }
+
+  // FLOAT's line as the C unpickler reads it (PyOS_string_to_double, the
+  // whole line): a sign, digits, "inf", "infinity", "nan", no whitespace
+  // and no underscores; a value too small for a double is 0 (or
+  // subnormal), one too large is an error (OverflowError in Python).
+  double python_float(std::string_view line) {
+    const std::string shown(line.substr(0, 40));
+    std::string_view s = line;
+    const bool plus = !s.empty() && s.front() == '+';
+    if (plus) s.remove_prefix(1);
+    double d = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
+    const bool range = ec == std::errc::result_out_of_range;
+    if ((ec != std::errc() && !range) || p != s.data() + s.size() || s.empty() ||
+        (plus && s.front() == '-') || s.find('(') != std::string_view::npos)
+      fail(ErrorCode::corrupt, "FLOAT '" + shown + "' is not a number");
+    if (range) {
+      // from_chars says out of range for both ends; strtod tells which.
+      const std::string text(line);
+      d = std::strtod(text.c_str(), nullptr);
+      if (std::isinf(d)) fail(ErrorCode::corrupt, "FLOAT '" + shown + "' is too large for a double");
+    }
+    return d;
+  }
+
+  // A str (BINUNICODE and its short and long forms): UTF-8, decoded by
+  // Python with "surrogatepass" (encoded surrogates pass, other bytes that
+  // are not UTF-8 are an error).
+  Value py3_str(std::string s, const char* what) {
+    if (!is_utf8(s, true))
+      fail(ErrorCode::corrupt, std::string(what) + " holds bytes that are not UTF-8");
+    return Value::str(std::move(s));
+  }
+
+  // A Python 2 string (STRING, BINSTRING, SHORT_BINSTRING): torch.load
+  // decodes them as UTF-8 (it passes encoding="utf-8" to the unpickler), so
+  // bytes that are not UTF-8 make torch fail, and us.
+  Value py2_str(std::string s, const char* what) {
+    if (!is_utf8(s))
+      fail(ErrorCode::corrupt,
+           std::string(what) +
+               " holds bytes that are not UTF-8 (torch.load decodes Python 2 strings as UTF-8)");
+    return Value::str(std::move(s));
   }
 
   // --- memo ----------------------------------------------------------------
@@ -229,6 +408,7 @@ class Machine {
   const Limits& limits_;
   const PersistentLoad& persistent_;
   const CallHook& hook_;
+  const BuildHook& build_hook_;
   Stats& stats_;
   std::vector<Value> stack_;
   std::vector<std::size_t> marks_;  // stack sizes at each open MARK
@@ -354,8 +534,12 @@ void Machine::build() {
     target.set_state(std::move(state));
     check_container(target);
   } else if (target.is(Value::Kind::Tensor)) {
-    // A tensor the call hook built from torch's rebuild call: the inert
-    // object it replaces would have kept a state no reader looks at.
+    // A tensor the call hook built: Python would call its __setstate__,
+    // which can re-view it (set_). The hook applies that or refuses; the
+    // node is changed in place, so the memo and every handle see it.
+    if (!build_hook_)
+      fail(ErrorCode::unsupported, "BUILD on a tensor, in a pickle read without tensor semantics");
+    target.set_tensor(build_hook_(target, state, op_offset_));
   } else if (target.is(Value::Kind::Dict)) {
     // An OrderedDict's instance attributes: torch stores `_metadata` (module
     // versions) this way. They hold no tensors that belong to the dict.
@@ -384,6 +568,14 @@ void Machine::persistent(Value pid) {
 }
 
 Value Machine::long_from_bytes(std::span<const std::byte> b) {
+  // Sign bytes the value does not need go (Python's decode_long reads the
+  // same number from either form; BigInt has one form per number).
+  while (b.size() > 1) {
+    const auto top = static_cast<std::uint8_t>(b.back());
+    const auto next = static_cast<std::uint8_t>(b[b.size() - 2]);
+    if (!((top == 0x00 && !(next & 0x80u)) || (top == 0xff && (next & 0x80u)))) break;
+    b = b.first(b.size() - 1);
+  }
   if (b.empty()) return Value::integer(0);
   if (b.size() <= 8) {
     std::uint64_t u = 0;
@@ -395,41 +587,79 @@ Value Machine::long_from_bytes(std::span<const std::byte> b) {
   return Value::big_integer(std::string(reinterpret_cast<const char*>(b.data()), b.size()));
 }
 
-// Decodes the escapes of protocol 0's STRING argument (a Python 2 repr).
+// Decodes protocol 0's STRING argument as pickle.py does: a quoted Python 2
+// literal whose escapes codecs.escape_decode resolves (\\ \' \" \a \b \f \n
+// \r \t \v, one to three octal digits, \x and two hex digits; any other
+// backslash stays as it is). False for what escape_decode refuses.
 bool unescape_repr(std::string_view s, std::string& out) {
   if (s.size() < 2 || (s.front() != '\'' && s.front() != '"') || s.back() != s.front()) return false;
   s = s.substr(1, s.size() - 2);
   out.clear();
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (s[i] != '\\') {
       out += s[i];
       continue;
     }
-    if (++i >= s.size()) return false;
+    if (++i >= s.size()) return false;  // "Trailing \ in string"
     switch (s[i]) {
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      case 'r': out += '\r'; break;
-      case '0': out += '\0'; break;
       case '\\': out += '\\'; break;
       case '\'': out += '\''; break;
       case '"': out += '"'; break;
+      case 'a':
+        out += '\a';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'v':
+        out += '\v';
+        break;
       case 'x': {
         if (i + 2 >= s.size()) return false;
-        unsigned v = 0;
-        auto [p, ec] = std::from_chars(s.data() + i + 1, s.data() + std::min(i + 3, s.size()), v, 16);
-        if (ec != std::errc() || p != s.data() + i + 3) return false;
-        out += static_cast<char>(v);
+        const int hi = hex(s[i + 1]), lo = hex(s[i + 2]);
+        if (hi < 0 || lo < 0) return false;
+        out += static_cast<char>(hi * 16 + lo);
         i += 2;
         break;
       }
-      default: return false;
+      default:
+        if (s[i] >= '0' && s[i] <= '7') {
+          unsigned v = static_cast<unsigned>(s[i] - '0');
+          for (int k = 0; k < 2 && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '7'; ++k)
+            v = v * 8 + static_cast<unsigned>(s[++i] - '0');
+          out += static_cast<char>(v & 0xffu);
+        } else {
+          out += '\\';  // not an escape: kept
+          out += s[i];
+        }
     }
   }
   return true;
 }
 
-// Decodes protocol 0's UNICODE argument (raw-unicode-escape) to UTF-8.
+// Decodes protocol 0's UNICODE argument (raw-unicode-escape, as CPython
+// decodes it) to UTF-8: bytes are Latin-1 code points; \uXXXX and
+// \UXXXXXXXX are escapes only after an odd number of backslashes. False for
+// a truncated escape, a code point past U+10FFFF, or a lone surrogate
+// (which Python keeps in a str but UTF-8 cannot hold).
 bool raw_unicode_to_utf8(std::string_view s, std::string& out) {
   out.clear();
   auto put = [&](std::uint32_t cp) {
@@ -449,18 +679,30 @@ bool raw_unicode_to_utf8(std::string_view s, std::string& out) {
       out += static_cast<char>(0x80 | (cp & 0x3f));
     }
   };
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 1 < s.size() && (s[i + 1] == 'u' || s[i + 1] == 'U')) {
-      const std::size_t n = s[i + 1] == 'u' ? 4 : 8;
-      if (i + 2 + n > s.size()) return false;
-      std::uint32_t cp = 0;
-      auto [p, ec] = std::from_chars(s.data() + i + 2, s.data() + i + 2 + n, cp, 16);
-      if (ec != std::errc() || p != s.data() + i + 2 + n || cp > 0x10ffff) return false;
-      put(cp);
-      i += 1 + n;
-    } else {
-      put(static_cast<unsigned char>(s[i]));  // latin-1
+  for (std::size_t i = 0; i < s.size();) {
+    if (s[i] != '\\') {
+      put(static_cast<unsigned char>(s[i++]));  // latin-1
+      continue;
     }
+    std::size_t run = 0;
+    while (i < s.size() && s[i] == '\\') {
+      ++run;
+      ++i;
+    }
+    if (run % 2 == 0 || i >= s.size() || (s[i] != 'u' && s[i] != 'U')) {
+      out.append(run, '\\');
+      continue;
+    }
+    out.append(run - 1, '\\');
+    const std::size_t n = s[i] == 'u' ? 4 : 8;
+    if (i + 1 + n > s.size()) return false;
+    std::uint32_t cp = 0;
+    auto [p, ec] = std::from_chars(s.data() + i + 1, s.data() + i + 1 + n, cp, 16);
+    if (ec != std::errc() || p != s.data() + i + 1 + n || s[i + 1] == '+' || s[i + 1] == '-')
+      return false;
+    if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    put(cp);
+    i += 1 + n;
   }
   return true;
 }
@@ -571,13 +813,19 @@ Value Machine::run() {
       case BININT1: push(Value::integer(r_.u8("BININT1"))); break;
       case BININT2: push(Value::integer(r_.u16("BININT2"))); break;
       case INT: {
-        const auto line = r_.line("INT");
-        if (line == "01") push(Value::boolean(true));
-        else if (line == "00") push(Value::boolean(false));
-        else push(decimal_value(line, "INT"));
+        const std::string_view line = r_.line("INT");
+        if (line.empty())
+          fail(ErrorCode::corrupt, "INT without digits");  // _pickle.c: bad_readline
+        push(py_int(line));
         break;
       }
-      case LONG: push(decimal_value(r_.line("LONG"), "LONG")); break;
+      case LONG: {
+        std::string_view line = r_.line("LONG");
+        if (line.empty()) fail(ErrorCode::corrupt, "LONG without digits");
+        if (line.back() == 'L') line.remove_suffix(1);  // Python 2's suffix
+        push(py_long(line, "LONG", true));
+        break;
+      }
       case LONG1: {
         const std::uint64_t n = r_.u8("LONG1 length");
         push(long_from_bytes(r_.take(checked_len(n, "LONG1"), "LONG1")));
@@ -589,25 +837,27 @@ Value Machine::run() {
         push(long_from_bytes(r_.take(checked_len(static_cast<std::uint64_t>(n), "LONG4"), "LONG4")));
         break;
       }
-      case FLOAT: {
-        const auto line = r_.line("FLOAT");
-        double d = 0;
-        auto [p, ec] = std::from_chars(line.data(), line.data() + line.size(), d);
-        if (ec != std::errc() || p != line.data() + line.size())
-          fail(ErrorCode::corrupt, "FLOAT '" + std::string(line.substr(0, 40)) + "' is not a number");
-        push(Value::real(d));
+      case FLOAT:
+        push(Value::real(python_float(r_.line("FLOAT"))));
         break;
-      }
       case BINFLOAT: push(Value::real(r_.f64_be("BINFLOAT"))); break;
       // --- strings and bytes ---
-      case SHORT_BINUNICODE: push(Value::str(read_string(r_.u8("length"), "SHORT_BINUNICODE"))); break;
-      case BINUNICODE: push(Value::str(read_string(r_.u32("length"), "BINUNICODE"))); break;
-      case BINUNICODE8: push(Value::str(read_string(r_.u64("length"), "BINUNICODE8"))); break;
-      case SHORT_BINSTRING: push(Value::str(read_string(r_.u8("length"), "SHORT_BINSTRING"))); break;
+      case SHORT_BINUNICODE:
+        push(py3_str(read_string(r_.u8("length"), "SHORT_BINUNICODE"), "SHORT_BINUNICODE"));
+        break;
+      case BINUNICODE:
+        push(py3_str(read_string(r_.u32("length"), "BINUNICODE"), "BINUNICODE"));
+        break;
+      case BINUNICODE8:
+        push(py3_str(read_string(r_.u64("length"), "BINUNICODE8"), "BINUNICODE8"));
+        break;
+      case SHORT_BINSTRING:
+        push(py2_str(read_string(r_.u8("length"), "SHORT_BINSTRING"), "SHORT_BINSTRING"));
+        break;
       case BINSTRING: {
         const std::int32_t n = r_.i32("length");
         if (n < 0) fail(ErrorCode::corrupt, "BINSTRING with negative length");
-        push(Value::str(read_string(static_cast<std::uint64_t>(n), "BINSTRING")));
+        push(py2_str(read_string(static_cast<std::uint64_t>(n), "BINSTRING"), "BINSTRING"));
         break;
       }
       case SHORT_BINBYTES: push(Value::bytes(read_string(r_.u8("length"), "SHORT_BINBYTES"))); break;
@@ -616,13 +866,16 @@ Value Machine::run() {
       case BYTEARRAY8: push(Value::bytes(read_string(r_.u64("length"), "BYTEARRAY8"))); break;
       case STRING: {
         std::string out;
-        if (!unescape_repr(r_.line("STRING"), out)) fail(ErrorCode::corrupt, "STRING is not a quoted literal");
-        push(Value::str(std::move(out)));
+        if (!unescape_repr(r_.line("STRING"), out))
+          fail(ErrorCode::corrupt, "STRING is not a quoted literal with valid escapes");
+        push(py2_str(std::move(out), "STRING"));
         break;
       }
       case UNICODE: {
         std::string out;
-        if (!raw_unicode_to_utf8(r_.line("UNICODE"), out)) fail(ErrorCode::corrupt, "UNICODE has a bad escape");
+        if (!raw_unicode_to_utf8(r_.line("UNICODE"), out))
+          fail(ErrorCode::corrupt,
+               "UNICODE has a bad escape, or a lone surrogate UTF-8 cannot hold");
         push(Value::str(std::move(out)));
         break;
       }
@@ -772,12 +1025,20 @@ Value Machine::run() {
       case NEWOBJ_EX: {
         Value kwargs = pop(), args = pop(), cls = pop();
         if (!kwargs.is(Value::Kind::Dict)) fail(ErrorCode::corrupt, "NEWOBJ_EX keyword arguments are not a dict");
+        // cls.__new__(cls, *args, **kwargs): keyword arguments would change
+        // what is built, and inert objects have no place for them.
+        if (kwargs.size() != 0)
+          fail(ErrorCode::unsupported,
+               "NEWOBJ_EX with keyword arguments " + kwargs.repr(3) + " (not read)");
         call(std::move(cls), std::move(args));
         break;
       }
       case INST: {
         std::string module(r_.line("INST module"));
         std::string name(r_.line("INST name"));
+        // pickle.py decodes INST's names as ASCII (GLOBAL's as UTF-8).
+        if (!is_ascii(module) || !is_ascii(name))
+          fail(ErrorCode::corrupt, "INST names a non-ASCII class");
         auto args = pop_mark();
         global(std::move(module), std::move(name));
         Value cls = pop();
@@ -794,7 +1055,12 @@ Value Machine::run() {
       }
       case BUILD: build(); break;
       case BINPERSID: persistent(pop()); break;
-      case PERSID: persistent(Value::str(std::string(r_.line("PERSID")))); break;
+      case PERSID: {
+        const std::string_view pid = r_.line("PERSID");
+        if (!is_ascii(pid)) fail(ErrorCode::corrupt, "PERSID is not ASCII");
+        persistent(Value::str(std::string(pid)));
+        break;
+      }
       case EXT1:
       case EXT2:
       case EXT4:
@@ -815,10 +1081,10 @@ Value Machine::run() {
 }  // namespace
 
 Value unpickle(ByteReader& reader, const Limits& limits, const PersistentLoad& persistent,
-               Stats* stats, const CallHook& hook) {
+               Stats* stats, const CallHook& hook, const BuildHook& build) {
   Stats local;
   Stats& s = stats ? *stats : local;
-  Machine m(reader, limits, persistent, hook, s);
+  Machine m(reader, limits, persistent, hook, build, s);
   try {
     return m.run();
   } catch (const Error& e) {

@@ -173,6 +173,47 @@ TEST_F(CliConvert, BadInputExitsOneAndKeepsTheOldOutput) {
   EXPECT_EQ(test::files_in(dir_), (std::vector<std::string>{"bad.safetensors", "old.safetensors"}));
 }
 
+TEST_F(CliConvert, BareTensorIsWrittenUnderItsDocumentedName) {
+  // torch.save(tensor): the catalogue names it "tensor" (kRootTensorName),
+  // which formats that store tensors by name write.
+  for (const char* in : {"bare_zip.pt", "bare_legacy.pt", "legacy_protocol1_bare.pt"}) {
+    SCOPED_TRACE(in);
+    const std::string src =
+        "'" + test::fixture(std::string("pickle_semantics/") + in).string() + "'";
+    std::string out;
+    ASSERT_EQ(tool("inspect " + src, &out), 0) << out;
+    EXPECT_NE(out.find("tensor"), std::string::npos) << out;
+    for (const char* to : {"o.safetensors", "o.pt", "o.mpk"}) {
+      ASSERT_EQ(tool("convert " + src + " " + p(to), &out), 0) << to << ": " << out;
+      const TensorCatalog cat = open(dir_ / to);
+      ASSERT_EQ(cat.size(), 1u) << to;
+      EXPECT_EQ(cat.tensors()[0].name, "tensor") << to;
+      ASSERT_EQ(tool("diff " + src + " " + p(to), &out), 0) << to << ": " << out;
+    }
+  }
+}
+
+TEST_F(CliConvert, ContentErrorsExitOneWhateverTheirCode) {
+  // Exit status 2 is for a command line the tool cannot act on; what a
+  // file holds is exit status 1, also when it conflicts with the options.
+  write("in.pt", {{"a", Tensor::scalar(1.5f)}, {"b", Tensor::scalar(2.5f)}}, SaveFormat::pytorch);
+  std::string out;
+  EXPECT_EQ(tool("convert " + p("in.pt") + " " + p("o.safetensors") + " --remap '^a$' ''", &out), 1)
+      << out;
+  EXPECT_NE(out.find("empty name"), std::string::npos) << out;
+  EXPECT_EQ(tool("convert " + p("in.pt") + " " + p("o.safetensors") + " --remap '^[ab]$' c", &out),
+            1)
+      << out;
+  EXPECT_NE(out.find("are renamed to 'c'"), std::string::npos) << out;
+  const std::string p0 = "'" + test::fixture("pickle_semantics/legacy_protocol0.pt").string() + "'";
+  EXPECT_EQ(tool("inspect " + p0, &out), 1) << out;
+  EXPECT_NE(out.find("pickle protocol 0"), std::string::npos) << out;
+  EXPECT_EQ(tool("convert " + p0 + " " + p("o.safetensors"), &out), 1) << out;
+  EXPECT_EQ(
+      tool("convert " + p("in.pt") + " " + p("o.safetensors") + " --top-level-key nope", &out), 1)
+      << out;
+}
+
 // --- diff ----------------------------------------------------------------------
 
 TEST_F(CliConvert, DiffReportsEveryKindOfDifference) {

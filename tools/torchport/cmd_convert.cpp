@@ -36,42 +36,50 @@ struct ConvertArgs {
 };
 
 int run_convert(const ConvertArgs& a) {
-  // Everything the user typed is checked before any input is read.
+  // Everything the user typed is checked before any input is read: a
+  // mistake there is a usage error (exit 2).
   std::optional<SaveFormat> format;
-  if (!a.format.empty()) format = parse_save_format(a.format);
+  std::optional<Recorder> recorder;
   fs::path out = a.out;
-  std::error_code ec;
-  if (fs::is_directory(out, ec)) {
-    // Like save_pretrained: a directory gets Hugging Face's file names.
-    if (!format) format = SaveFormat::safetensors;
-    out /= *format == SaveFormat::safetensors ? "model.safetensors" : "pytorch_model.bin";
-  }
-  if (!format) format = save_format_for_path(out);
-  // Our own record formats, by extension (.mpk, .json, .tpb, each maybe .gz).
-  const std::optional<Recorder> recorder = format ? std::nullopt : recorder_for_path(out);
-  if (!format && !recorder)
-    throw Error(ErrorCode::invalid_argument,
-                "cannot tell the output format from '" + out.filename().string() +
-                    "': name it .safetensors, .pt, .pth or .bin (or .mpk, .json, .tpb for torchport "
-                    "records), or pass --format safetensors|pytorch");
-  if (recorder && !a.max_shard_size.empty())
-    throw Error(ErrorCode::invalid_argument, "--max-shard-size applies to safetensors and PyTorch output only");
-
   TransformOptions t;
-  t.top_level_key = a.top_level_key;
-  if (!a.dtype.empty()) {
-    t.dtype = dtype_parse(a.dtype);
-    if (!t.dtype) throw Error(ErrorCode::invalid_argument, "unknown dtype '" + a.dtype + "' (try F16, BF16, F32, F64)");
-  }
-  auto remap = std::make_shared<KeyRemap>();
-  for (const auto& [pattern, replacement] : a.remaps) remap->add(pattern, replacement);
-  auto filter = std::make_shared<KeyFilter>();
-  for (const auto& re : a.includes) filter->include(re);
-  for (const auto& re : a.excludes) filter->exclude(re);
-  if (!remap->empty()) t.rename = [remap](std::string_view k) { return remap->apply(k); };
-  if (!filter->empty()) t.keep = [filter](std::string_view k) { return filter->accepts(k); };
   SaveOptions s;
-  if (!a.max_shard_size.empty()) s.max_shard_size = parse_byte_size(a.max_shard_size);
+  usage_checked([&] {
+    if (!a.format.empty()) format = parse_save_format(a.format);
+    std::error_code ec;
+    if (fs::is_directory(out, ec)) {
+      // Like save_pretrained: a directory gets Hugging Face's file names.
+      if (!format) format = SaveFormat::safetensors;
+      out /= *format == SaveFormat::safetensors ? "model.safetensors" : "pytorch_model.bin";
+    }
+    if (!format) format = save_format_for_path(out);
+    // Our own record formats, by extension (.mpk, .json, .tpb, each maybe .gz).
+    if (!format) recorder = recorder_for_path(out);
+    if (!format && !recorder)
+      throw Error(
+          ErrorCode::invalid_argument,
+          "cannot tell the output format from '" + out.filename().string() +
+              "': name it .safetensors, .pt, .pth or .bin (or .mpk, .json, .tpb for torchport "
+              "records), or pass --format safetensors|pytorch");
+    if (recorder && !a.max_shard_size.empty())
+      throw Error(ErrorCode::invalid_argument,
+                  "--max-shard-size applies to safetensors and PyTorch output only");
+    if (!a.dtype.empty()) {
+      t.dtype = dtype_parse(a.dtype);
+      if (!t.dtype)
+        throw Error(ErrorCode::invalid_argument,
+                    "unknown dtype '" + a.dtype + "' (try F16, BF16, F32, F64)");
+      transform(TensorCatalog{}, t);  // refuses a dtype that is no cast target
+    }
+    t.top_level_key = a.top_level_key;
+    auto remap = std::make_shared<KeyRemap>();
+    for (const auto& [pattern, replacement] : a.remaps) remap->add(pattern, replacement);
+    auto filter = std::make_shared<KeyFilter>();
+    for (const auto& re : a.includes) filter->include(re);
+    for (const auto& re : a.excludes) filter->exclude(re);
+    if (!remap->empty()) t.rename = [remap](std::string_view k) { return remap->apply(k); };
+    if (!filter->empty()) t.keep = [filter](std::string_view k) { return filter->accepts(k); };
+    if (!a.max_shard_size.empty()) s.max_shard_size = parse_byte_size(a.max_shard_size);
+  });
 
   const auto t0 = std::chrono::steady_clock::now();
   // The opened catalogue is a temporary: once transformed, only the result

@@ -98,7 +98,7 @@ std::string describe(const Tensor& t) { return t.description(); }
 
 int run_diff(const DiffArgs& args) {
   if (args.atol < 0 || args.rtol < 0 || std::isnan(args.atol) || std::isnan(args.rtol))
-    throw Error(ErrorCode::invalid_argument, "tolerances must be non-negative numbers");
+    throw UsageError("tolerances must be non-negative numbers");
   const bool exact = args.atol == 0 && args.rtol == 0;
   const TensorCatalog ca = open(args.a), cb = open(args.b);
 

@@ -1,7 +1,8 @@
 // torchport: inspect, load and convert PyTorch checkpoints without Python.
 //
 // Exit status: 0 success, 1 bad input (one message on stderr naming the key
-// path and byte offset where they apply), 2 usage errors.
+// path and byte offset where they apply), 2 usage errors: a command line
+// that cannot be acted on, found before any input is read (UsageError).
 
 #include <cstdio>
 #include <string>
@@ -39,9 +40,13 @@ int main(int argc, char** argv) {
     for (const auto& c : commands)
       if (c.app->parsed()) return c.run();
     return 2;
-  } catch (const torchport::Error& e) {
+  } catch (const torchport::cli::UsageError& e) {
     std::fprintf(stderr, "torchport: %s: %s\n", error_word().c_str(), e.what());
-    return e.code() == torchport::ErrorCode::invalid_argument ? 2 : 1;
+    return 2;
+  } catch (const torchport::Error& e) {
+    // Whatever its code: the command line was understood, the input was not.
+    std::fprintf(stderr, "torchport: %s: %s\n", error_word().c_str(), e.what());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "torchport: %s: %s\n", error_word().c_str(), e.what());
     return 1;

@@ -123,6 +123,9 @@ class Value {
   void append(Value item);              ///< List, Set
   void insert(Value key, Value value);  ///< Dict (a repeated key replaces the value, as in Python)
   void set_state(Value state);          ///< Object (BUILD)
+  /// Tensor (BUILD): replaces the tensor this value holds, for every handle
+  /// of it (as Python mutates an object in place); refused once sealed.
+  void set_tensor(Tensor t);
   /// Makes room for `n` items or pairs in a list, tuple, set or dict (a
   /// hint: does nothing for other values or sealed containers).
   void reserve(std::size_t n);

@@ -14,6 +14,12 @@
 
 namespace torchport {
 
+/// The name a tensor without a key path is listed under: the whole object
+/// of a file that holds one bare tensor (`torch.save(tensor, f)`), or the
+/// tensor a `select` key names itself. Formats that store tensors by name
+/// (safetensors, our records, a state dict) then have one to write.
+inline constexpr std::string_view kRootTensorName = "tensor";
+
 /// A tensor and its dotted key path ("layer1.0.conv1.weight").
 struct NamedTensor {
   std::string name;  ///< the dotted key path
@@ -37,7 +43,8 @@ class TensorCatalog {
   TensorCatalog() = default;
   /// Lists the tensors of `root` under dotted names (see docs/format.md:
   /// dict keys joined with '.', list items by index, a pickled nn.Module by
-  /// its state_dict names). \throws Error(corrupt) on duplicate names,
+  /// its state_dict names; a root that is itself a tensor is named
+  /// `kRootTensorName`). \throws Error(corrupt) on duplicate names,
   /// Error(limit_exceeded) past `max_tensors` or `max_name_bytes`.
   static TensorCatalog from_value(std::string format, Value root, const Limits& limits = {},
                                   std::map<std::string, std::string> metadata = {});
@@ -67,7 +74,8 @@ class TensorCatalog {
   std::uint64_t storage_bytes() const;
 
   /// The tensors under `key` (names equal to it or starting with `key.`),
-  /// renamed without the prefix; `root()` becomes that sub-tree. This is
+  /// renamed without the prefix (the tensor named `key` itself becomes
+  /// `kRootTensorName`); `root()` becomes that sub-tree. This is
   /// how `{"state_dict": {...}, "epoch": 3}` yields its state dict.
   /// \throws Error(missing_key) listing the top-level keys there are.
   TensorCatalog select(std::string_view key) const;

@@ -63,6 +63,15 @@ using PersistentLoad = std::function<Value(const Value& pid, std::uint64_t offse
 using CallHook =
     std::function<std::optional<Value>(const Global& callable, const Value& args, std::uint64_t offset)>;
 
+/// Applies BUILD's state to a tensor value (one `CallHook` built), as the
+/// tensor's `__setstate__` would, and returns the tensor it becomes; the
+/// VM puts it in place of the old one everywhere the pickle holds it (the
+/// memo too), as Python mutates the object. It throws Error for a state it
+/// does not apply (a form torch never writes, a view outside its storage).
+/// `offset` is the BUILD opcode's byte offset.
+using BuildHook =
+    std::function<Tensor(const Value& target, const Value& state, std::uint64_t offset)>;
+
 /// Runs one pickle, from the reader's position to its STOP opcode (which is
 /// consumed), and returns the object it describes as an inert `Value`.
 ///
@@ -73,18 +82,19 @@ using CallHook =
 /// dict), `builtins.set`/`frozenset` (a set), `builtins.complex`,
 /// `builtins.bytearray` and `_codecs.encode(s, "latin1")` (bytes), and
 /// `torch.Size` (a tuple). APPEND works only on lists, SETITEM only on dicts,
-/// ADDITEMS only on sets, BUILD only on objects and OrderedDicts (and on
-/// values `hook` built, whose state is dropped as the object's would be).
+/// ADDITEMS only on sets, BUILD only on objects and OrderedDicts, and on
+/// tensors through `build` (without it, BUILD on a tensor is an error).
 ///
 /// \param reader      the pickle's bytes, positioned at its first opcode; left after STOP
 /// \param limits      the resource bounds the VM enforces (see `Limits`)
 /// \param persistent  resolves BINPERSID/PERSID; when empty they are errors
 /// \param stats       filled when non-null (also when an error is thrown)
 /// \param hook        builds values for calls instead of inert objects, when set
+/// \param build       applies BUILD's state to tensors, when set
 /// \throws Error(truncated | corrupt | unsupported | limit_exceeded) with the
 ///         byte offset of the offending opcode.
 Value unpickle(ByteReader& reader, const Limits& limits, const PersistentLoad& persistent = {},
-               Stats* stats = nullptr, const CallHook& hook = {});
+               Stats* stats = nullptr, const CallHook& hook = {}, const BuildHook& build = {});
 
 /// Name of an opcode byte ("BINUNICODE"), or "" for a byte that is none.
 std::string_view opcode_name(std::uint8_t op) noexcept;
