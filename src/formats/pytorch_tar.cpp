@@ -46,15 +46,15 @@ std::uint64_t count(const Value& v, const char* what) {
 }  // namespace
 
 TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options) {
+  // torch's legacy_load: tarfile.open, then extract('storages'),
+  // extract('tensors'), extractfile('pickle'): each the last member of its
+  // name, which must be a file. torch never reads 'sys_info' (below, it is
+  // read only to refuse files that say their bytes are big-endian).
   const TarArchive tar = TarArchive::open(source, options.limits);
   auto member = [&](const char* name) {
-    const TarMember* m = tar.find(name);
-    if (m == nullptr)
-      throw Error(ErrorCode::corrupt, std::string("tar checkpoint without a '") + name + "' member",
-                  {}, std::nullopt, source.name());
-    return source.slice(m->data_offset, m->size, source.name() + ":" + name);
+    const TarMember& m = tar.file(name);
+    return source.slice(m.data_offset, m.size, source.name() + ":" + name);
   };
-  const Source sys_info_src = member("sys_info");
   const Source storages_src = member("storages");
   const Source tensors_src = member("tensors");
   const Source pickle_src = member("pickle");
@@ -62,18 +62,28 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
     return static_cast<std::uint64_t>(s.bytes().data() - source.bytes().data());
   };
 
-  ByteReader si(sys_info_src.bytes(), sys_info_src.name(), base(sys_info_src));
-  const Value sys_info = run_pickle(si, options);
-  bool big_endian = false;
-  if (const Value* le = sys_info.find("little_endian"); le && le->is(Value::Kind::Bool))
-    big_endian = !le->as_bool();
+  // torch reads the storages in the machine's (little-endian) order whatever
+  // sys_info says; a file that says otherwise gives torch swapped bytes.
+  constexpr bool big_endian = false;
+  if (const TarMember* m = tar.find("sys_info")) {
+    const Source sys_info_src = source.slice(m->data_offset, m->size, source.name() + ":sys_info");
+    ByteReader si(sys_info_src.bytes(), sys_info_src.name(), base(sys_info_src));
+    const Value sys_info = run_pickle(si, options);
+    if (const Value* le = sys_info.find("little_endian");
+        le && le->is(Value::Kind::Bool) && !le->as_bool())
+      throw Error(ErrorCode::ambiguous,
+                  "sys_info says the storages are big-endian, but torch reads them little-endian "
+                  "regardless: "
+                  "the two readings give different values",
+                  "sys_info", m->data_offset, source.name());
+  }
 
   std::unordered_map<std::string, Value> objects;  // storages and tensors by key
   ByteReader sr(storages_src.bytes(), storages_src.name(), base(storages_src));
   const std::uint64_t n_storages = count(run_pickle(sr, options), "storage count");
   if (n_storages > options.limits.max_tensors)
-    throw Error(ErrorCode::limit_exceeded, "more storages than Limits::max_tensors", {}, sr.file_offset(),
-                sr.what());
+    throw Error(ErrorCode::limit_exceeded, "more storages than Limits::max_tensors", {},
+                sr.file_offset(), sr.what());
   for (std::uint64_t i = 0; i < n_storages; ++i) {
     const Value args = run_pickle(sr, options);
     const std::string key = key_text(item(args, 0, 3, "storage header"));
@@ -85,7 +95,10 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
       throw Error(ErrorCode::corrupt, "storage size overflows", key, at, sr.what());
     const std::uint64_t data = sr.file_offset();
     sr.skip(bytes, "storage data");
-    if (!objects.emplace(key, storage_value(dtype, numel, record_storage(source, data, bytes, dtype, big_endian))).second)
+    if (!objects
+             .emplace(key, storage_value(dtype, numel,
+                                         record_storage(source, data, bytes, dtype, big_endian)))
+             .second)
       throw Error(ErrorCode::corrupt, "storage key appears twice", key, at, sr.what());
   }
   const Value views = run_pickle(sr, options);
@@ -118,27 +131,30 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
   ByteReader tr(tensors_src.bytes(), tensors_src.name(), base(tensors_src));
   const std::uint64_t n_tensors = count(run_pickle(tr, options), "tensor count");
   if (n_tensors > options.limits.max_tensors)
-    throw Error(ErrorCode::limit_exceeded, "more tensors than Limits::max_tensors", {}, tr.file_offset(),
-                tr.what());
+    throw Error(ErrorCode::limit_exceeded, "more tensors than Limits::max_tensors", {},
+                tr.file_offset(), tr.what());
   for (std::uint64_t i = 0; i < n_tensors; ++i) {
     const Value args = run_pickle(tr, options);
     const std::string key = key_text(item(args, 0, 3, "tensor header"));
     const std::string storage_key = key_text(item(args, 1, 3, "tensor header"));
     auto it = objects.find(storage_key);
     if (it == objects.end() || !it->second.is(Value::Kind::Tensor))
-      throw Error(ErrorCode::corrupt, "tensor refers to unknown storage '" + storage_key + "'", key);
+      throw Error(ErrorCode::corrupt, "tensor refers to unknown storage '" + storage_key + "'",
+                  key);
     const Tensor st = it->second.as_tensor();
     const std::uint64_t at = tr.file_offset();
     const std::int32_t ndim = tr.i32("tensor ndim");
     tr.skip(4, "ndim padding");
     if (ndim < 0 || ndim > 64)
-      throw Error(ErrorCode::corrupt, "tensor has " + std::to_string(ndim) + " dimensions", key, at, tr.what());
+      throw Error(ErrorCode::corrupt, "tensor has " + std::to_string(ndim) + " dimensions", key, at,
+                  tr.what());
     Shape sizes(static_cast<std::size_t>(ndim)), strides(static_cast<std::size_t>(ndim));
     for (auto& s : sizes) s = tr.i64("tensor size");
     for (auto& s : strides) s = tr.i64("tensor stride");
     const std::int64_t offset = tr.i64("tensor storage offset");
     try {
-      objects[key] = Value::tensor(Tensor(st.dtype(), std::move(sizes), std::move(strides), offset, st.storage()));
+      objects[key] = Value::tensor(
+          Tensor(st.dtype(), std::move(sizes), std::move(strides), offset, st.storage()));
     } catch (const Error& e) {
       throw Error(e.code(), e.message(), key, at, tr.what());
     }
@@ -153,7 +169,8 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
     const std::string key = key_text(pid);
     auto it = objects.find(key);
     if (it == objects.end())
-      throw Error(ErrorCode::corrupt, "the pickle refers to '" + key + "', which the archive does not hold");
+      throw Error(ErrorCode::corrupt,
+                  "the pickle refers to '" + key + "', which the archive does not hold");
     return it->second;
   };
   Value root = run_torch_pickle(pr, options, resolve);

@@ -106,10 +106,19 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options)
   const auto& entries = archive->zip.entries();
   if (entries.empty())
     throw Error(ErrorCode::not_a_checkpoint, "the zip archive is empty", {}, std::nullopt, source.name());
-  // As torch's reader does: the folder of the first record names the archive.
+  // As torch's reader (PyTorchFileReader::init) does: the folder of the
+  // first record in the directory names the archive, and every record is
+  // looked up under it (miniz ignoring ASCII case); a first record outside
+  // any folder is an archive torch refuses.
   const std::string& first = entries.front().name;
   const auto slash = first.find('/');
-  archive->prefix = slash == std::string::npos ? "" : first.substr(0, slash + 1);
+  if (slash == std::string::npos)
+    throw Error(ErrorCode::corrupt,
+                "the zip's first record '" + first +
+                    "' is not in a folder; torch's reader refuses such archives (it takes the first record's folder "
+                    "as the archive name)",
+                first, entries.front().header_offset, source.name());
+  archive->prefix = first.substr(0, slash + 1);
   if (options.verify_crc)
     for (const auto& e : entries) archive->zip.verify_crc(e);
 

@@ -28,6 +28,7 @@
 #include "torchport/io/byte_reader.hpp"
 #include "torchport/io/tar.hpp"
 #include "torchport/io/zip.hpp"
+#include "torchport/open/format.hpp"
 
 namespace torchport {
 namespace {
@@ -801,15 +802,16 @@ ScanReport scan_source(const Source& source, const OpenOptions& options, int dep
   ScanReport r;
   r.path = source.name();
   Scanner s(r, options, depth);
-  r.format = options.format.empty() ? sniff_format(source) : options.format;
+  const std::optional<Format> format = options.format.empty() ? sniff(source) : parse_format(options.format);
+  r.format = !options.format.empty() ? options.format : format ? std::string(format_name(*format)) : std::string();
   bool container_only = false;
-  if (r.format == "pytorch-zip" || r.format == "torchscript") {
+  if (format == Format::pytorch_zip || format == Format::torchscript) {
     s.scan_zip(source);
     container_only = r.pickles.empty() && r.code_records.empty();
-  } else if (r.format == "pytorch-tar") {
+  } else if (format == Format::pytorch_tar) {
     s.scan_tar(source);
     container_only = r.pickles.empty() && r.code_records.empty();
-  } else if (r.format == "pytorch-legacy" || r.format == "pickle") {
+  } else if (format == Format::pytorch_legacy || format == Format::pickle) {
     s.scan_pickles(source);
     // Text that starts like a protocol 0 pickle (a LICENSE: 'L' is LONG) and
     // names nothing before it breaks: nothing in it can run.
@@ -880,8 +882,9 @@ ScanReport scan(const Source& source, const OpenOptions& options) {
 
 ScanReport scan(const std::filesystem::path& path, const OpenOptions& options) {
   pickle::validate_allow_patterns(options.allow);
-  const bool sharded = (options.format.empty() && formats::is_sharded_path(path)) ||
-                       options.format.starts_with("sharded");
+  const std::optional<Format> format = parse_format(options.format);
+  const bool sharded =
+      (options.format.empty() && formats::is_sharded_path(path)) || (format && is_sharded(*format));
   if (!sharded) {
     ScanReport r = scan_source(Source::map_file(path, options.map), options, 0);
     r.path = path.string();

@@ -17,6 +17,7 @@
 #include "readers.hpp"
 #include "strict_json.hpp"
 #include "torchport/core/error.hpp"
+#include "torchport/open/format.hpp"
 
 namespace torchport::formats {
 namespace {
@@ -31,11 +32,13 @@ fs::path find_index(const fs::path& dir) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.size() > kIndexSuffix.size() && name.ends_with(kIndexSuffix) && it->is_regular_file(ec))
+    if (name.size() > kIndexSuffix.size() && name.ends_with(kIndexSuffix) &&
+        it->is_regular_file(ec))
       found.push_back(it->path());
   }
   if (ec)
-    throw Error(ErrorCode::io, "cannot list the directory: " + ec.message(), {}, std::nullopt, dir.string());
+    throw Error(ErrorCode::io, "cannot list the directory: " + ec.message(), {}, std::nullopt,
+                dir.string());
   if (found.empty())
     throw Error(ErrorCode::not_a_checkpoint,
                 "the directory holds no *.index.json (the index of a Hugging Face sharded "
@@ -76,20 +79,23 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options) {
   const std::string where = src.name();
   if (src.size() > options.limits.max_header_bytes)
     throw Error(ErrorCode::limit_exceeded,
-                "index of " + std::to_string(src.size()) + " bytes exceeds Limits::max_header_bytes = " +
+                "index of " + std::to_string(src.size()) +
+                    " bytes exceeds Limits::max_header_bytes = " +
                     std::to_string(options.limits.max_header_bytes),
                 {}, 0, where);
   const std::string_view text(reinterpret_cast<const char*>(src.bytes().data()), src.size());
   const json root = parse_strict_json(text, "index", 0, where, 8, options.limits.max_nodes);
   if (!root.is_object())
-    throw Error(ErrorCode::corrupt, "index is a JSON " + std::string(root.type_name()) + ", not an object",
-                {}, 0, where);
+    throw Error(ErrorCode::corrupt,
+                "index is a JSON " + std::string(root.type_name()) + ", not an object", {}, 0,
+                where);
   const auto wm = root.find("weight_map");
   if (wm == root.end() || !wm->is_object())
-    throw Error(ErrorCode::corrupt,
-                "index has no \"weight_map\" object (tensor name -> shard file); not a Hugging Face "
-                "sharded checkpoint index?",
-                {}, 0, where);
+    throw Error(
+        ErrorCode::corrupt,
+        "index has no \"weight_map\" object (tensor name -> shard file); not a Hugging Face "
+        "sharded checkpoint index?",
+        {}, 0, where);
 
   // name -> shard, and each shard's names in index order.
   std::map<std::string, std::string> shard_of;
@@ -97,21 +103,24 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options) {
   for (const auto& [name, v] : wm->items()) {
     // The key's offset only for a message: searching the text for every
     // key would make a large index quadratic.
-    const std::string& key = name;  // (a structured binding cannot be captured before C++20 in clang 14)
+    const std::string& key =
+        name;  // (a structured binding cannot be captured before C++20 in clang 14)
     const auto at = [&] { return json_key_offset(text, key, 0); };
     if (!v.is_string())
-      throw Error(ErrorCode::corrupt, "weight_map value " + v.dump() + " is not a shard file name", name, at(),
-                  where);
+      throw Error(ErrorCode::corrupt, "weight_map value " + v.dump() + " is not a shard file name",
+                  name, at(), where);
     std::string shard = v.get<std::string>();
     if (!plain_file_name(shard))
-      throw Error(ErrorCode::corrupt,
-                  "shard '" + shard +
-                      "' is not a plain file name; an index may only name files in its own directory",
-                  name, at(), where);
+      throw Error(
+          ErrorCode::corrupt,
+          "shard '" + shard +
+              "' is not a plain file name; an index may only name files in its own directory",
+          name, at(), where);
     if (shard_of.size() >= options.limits.max_tensors)
-      throw Error(ErrorCode::limit_exceeded,
-                  "more tensors than Limits::max_tensors = " + std::to_string(options.limits.max_tensors),
-                  {}, at(), where);
+      throw Error(
+          ErrorCode::limit_exceeded,
+          "more tensors than Limits::max_tensors = " + std::to_string(options.limits.max_tensors),
+          {}, at(), where);
     names_in[shard].push_back(name);
     shard_of.emplace(name, std::move(shard));
   }
@@ -129,11 +138,11 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options) {
       cat = open(Source::map_file(file, options.map), shard_options);
     } catch (const Error& e) {
       throw Error(e.code(),
-                  "shard '" + shard + "' (" + std::to_string(names.size()) + " tensors, e.g. '" + names.front() +
-                      "'): " + e.message(),
+                  "shard '" + shard + "' (" + std::to_string(names.size()) + " tensors, e.g. '" +
+                      names.front() + "'): " + e.message(),
                   e.key(), e.offset(), where + ": " + (e.where().empty() ? shard : e.where()));
     }
-    all_safetensors = all_safetensors && cat.format() == "safetensors";
+    all_safetensors = all_safetensors && parse_format(cat.format()) == Format::safetensors;
     for (const auto& [name, t] : cat.tensors()) {
       const auto it = shard_of.find(name);
       if (it == shard_of.end())
@@ -142,15 +151,17 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options) {
                     std::nullopt, where);
       if (it->second != shard)
         throw Error(ErrorCode::corrupt,
-                    "shard '" + shard + "' holds this tensor but the index assigns it to '" + it->second + "'",
+                    "shard '" + shard + "' holds this tensor but the index assigns it to '" +
+                        it->second + "'",
                     name, std::nullopt, where);
       all.push_back({name, t});
     }
     for (const auto& name : names)
       if (cat.find(name) == nullptr)
         throw Error(ErrorCode::corrupt,
-                    "the index assigns this tensor to shard '" + shard + "', which has no such tensor (it holds " +
-                        std::to_string(cat.size()) + "); incomplete download or stale index?",
+                    "the index assigns this tensor to shard '" + shard +
+                        "', which has no such tensor (it holds " + std::to_string(cat.size()) +
+                        "); incomplete download or stale index?",
                     name, json_key_offset(text, name, 0), where);
     for (const auto& [k, v] : cat.metadata()) metadata.emplace(k, v);
   }

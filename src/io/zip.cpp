@@ -25,6 +25,7 @@ constexpr std::uint32_t kCentralSig = 0x02014b50;
 constexpr std::uint32_t kEndSig = 0x06054b50;
 constexpr std::uint32_t kEnd64Sig = 0x06064b50;
 constexpr std::uint32_t kLocator64Sig = 0x07064b50;
+constexpr std::uint32_t kDescriptorSig = 0x08074b50;
 constexpr std::uint16_t kZip64ExtraId = 0x0001;
 constexpr std::uint64_t kEndLen = 22;      // 4.3.16, without the comment
 constexpr std::uint64_t kLocatorLen = 20;  // 4.3.15
@@ -43,16 +44,16 @@ T le(const std::byte* p) noexcept {
   return v;
 }
 
-// The end of central directory record: the last signature in the final
-// 64 KiB + 22 bytes (a comment may follow it) whose comment fits the file.
-std::optional<std::uint64_t> find_end_record(std::span<const std::byte> b) {
-  if (b.size() < kEndLen) return std::nullopt;
-  const std::uint64_t last = b.size() - kEndLen;
-  const std::uint64_t first = last > kMax16 ? last - kMax16 : 0;
-  for (std::uint64_t p = last + 1; p-- > first;)
-    if (le<std::uint32_t>(b.data() + p) == kEndSig &&
-        p + kEndLen + le<std::uint16_t>(b.data() + p + 20) <= b.size())
-      return p;
+// The end of central directory record as miniz (torch's reader) finds it:
+// the last signature in the final 64 KiB + 22 bytes with at least 22 bytes
+// after it, whether or not its comment fits the file.
+std::optional<std::uint64_t> find_end_record(std::span<const std::byte> b,
+                                             std::uint64_t before = ~std::uint64_t{0}) {
+  if (b.size() < kEndLen || before == 0) return std::nullopt;
+  const std::uint64_t last = std::min<std::uint64_t>(b.size() - kEndLen, before - 1);
+  const std::uint64_t window_start = b.size() - kEndLen > kMax16 ? b.size() - kEndLen - kMax16 : 0;
+  for (std::uint64_t p = last + 1; p-- > window_start;)
+    if (le<std::uint32_t>(b.data() + p) == kEndSig) return p;
   return std::nullopt;
 }
 
@@ -64,13 +65,8 @@ struct Directory {
   std::uint64_t end = 0;  // first byte of the end records (zip64 or not)
 };
 
-Directory read_end_records(std::span<const std::byte> b, const std::string& where) {
-  const auto found = find_end_record(b);
-  if (!found)
-    throw Error(ErrorCode::not_a_checkpoint,
-                "no zip end-of-central-directory record found; not a zip archive or truncated", {},
-                std::nullopt, where);
-  const std::uint64_t p = *found;
+Directory read_end_records(std::span<const std::byte> b, std::uint64_t p,
+                           const std::string& where) {
   const std::byte* e = b.data() + p;
   const std::uint16_t disk = le<std::uint16_t>(e + 4), cd_disk = le<std::uint16_t>(e + 6);
   const std::uint16_t here = le<std::uint16_t>(e + 8), total = le<std::uint16_t>(e + 10);
@@ -255,8 +251,82 @@ void read_local(LocalReader& reader, std::uint64_t file_size, ZipEntry& e, std::
                 e.name, e.data_offset, where);
 }
 
+char ascii_lower(char c) noexcept {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+// miniz's mz_zip_filename_compare: bytes equal after ASCII lower-casing.
+bool same_name(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (ascii_lower(a[i]) != ascii_lower(b[i])) return false;
+  return true;
+}
+
 std::size_t hash_name(std::string_view s) noexcept {
-  return std::hash<std::string_view>{}(s);
+  std::size_t h = 1469598103934665603ull;  // FNV-1a over the lower-cased bytes
+  for (char c : s) h = (h ^ static_cast<unsigned char>(ascii_lower(c))) * 1099511628211ull;
+  return h;
+}
+
+// A data descriptor (APPNOTE 4.3.9) of `e`: optional signature, CRC-32, and
+// the sizes in 4 or (zip64) 8 bytes each, agreeing with the directory.
+bool is_descriptor(std::span<const std::byte> g, const ZipEntry& e, std::uint16_t flags) noexcept {
+  if ((flags & kFlagDescriptor) == 0) return false;
+  std::size_t at = 0;
+  if (g.size() == 16 || g.size() == 24) {
+    if (le<std::uint32_t>(g.data()) != kDescriptorSig) return false;
+    at = 4;
+  } else if (g.size() != 12 && g.size() != 20) {
+    return false;
+  }
+  if (le<std::uint32_t>(g.data() + at) != e.crc32) return false;
+  if (g.size() - at == 8 + 4)
+    return le<std::uint32_t>(g.data() + at + 4) == e.compressed_size &&
+           le<std::uint32_t>(g.data() + at + 8) == e.size;
+  return le<std::uint64_t>(g.data() + at + 4) == e.compressed_size &&
+         le<std::uint64_t>(g.data() + at + 12) == e.size;
+}
+
+// Earlier end records in the window miniz searches: one that points to
+// another well-formed directory is a second reading of the archive (readers
+// that take the first record, or the one whose comment fits, see it).
+void check_other_end_records(std::span<const std::byte> b, std::uint64_t chosen, const Directory& d,
+                             const std::string& where) {
+  // The comment must reach exactly to the end of the file: readers that
+  // want it to (ours did) would search on for an earlier record.
+  const std::uint64_t comment = le<std::uint16_t>(b.data() + chosen + 20);
+  if (chosen + kEndLen + comment != b.size())
+    throw Error(
+        ErrorCode::ambiguous,
+        "the end-of-central-directory record at byte " + std::to_string(chosen) + " declares a " +
+            std::to_string(comment) + "-byte comment but " +
+            std::to_string(b.size() - chosen - kEndLen) +
+            " bytes follow it: readers disagree on which end record (and which directory) counts",
+        {}, chosen, where);
+  for (auto p = find_end_record(b, chosen); p; p = find_end_record(b, *p)) {
+    Directory other;
+    try {
+      other = read_end_records(b, *p, where);
+    } catch (const Error&) {
+      continue;  // no directory: nothing another reader could read
+    }
+    if (other.offset == d.offset && other.size == d.size && other.entries == d.entries) continue;
+    const bool starts_like_directory =
+        (other.entries == 0 && other.size == 0) ||
+        (other.size >= kCentralLen && le<std::uint32_t>(b.data() + other.offset) == kCentralSig);
+    if (!starts_like_directory) continue;
+    throw Error(ErrorCode::ambiguous,
+                "two end-of-central-directory records give different directories: miniz (torch) "
+                "uses the last, at "
+                "byte " +
+                    std::to_string(chosen) + " (" + std::to_string(d.entries) +
+                    " entries at byte " + std::to_string(d.offset) +
+                    "); readers that take the first valid one use the one at byte " +
+                    std::to_string(*p) + " (" + std::to_string(other.entries) +
+                    " entries at byte " + std::to_string(other.offset) + ")",
+                {}, *p, where);
+  }
 }
 
 }  // namespace
@@ -274,7 +344,13 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits) {
   const std::string& where = source.name();
   const auto bytes = source.bytes();
 
-  const Directory d = read_end_records(bytes, where);
+  const auto found = find_end_record(bytes);
+  if (!found)
+    throw Error(ErrorCode::not_a_checkpoint,
+                "no zip end-of-central-directory record found; not a zip archive or truncated", {},
+                std::nullopt, where);
+  const Directory d = read_end_records(bytes, *found, where);
+  check_other_end_records(bytes, *found, d, where);
   if (d.entries > limits.max_entries)
     throw Error(
         ErrorCode::limit_exceeded,
@@ -288,6 +364,17 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits) {
                 "zip central directory ends early: " + std::to_string(d.size) +
                     " bytes cannot hold " + std::to_string(d.entries) + " entries",
                 {}, d.offset, where);
+  // Python's zipfile shifts every offset by the bytes between the central
+  // directory and the end records (data prepended to an archive); miniz
+  // does not. The two read other bytes unless there are none.
+  if (d.offset + d.size != d.end)
+    throw Error(
+        ErrorCode::ambiguous,
+        std::to_string(d.end - d.offset - d.size) +
+            " bytes lie between the central directory and its end record: miniz (torch) reads the "
+            "entries at the offsets the directory gives, Python's zipfile shifts them by those "
+            "bytes",
+        {}, d.offset + d.size, where);
   const auto dir =
       bytes.subspan(static_cast<std::size_t>(d.offset), static_cast<std::size_t>(d.size));
   z.entries_.resize(static_cast<std::size_t>(d.entries));
@@ -314,6 +401,15 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits) {
                       " compressed but " + std::to_string(e.size) + " uncompressed bytes",
                   e.name, std::nullopt, where);
   }
+  // miniz reads as many headers as the end record counts; Python's zipfile
+  // reads headers until the directory's size is used up.
+  if (pos != dir.size())
+    throw Error(ErrorCode::ambiguous,
+                "the central directory holds " + std::to_string(dir.size() - pos) +
+                    " bytes after its " + std::to_string(d.entries) +
+                    " counted entries: miniz (torch) stops at the count, Python's zipfile reads on "
+                    "to the size",
+                {}, d.offset + pos, where);
   z.index_names();
 
   // Local headers in file order (reads stay sequential), then: no two
@@ -327,6 +423,16 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits) {
   });
   LocalReader reader(source);
   for (std::size_t i : order) read_local(reader, bytes.size(), z.entries_[i], flags[i], where);
+  // Bytes no entry accounts for (before the first local header, between
+  // entries beyond a data descriptor, before the directory) are where a
+  // streaming reader, or one that trusts other records, finds other entries.
+  if (!order.empty() && z.entries_[order.front()].header_offset != 0)
+    throw Error(
+        ErrorCode::ambiguous,
+        std::to_string(z.entries_[order.front()].header_offset) +
+            " bytes precede the first entry's local header: readers that scan local headers (or "
+            "Python's zipfile, for prepended data) see other entries than the directory lists",
+        z.entries_[order.front()].name, 0, where);
   for (std::size_t k = 0; k < order.size(); ++k) {
     const ZipEntry& e = z.entries_[order[k]];
     const std::uint64_t next =
@@ -338,6 +444,15 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits) {
       throw Error(ErrorCode::corrupt, "entry overlaps '" + e.name + "'",
                   z.entries_[order[k + 1]].name, next, where);
     }
+    const std::uint64_t end = e.data_offset + e.compressed_size;
+    if (end != next && !is_descriptor(bytes.subspan(static_cast<std::size_t>(end),
+                                                    static_cast<std::size_t>(next - end)),
+                                      e, flags[order[k]]))
+      throw Error(ErrorCode::ambiguous,
+                  std::to_string(next - end) +
+                      " bytes after the entry's data are no data descriptor of it: " +
+                      "readers that scan local headers could find other entries there",
+                  e.name, end, where);
   }
   return z;
 }
@@ -345,6 +460,7 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits) {
 void ZipArchive::index_names() {
   // Open addressing over entry indices (stored + 1; 0 is an empty slot),
   // at most half full. Indices survive copies of the archive, unlike views.
+  // Names are matched as miniz matches them for torch: ASCII case ignored.
   std::size_t cap = 16;
   while (cap < 2 * entries_.size()) cap *= 2;
   slots_.assign(cap, 0);
@@ -355,9 +471,17 @@ void ZipArchive::index_names() {
         slots_[s] = i + 1;
         break;
       }
-      if (entries_[slots_[s] - 1].name == name)
-        throw Error(ErrorCode::corrupt, "duplicate entry name in the zip directory", name,
-                    entries_[i].header_offset, source_.name());
+      const ZipEntry& other = entries_[slots_[s] - 1];
+      if (same_name(other.name, name))
+        throw Error(ErrorCode::ambiguous,
+                    other.name == name
+                        ? "the zip directory lists '" + name +
+                              "' twice: miniz (torch) finds either, Python's zipfile the last"
+                        : "the zip names '" + other.name + "' and '" + name +
+                              "' differ only in case: torch's reader (miniz) ignores case and "
+                              "finds either, "
+                              "case-sensitive readers find each",
+                    name, entries_[i].header_offset, source_.name());
     }
   }
 }
@@ -366,7 +490,7 @@ const ZipEntry* ZipArchive::find(std::string_view name) const {
   if (slots_.empty()) return nullptr;
   const std::size_t mask = slots_.size() - 1;
   for (std::size_t s = hash_name(name) & mask; slots_[s] != 0; s = (s + 1) & mask)
-    if (entries_[slots_[s] - 1].name == name) return &entries_[slots_[s] - 1];
+    if (same_name(entries_[slots_[s] - 1].name, name)) return &entries_[slots_[s] - 1];
   return nullptr;
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "torchport/open/format.hpp"
 #include "torchport/record/load.hpp"
 
 #include "torchport/formats/slice.hpp"
@@ -198,7 +199,7 @@ std::vector<std::string> suggestions(const std::string& path, const std::vector<
 }
 
 bool is_native_format(std::string_view format) {
-  return format == "value" || format.starts_with("torchport");
+  return has_torchport_layout(format);
 }
 
 }  // namespace

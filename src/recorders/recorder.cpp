@@ -7,6 +7,7 @@
 #include "torchport/core/error.hpp"
 #include "torchport/io/atomic_file.hpp"
 #include "torchport/io/gzip.hpp"
+#include "torchport/open/format.hpp"
 #include "torchport/version.hpp"
 
 namespace torchport {
@@ -88,7 +89,7 @@ void write_record(const TensorCatalog& catalog, const std::filesystem::path& pat
   m.precision = "keep";
   for (const auto& [k, v] : catalog.metadata())
     if (!k.starts_with("torchport.") || k == "torchport.layout") m.extra[k] = v;  // ours are rewritten
-  const bool ours = catalog.format().starts_with("torchport") || catalog.format() == "value";
+  const bool ours = has_torchport_layout(catalog.format());
   if (!ours) m.extra["torchport.layout"] = "pytorch";
   write_record(flat, path, recorder, m);
 }

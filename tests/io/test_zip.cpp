@@ -54,6 +54,7 @@ struct Spec {
   std::optional<std::uint64_t> offset{};  // the local header offset the directory claims
   bool zip64_sizes = false;               // central sizes all ones, real ones in a zip64 extra
   std::string central_extra{};            // used as given when set (overrides zip64_sizes)
+  std::string trailer{};                  // bytes after the data (a data descriptor, or junk)
 };
 
 struct Options {
@@ -62,10 +63,14 @@ struct Options {
   std::uint16_t disk = 0;
   std::string comment{};
   bool zip64_end = false;
+  std::string lead{};        // bytes before the first local header
+  std::string before_end{};  // bytes between the central directory and the end record
+  std::string after{};       // bytes after the end record's comment
 };
 
 std::vector<std::byte> build(const std::vector<Spec>& specs, const Options& o = {}) {
   Le out, central;
+  out.str(o.lead);
   for (const auto& s : specs) {
     const std::uint64_t at = out.b.size();
     const std::string lname = s.local_name.value_or(s.name);
@@ -83,7 +88,8 @@ std::vector<std::byte> build(const std::vector<Spec>& specs, const Options& o = 
         .u16(s.local_extra.size())
         .str(lname)
         .str(s.local_extra)
-        .str(s.data);
+        .str(s.data)
+        .str(s.trailer);
     const std::uint64_t size = s.central_size.value_or(s.data.size());
     std::string extra = s.central_extra;
     if (s.zip64_sizes && extra.empty()) {
@@ -117,6 +123,7 @@ std::vector<std::byte> build(const std::vector<Spec>& specs, const Options& o = 
   const std::uint64_t cd_size = central.b.size();
   const std::uint64_t n = o.count.value_or(specs.size());
   out.add(central.b);
+  out.str(o.before_end);
   if (o.zip64_end) {
     const std::uint64_t end64 = out.b.size();
     out.u32(0x06064b50)
@@ -134,7 +141,7 @@ std::vector<std::byte> build(const std::vector<Spec>& specs, const Options& o = 
   } else {
     out.u32(0x06054b50).u16(o.disk).u16(o.disk).u16(n).u16(n).u32(cd_size).u32(cd_offset);
   }
-  out.u16(o.comment.size()).str(o.comment);
+  out.u16(o.comment.size()).str(o.comment).str(o.after);
   return out.b;
 }
 
@@ -272,7 +279,7 @@ TEST(Zip, RefusesDamagedCentralHeaders) {
   expect_refused(build({{.name = "x", .data = "abc", .central_size = 4}}), ErrorCode::corrupt,
                  "stored entry declares");
   expect_refused(build({{.name = "x", .data = "a"}, {.name = "x", .data = "b"}}),
-                 ErrorCode::corrupt, "duplicate entry name");
+                 ErrorCode::ambiguous, "lists 'x' twice");
   // Sizes of all ones need the zip64 extra field, whole.
   expect_refused(build({{.name = "x",
                          .data = "abc",
@@ -365,6 +372,109 @@ TEST(Zip, CopiesKeepTheirIndex) {
   z.reset();
   ASSERT_NE(copy.find("b"), nullptr);
   EXPECT_EQ(text(copy, *copy.find("b")), "2");
+}
+
+// --- miniz's rules (torch's reader), and what other readers would read otherwise.
+
+TEST(Zip, NamesAreFoundIgnoringCaseAsMinizFindsThem) {
+  const auto z = open_bytes(build({{.name = "archive/DATA.PKL", .data = "pickle"},
+                                   {.name = "archive/DATA/0", .data = "storage"}}));
+  ASSERT_NE(z.find("archive/data.pkl"), nullptr);
+  EXPECT_EQ(text(z, *z.find("archive/data.pkl")), "pickle");
+  EXPECT_EQ(text(z, *z.find("Archive/data/0")), "storage");
+  EXPECT_EQ(z.find("archive/data.pk"), nullptr);
+  // Only ASCII letters fold, as MZ_TOLOWER does.
+  const auto u = open_bytes(build({{.name = "a/\xc3\x89", .data = "e"}}));
+  EXPECT_EQ(u.find("a/\xc3\xa9"), nullptr);
+}
+
+TEST(Zip, NamesEqualUpToCaseAreAmbiguous) {
+  expect_refused(
+      build({{.name = "archive/data.pkl", .data = "a"}, {.name = "archive/DATA.PKL", .data = "b"}}),
+      ErrorCode::ambiguous, "differ only in case");
+}
+
+TEST(Zip, TwoEndRecordsWithDifferentDirectoriesAreAmbiguous) {
+  // An archive with one entry, then a second directory (listing only the
+  // second entry) and end record appended: miniz reads the last.
+  const auto first = build({{.name = "a/x", .data = "one"}});
+  Le second;
+  second.add(first);
+  const std::uint64_t cd2 = second.b.size();
+  second.u32(0x02014b50)
+      .u16(20)
+      .u16(20)
+      .u16(0)
+      .u16(0)
+      .u16(0)
+      .u16(0)
+      .u32(0x12345678)
+      .u32(3)
+      .u32(3)
+      .u16(3)
+      .u16(0)
+      .u16(0)
+      .u16(0)
+      .u16(0)
+      .u32(0)
+      .u32(0)
+      .str("a/y");
+  const std::uint64_t cd2_size = second.b.size() - cd2;
+  second.u32(0x06054b50).u16(0).u16(0).u16(1).u16(1).u32(cd2_size).u32(cd2).u16(0);
+  try {
+    open_bytes(second.b);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::ambiguous);
+    EXPECT_NE(std::string(e.what()).find("two end-of-central-directory records"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Zip, AnEndRecordCopiedIntoTheCommentIsAmbiguous) {
+  // miniz takes the copy (the last signature); Python's zipfile takes it
+  // too but then shifts every offset by the 22 bytes of the real record
+  // before it.
+  auto plain = build({{.name = "a/x", .data = "one"}});
+  const std::string copy(reinterpret_cast<const char*>(plain.data() + plain.size() - 22), 22);
+  expect_refused(build({{.name = "a/x", .data = "one"}}, {.comment = copy}), ErrorCode::ambiguous,
+                 "between the central directory and its end record");
+}
+
+TEST(Zip, BytesOutsideTheEntriesAreAmbiguous) {
+  expect_refused(build({{.name = "a/x", .data = "one"}}, {.lead = "prepended"}),
+                 ErrorCode::ambiguous, "precede the first entry");
+  expect_refused(
+      build({{.name = "a/x", .data = "one", .trailer = "junk"}, {.name = "a/y", .data = "two"}}),
+      ErrorCode::ambiguous, "no data descriptor");
+  expect_refused(build({{.name = "a/x", .data = "one"}}, {.before_end = "hidden"}),
+                 ErrorCode::ambiguous, "between the central directory and its end record");
+  expect_refused(build({{.name = "a/x", .data = "one"}}, {.after = "appended"}),
+                 ErrorCode::ambiguous, "bytes follow it");
+  // A directory holding more headers than its end record counts.
+  expect_refused(
+      build({{.name = "a/x", .data = "one"}, {.name = "a/y", .data = "two"}}, {.count = 1}),
+      ErrorCode::ambiguous, "after its 1 counted entries");
+}
+
+TEST(Zip, DataDescriptorsAreNoGap) {
+  // torch's writer: bit 3, then a signed 16-byte descriptor after the data.
+  Le d;
+  d.u32(0x08074b50).u32(0x12345678).u32(3).u32(3);
+  const std::string desc(reinterpret_cast<const char*>(d.b.data()), d.b.size());
+  const auto z =
+      open_bytes(build({{.name = "a/x", .data = "one", .flags = 8, .trailer = desc},
+                        {.name = "a/y", .data = "two", .flags = 8, .trailer = desc.substr(4)}}));
+  EXPECT_EQ(text(z, *z.find("a/y")), "two");
+  // A descriptor that disagrees with the directory is junk.
+  Le bad;
+  bad.u32(0x08074b50).u32(0x12345678).u32(4).u32(3);
+  expect_refused(
+      build({{.name = "a/x",
+              .data = "one",
+              .flags = 8,
+              .trailer = std::string(reinterpret_cast<const char*>(bad.b.data()), bad.b.size())}}),
+      ErrorCode::ambiguous, "no data descriptor");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "torchport/core/limits.hpp"
 #include "torchport/formats/catalog.hpp"
 #include "torchport/io/source.hpp"
+#include "torchport/open/format.hpp"
 
 namespace torchport {
 
@@ -19,10 +20,14 @@ struct OpenOptions {
   Limits limits;
   /// How to map files.
   MapOptions map;
-  /// Read a format without sniffing: "pytorch-zip", "pytorch-legacy",
-  /// "pytorch-tar", "torchscript", "pickle", "safetensors", or (for a
-  /// path) "sharded-safetensors" / "sharded-pytorch". Empty sniffs: a
-  /// directory or a `*.index.json` path is a sharded checkpoint.
+  /// Read a format without sniffing, by its name (`format_name`,
+  /// `parse_format`): "pytorch-zip", "pytorch-legacy", "pytorch-tar",
+  /// "torchscript", "pickle", "safetensors", "torchport" (or a record's
+  /// name, "torchport-mpk", ...), or (for a path) "sharded-safetensors" /
+  /// "sharded-pytorch". Empty sniffs: a directory or a `*.index.json` path
+  /// is a sharded checkpoint; bytes go to the reader torch.load would use
+  /// (zip, then a tar as Python's tarfile opens it, then the legacy pickle),
+  /// else safetensors, our records or a plain pickle.
   std::string format;
   /// Classes a pickle names that are neither allowed nor known to be
   /// dangerous (a model's own classes in a whole pickled nn.Module) are kept
@@ -49,6 +54,10 @@ struct OpenOptions {
 /// are mapped views until used.
 ///
 /// \throws Error: `io` (cannot open), `not_a_checkpoint` (unknown format),
+/// `ambiguous` (two readers, torch's and ours or two of ours, read the bytes
+/// differently: a polyglot, or a container torch and other readers read
+/// differently; see docs/format.md), `invalid_argument` (an unknown
+/// `OpenOptions::format`),
 /// `unsafe_global` (a pickle names a global that runs code), and the
 /// format's own `truncated` / `corrupt` / `unsupported` / `limit_exceeded`,
 /// each naming the file, the key path and the byte offset where they apply.
@@ -57,7 +66,7 @@ TensorCatalog open(const std::filesystem::path& path, const OpenOptions& options
 /// Opens a checkpoint held in memory (or already mapped).
 TensorCatalog open(const Source& source, const OpenOptions& options = {});
 
-/// The format `open()` would read `source` as, from its first bytes, or ""
+/// The name of the format `sniff()` finds in `source`'s first bytes, or ""
 /// when it is none of them.
 std::string sniff_format(const Source& source);
 

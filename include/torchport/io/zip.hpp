@@ -17,11 +17,11 @@ namespace torchport {
 
 /// One member of a zip archive.
 struct ZipEntry {
-  std::string name;  ///< path inside the archive, as the central directory spells it
+  std::string name;          ///< path inside the archive, as the central directory spells it
   std::uint16_t method = 0;  ///< 0 stored, 8 deflated (nothing else is accepted)
   std::uint64_t compressed_size = 0;  ///< bytes of data in the file
-  std::uint64_t size = 0;  ///< uncompressed
-  std::uint32_t crc32 = 0;  ///< CRC-32 of the uncompressed data, from the central directory
+  std::uint64_t size = 0;             ///< uncompressed
+  std::uint32_t crc32 = 0;          ///< CRC-32 of the uncompressed data, from the central directory
   std::uint64_t header_offset = 0;  ///< local header, in the file
   std::uint64_t data_offset = 0;    ///< first data byte, taken from the local header
 };
@@ -33,20 +33,31 @@ struct ZipEntry {
 /// entries to 64 bytes with a local extra field the central directory does
 /// not show; a mapped file's local headers are read with `pread`, so opening
 /// faults in no page of tensor data). It rejects encrypted entries, methods
-/// other than stored and deflate, multi-disk archives, duplicate names, local
-/// headers that disagree with the central directory, and entries that
-/// overlap, reach into the directory or run past the end of the file.
+/// other than stored and deflate, multi-disk archives, local headers that
+/// disagree with the central directory, and entries that overlap, reach into
+/// the directory or run past the end of the file.
+///
+/// It reads the archive as miniz (torch's reader) does: the last end record
+/// in the final 64 KiB, names matched ignoring ASCII case. Where another
+/// reader could see other entries it refuses with Error(ambiguous): an
+/// earlier end record naming another directory, bytes after the end
+/// record's comment, between the directory and its end record, inside the
+/// directory after the counted entries, before the first local header or
+/// between entries (beyond a data descriptor), and two names equal up to
+/// case. docs/format.md has the rules.
 ///
 /// Lifetime: keeps a copy of the `Source`, so storages it hands out stay valid.
 class ZipArchive {
  public:
   /// \throws Error(not_a_checkpoint) when `source` is no zip archive,
+  ///         Error(ambiguous) where readers could disagree (see above),
   ///         Error(corrupt | truncated | unsupported | limit_exceeded) otherwise.
   static ZipArchive open(const Source& source, const Limits& limits);
 
   /// The entries, in central directory order.
   const std::vector<ZipEntry>& entries() const noexcept { return entries_; }
-  /// The entry named exactly `name`, or nullptr.
+  /// The entry named `name` ignoring ASCII case (as miniz's
+  /// `mz_zip_reader_locate_file` without flags), or nullptr.
   const ZipEntry* find(std::string_view name) const;
   const Source& source() const noexcept { return source_; }  ///< the archive's bytes
 
