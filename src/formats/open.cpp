@@ -38,13 +38,9 @@ std::string hint_for(std::span<const std::byte> b) {
     return "; this is an HTML page, a failed download?";
   if (starts_with(b, "\x1f\x8b")) return "; this is gzip-compressed: decompress it first";
   if (b.empty()) return "; the file is empty";
-  std::string shown;
-  for (std::size_t i = 0; i < std::min<std::size_t>(b.size(), 8); ++i) {
-    char buf[4];
-    std::snprintf(buf, sizeof buf, "%02x", static_cast<unsigned>(b[i]));
-    shown += (i ? " " : "") + std::string(buf);
-  }
-  return " (first bytes: " + shown + ")";
+  // No byte of the file is quoted: it is not a checkpoint, and may be any
+  // file at all (a shard index can name one).
+  return " (" + std::to_string(b.size()) + " bytes)";
 }
 
 }  // namespace
@@ -59,7 +55,7 @@ std::string sniff_format(const Source& source) {
   return "";
 }
 
-TensorCatalog open(const Source& source, const OpenOptions& options) {
+TensorCatalog open(const Source& source, const OpenOptions& options) try {
   const std::string format = options.format.empty() ? sniff_format(source) : options.format;
   if (format == "pytorch-zip" || format == "torchscript") return formats::read_pytorch_zip(source, options);
   if (format == "pytorch-tar") return formats::read_pytorch_tar(source, options);
@@ -84,13 +80,17 @@ TensorCatalog open(const Source& source, const OpenOptions& options) {
               "not a checkpoint torchport reads: neither a zip, tar, pickle nor safetensors file" +
                   hint_for(source.bytes()),
               {}, std::nullopt, source.name());
+} catch (...) {
+  rethrow_as_error("open", source.name());  // no bare std:: exception leaves the library
 }
 
-TensorCatalog open(const std::filesystem::path& path, const OpenOptions& options) {
+TensorCatalog open(const std::filesystem::path& path, const OpenOptions& options) try {
   if ((options.format.empty() && formats::is_sharded_path(path)) ||
       options.format == "sharded-safetensors" || options.format == "sharded-pytorch")
     return formats::read_sharded(path, options);
   return open(Source::map_file(path, options.map), options);
+} catch (...) {
+  rethrow_as_error("open", path.string());  // no bare std:: exception leaves the library
 }
 
 }  // namespace torchport

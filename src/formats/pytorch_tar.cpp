@@ -11,12 +11,15 @@
 //             (ModuleClass, source_file, source) tuples.
 
 #include <cstring>
+#include <functional>
 #include <unordered_map>
 
+#include "materialize_limit.hpp"
 #include "readers.hpp"
 #include "torch_common.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
+#include "torchport/detail/hash.hpp"
 #include "torchport/io/byte_reader.hpp"
 #include "torchport/io/tar.hpp"
 
@@ -68,12 +71,14 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
   if (const Value* le = sys_info.find("little_endian"); le && le->is(Value::Kind::Bool))
     big_endian = !le->as_bool();
 
-  std::unordered_map<std::string, Value> objects;  // storages and tensors by key
+  std::unordered_map<std::string, Value, detail::SeededHash, std::equal_to<>>
+      objects;  // storages and tensors by key
   ByteReader sr(storages_src.bytes(), storages_src.name(), base(storages_src));
   const std::uint64_t n_storages = count(run_pickle(sr, options), "storage count");
   if (n_storages > options.limits.max_tensors)
-    throw Error(ErrorCode::limit_exceeded, "more storages than Limits::max_tensors", {}, sr.file_offset(),
-                sr.what());
+    throw Error(ErrorCode::limit_exceeded, "more storages than Limits::max_tensors", {},
+                sr.file_offset(), sr.what());
+  std::uint64_t distinct_bytes = 0, view_bytes = 0;  // for Limits::max_materialized_bytes
   for (std::uint64_t i = 0; i < n_storages; ++i) {
     const Value args = run_pickle(sr, options);
     const std::string key = key_text(item(args, 0, 3, "storage header"));
@@ -85,7 +90,11 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
       throw Error(ErrorCode::corrupt, "storage size overflows", key, at, sr.what());
     const std::uint64_t data = sr.file_offset();
     sr.skip(bytes, "storage data");
-    if (!objects.emplace(key, storage_value(dtype, numel, record_storage(source, data, bytes, dtype, big_endian))).second)
+    distinct_bytes += bytes;  // bounded by the file's size
+    if (!objects
+             .emplace(key, storage_value(dtype, numel,
+                                         record_storage(source, data, bytes, dtype, big_endian)))
+             .second)
       throw Error(ErrorCode::corrupt, "storage key appears twice", key, at, sr.what());
   }
   const Value views = run_pickle(sr, options);
@@ -106,6 +115,8 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
       throw Error(ErrorCode::corrupt, "storage view lies outside its root storage", target);
     const std::size_t es = dtype_size(st.dtype());
     const auto root_bytes = st.storage();
+    view_bytes += numel * es;  // numel <= total: no overflow
+    check_materialized(view_bytes, distinct_bytes, options.limits, "storage views", source.name());
     auto slice = Storage::deferred(numel * es, [root_bytes, offset, numel, es] {
       auto out = Storage::allocate(numel * es);
       auto src = root_bytes->bytes().subspan(offset * es, numel * es);
@@ -118,27 +129,30 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
   ByteReader tr(tensors_src.bytes(), tensors_src.name(), base(tensors_src));
   const std::uint64_t n_tensors = count(run_pickle(tr, options), "tensor count");
   if (n_tensors > options.limits.max_tensors)
-    throw Error(ErrorCode::limit_exceeded, "more tensors than Limits::max_tensors", {}, tr.file_offset(),
-                tr.what());
+    throw Error(ErrorCode::limit_exceeded, "more tensors than Limits::max_tensors", {},
+                tr.file_offset(), tr.what());
   for (std::uint64_t i = 0; i < n_tensors; ++i) {
     const Value args = run_pickle(tr, options);
     const std::string key = key_text(item(args, 0, 3, "tensor header"));
     const std::string storage_key = key_text(item(args, 1, 3, "tensor header"));
     auto it = objects.find(storage_key);
     if (it == objects.end() || !it->second.is(Value::Kind::Tensor))
-      throw Error(ErrorCode::corrupt, "tensor refers to unknown storage '" + storage_key + "'", key);
+      throw Error(ErrorCode::corrupt, "tensor refers to unknown storage '" + storage_key + "'",
+                  key);
     const Tensor st = it->second.as_tensor();
     const std::uint64_t at = tr.file_offset();
     const std::int32_t ndim = tr.i32("tensor ndim");
     tr.skip(4, "ndim padding");
     if (ndim < 0 || ndim > 64)
-      throw Error(ErrorCode::corrupt, "tensor has " + std::to_string(ndim) + " dimensions", key, at, tr.what());
+      throw Error(ErrorCode::corrupt, "tensor has " + std::to_string(ndim) + " dimensions", key, at,
+                  tr.what());
     Shape sizes(static_cast<std::size_t>(ndim)), strides(static_cast<std::size_t>(ndim));
     for (auto& s : sizes) s = tr.i64("tensor size");
     for (auto& s : strides) s = tr.i64("tensor stride");
     const std::int64_t offset = tr.i64("tensor storage offset");
     try {
-      objects[key] = Value::tensor(Tensor(st.dtype(), std::move(sizes), std::move(strides), offset, st.storage()));
+      objects[key] = Value::tensor(
+          Tensor(st.dtype(), std::move(sizes), std::move(strides), offset, st.storage()));
     } catch (const Error& e) {
       throw Error(e.code(), e.message(), key, at, tr.what());
     }
@@ -153,7 +167,8 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
     const std::string key = key_text(pid);
     auto it = objects.find(key);
     if (it == objects.end())
-      throw Error(ErrorCode::corrupt, "the pickle refers to '" + key + "', which the archive does not hold");
+      throw Error(ErrorCode::corrupt,
+                  "the pickle refers to '" + key + "', which the archive does not hold");
     return it->second;
   };
   Value root = run_torch_pickle(pr, options, resolve);

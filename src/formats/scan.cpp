@@ -260,7 +260,7 @@ std::string ScanReport::reason() const {
   return {};
 }
 
-ScanReport scan(const Source& source, const OpenOptions& options) {
+ScanReport scan(const Source& source, const OpenOptions& options) try {
   ScanReport r;
   r.path = source.name();
   Scanner s(r, options);
@@ -277,9 +277,11 @@ ScanReport scan(const Source& source, const OpenOptions& options) {
   s.check_open(source);
   finish(r);
   return r;
+} catch (...) {
+  rethrow_as_error("scan", source.name());  // no bare std:: exception leaves the library
 }
 
-ScanReport scan(const std::filesystem::path& path, const OpenOptions& options) {
+ScanReport scan(const std::filesystem::path& path, const OpenOptions& options) try {
   const bool sharded = (options.format.empty() && formats::is_sharded_path(path)) ||
                        options.format.starts_with("sharded");
   if (!sharded) return scan(Source::map_file(path, options.map), options);
@@ -342,6 +344,8 @@ ScanReport scan(const std::filesystem::path& path, const OpenOptions& options) {
   }
   finish(r);
   return r;
+} catch (...) {
+  rethrow_as_error("scan", path.string());  // no bare std:: exception leaves the library
 }
 
 }  // namespace torchport

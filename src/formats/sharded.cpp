@@ -31,11 +31,13 @@ fs::path find_index(const fs::path& dir) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.size() > kIndexSuffix.size() && name.ends_with(kIndexSuffix) && it->is_regular_file(ec))
+    if (name.size() > kIndexSuffix.size() && name.ends_with(kIndexSuffix) &&
+        it->is_regular_file(ec))
       found.push_back(it->path());
   }
   if (ec)
-    throw Error(ErrorCode::io, "cannot list the directory: " + ec.message(), {}, std::nullopt, dir.string());
+    throw Error(ErrorCode::io, "cannot list the directory: " + ec.message(), {}, std::nullopt,
+                dir.string());
   if (found.empty())
     throw Error(ErrorCode::not_a_checkpoint,
                 "the directory holds no *.index.json (the index of a Hugging Face sharded "
@@ -59,6 +61,41 @@ bool plain_file_name(const std::string& s) {
          s.find('\\') == std::string::npos && s.find('\0') == std::string::npos;
 }
 
+// The folder every shard's real path must lie in: the index's directory, or,
+// when that is a snapshot of the Hugging Face hub cache
+// (`models--org--name/snapshots/<revision>/`, whose files are symlinks to
+// `../../blobs/<hash>`), the repository's cache folder that holds both.
+fs::path shard_root(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(dir.empty() ? fs::path(".") : dir, ec);
+  if (ec)
+    throw Error(ErrorCode::io, "cannot resolve the checkpoint's directory: " + ec.message(), {},
+                std::nullopt, dir.string());
+  if (real.has_parent_path() && real.parent_path().filename() == "snapshots" &&
+      real.parent_path().has_parent_path())
+    return real.parent_path().parent_path();
+  return real;
+}
+
+// The shard's real path, which must lie inside `root`: a symlink may not
+// lead the reader out of the checkpoint (to /etc/passwd, another user's
+// file...). Nothing of a file outside is read, nor quoted in the error.
+fs::path resolve_shard(const fs::path& root, const fs::path& dir, const std::string& shard,
+                       const std::string& where) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(dir / shard, ec);
+  if (ec)
+    throw Error(ErrorCode::io, "shard '" + shard + "' cannot be opened: " + ec.message(), {},
+                std::nullopt, where);
+  const auto [r, p] = std::mismatch(root.begin(), root.end(), real.begin(), real.end());
+  if (r != root.end() || p == real.end())
+    throw Error(ErrorCode::invalid_argument,
+                "shard '" + shard + "' is a link to a file outside the checkpoint's directory (" +
+                    root.string() + "); it is not read",
+                {}, std::nullopt, where);
+  return real;
+}
+
 }  // namespace
 
 bool is_sharded_path(const fs::path& path) {
@@ -76,20 +113,23 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options) {
   const std::string where = src.name();
   if (src.size() > options.limits.max_header_bytes)
     throw Error(ErrorCode::limit_exceeded,
-                "index of " + std::to_string(src.size()) + " bytes exceeds Limits::max_header_bytes = " +
+                "index of " + std::to_string(src.size()) +
+                    " bytes exceeds Limits::max_header_bytes = " +
                     std::to_string(options.limits.max_header_bytes),
                 {}, 0, where);
   const std::string_view text(reinterpret_cast<const char*>(src.bytes().data()), src.size());
   const json root = parse_strict_json(text, "index", 0, where, 8, options.limits.max_nodes);
   if (!root.is_object())
-    throw Error(ErrorCode::corrupt, "index is a JSON " + std::string(root.type_name()) + ", not an object",
-                {}, 0, where);
+    throw Error(ErrorCode::corrupt,
+                "index is a JSON " + std::string(root.type_name()) + ", not an object", {}, 0,
+                where);
   const auto wm = root.find("weight_map");
   if (wm == root.end() || !wm->is_object())
-    throw Error(ErrorCode::corrupt,
-                "index has no \"weight_map\" object (tensor name -> shard file); not a Hugging Face "
-                "sharded checkpoint index?",
-                {}, 0, where);
+    throw Error(
+        ErrorCode::corrupt,
+        "index has no \"weight_map\" object (tensor name -> shard file); not a Hugging Face "
+        "sharded checkpoint index?",
+        {}, 0, where);
 
   // name -> shard, and each shard's names in index order.
   std::map<std::string, std::string> shard_of;
@@ -97,25 +137,29 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options) {
   for (const auto& [name, v] : wm->items()) {
     // The key's offset only for a message: searching the text for every
     // key would make a large index quadratic.
-    const std::string& key = name;  // (a structured binding cannot be captured before C++20 in clang 14)
+    const std::string& key =
+        name;  // (a structured binding cannot be captured before C++20 in clang 14)
     const auto at = [&] { return json_key_offset(text, key, 0); };
     if (!v.is_string())
-      throw Error(ErrorCode::corrupt, "weight_map value " + v.dump() + " is not a shard file name", name, at(),
-                  where);
+      throw Error(ErrorCode::corrupt, "weight_map value " + v.dump() + " is not a shard file name",
+                  name, at(), where);
     std::string shard = v.get<std::string>();
     if (!plain_file_name(shard))
-      throw Error(ErrorCode::corrupt,
-                  "shard '" + shard +
-                      "' is not a plain file name; an index may only name files in its own directory",
-                  name, at(), where);
+      throw Error(
+          ErrorCode::corrupt,
+          "shard '" + shard +
+              "' is not a plain file name; an index may only name files in its own directory",
+          name, at(), where);
     if (shard_of.size() >= options.limits.max_tensors)
-      throw Error(ErrorCode::limit_exceeded,
-                  "more tensors than Limits::max_tensors = " + std::to_string(options.limits.max_tensors),
-                  {}, at(), where);
+      throw Error(
+          ErrorCode::limit_exceeded,
+          "more tensors than Limits::max_tensors = " + std::to_string(options.limits.max_tensors),
+          {}, at(), where);
     names_in[shard].push_back(name);
     shard_of.emplace(name, std::move(shard));
   }
 
+  const fs::path root = shard_root(dir);
   OpenOptions shard_options = options;
   shard_options.format.clear();
   std::vector<NamedTensor> all;
@@ -123,14 +167,15 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options) {
   std::map<std::string, std::string> metadata;
   bool all_safetensors = true;
   for (const auto& [shard, names] : names_in) {
-    const fs::path file = dir / shard;
+    const fs::path file = resolve_shard(root, dir, shard, where);
     TensorCatalog cat;
     try {
-      cat = open(Source::map_file(file, options.map), shard_options);
+      Source shard_source = Source::map_file(file, options.map);
+      cat = open(shard_source, shard_options);
     } catch (const Error& e) {
       throw Error(e.code(),
-                  "shard '" + shard + "' (" + std::to_string(names.size()) + " tensors, e.g. '" + names.front() +
-                      "'): " + e.message(),
+                  "shard '" + shard + "' (" + std::to_string(names.size()) + " tensors, e.g. '" +
+                      names.front() + "'): " + e.message(),
                   e.key(), e.offset(), where + ": " + (e.where().empty() ? shard : e.where()));
     }
     all_safetensors = all_safetensors && cat.format() == "safetensors";
@@ -142,15 +187,17 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options) {
                     std::nullopt, where);
       if (it->second != shard)
         throw Error(ErrorCode::corrupt,
-                    "shard '" + shard + "' holds this tensor but the index assigns it to '" + it->second + "'",
+                    "shard '" + shard + "' holds this tensor but the index assigns it to '" +
+                        it->second + "'",
                     name, std::nullopt, where);
       all.push_back({name, t});
     }
     for (const auto& name : names)
       if (cat.find(name) == nullptr)
         throw Error(ErrorCode::corrupt,
-                    "the index assigns this tensor to shard '" + shard + "', which has no such tensor (it holds " +
-                        std::to_string(cat.size()) + "); incomplete download or stale index?",
+                    "the index assigns this tensor to shard '" + shard +
+                        "', which has no such tensor (it holds " + std::to_string(cat.size()) +
+                        "); incomplete download or stale index?",
                     name, json_key_offset(text, name, 0), where);
     for (const auto& [k, v] : cat.metadata()) metadata.emplace(k, v);
   }
