@@ -822,6 +822,9 @@ namespace {
 // values is printed once and referred to afterwards, so the output is linear
 // in the tree's distinct nodes whatever its shared references expand to.
 constexpr std::uint64_t kShareWeight = 16;
+// A string longer than this is printed once too (a memoised string
+// referenced a million times must not be printed a million times).
+constexpr std::size_t kShareChars = 64;
 
 struct Json {
   std::string out;
@@ -985,7 +988,8 @@ struct Json {
 
   void value(const Value& v, int level) {
     detail::count(detail::work().values_printed);
-    if (v.is_container() && v.weight() > kShareWeight) {
+    if ((v.is_container() && v.weight() > kShareWeight) ||
+        (v.is(Value::Kind::Str) && v.as_str().size() > kShareChars)) {
       const auto [it, fresh] = shared.emplace(v.identity(), shared.size());
       if (!fresh) {
         tagged("shared", it->second);

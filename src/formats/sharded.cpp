@@ -80,19 +80,15 @@ fs::path shard_root(const fs::path& dir) {
 // The shard's real path, which must lie inside `root`: a symlink may not
 // lead the reader out of the checkpoint (to /etc/passwd, another user's
 // file...). Nothing of a file outside is read, nor quoted in the error.
-fs::path resolve_shard(const fs::path& root, const fs::path& dir, const std::string& shard,
-                       const std::string& where) {
+fs::path resolve_shard(const fs::path& root, const fs::path& dir, const std::string& shard) {
   std::error_code ec;
   const fs::path real = fs::canonical(dir / shard, ec);
-  if (ec)
-    throw Error(ErrorCode::io, "shard '" + shard + "' cannot be opened: " + ec.message(), {},
-                std::nullopt, where);
+  if (ec) throw Error(ErrorCode::io, "cannot open: " + ec.message());
   const auto [r, p] = std::mismatch(root.begin(), root.end(), real.begin(), real.end());
   if (r != root.end() || p == real.end())
     throw Error(ErrorCode::invalid_argument,
-                "shard '" + shard + "' is a link to a file outside the checkpoint's directory (" +
-                    root.string() + "); it is not read",
-                {}, std::nullopt, where);
+                "a link to a file outside the checkpoint's directory (" + root.string() +
+                    "); it is not read");
   return real;
 }
 
@@ -159,7 +155,7 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options) {
     shard_of.emplace(name, std::move(shard));
   }
 
-  const fs::path root = shard_root(dir);
+  const fs::path confine = shard_root(dir);
   OpenOptions shard_options = options;
   shard_options.format.clear();
   std::vector<NamedTensor> all;
@@ -167,10 +163,9 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options) {
   std::map<std::string, std::string> metadata;
   bool all_safetensors = true;
   for (const auto& [shard, names] : names_in) {
-    const fs::path file = resolve_shard(root, dir, shard, where);
     TensorCatalog cat;
     try {
-      Source shard_source = Source::map_file(file, options.map);
+      Source shard_source = Source::map_file(resolve_shard(confine, dir, shard), options.map);
       cat = open(shard_source, shard_options);
     } catch (const Error& e) {
       throw Error(e.code(),

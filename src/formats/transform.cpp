@@ -1,9 +1,11 @@
 #include "torchport/formats/transform.hpp"
 
+#include <functional>
 #include <unordered_map>
 
 #include "torchport/core/convert.hpp"
 #include "torchport/core/error.hpp"
+#include "torchport/detail/hash.hpp"
 #include "write_common.hpp"
 
 namespace torchport {
@@ -35,7 +37,8 @@ TensorCatalog transform(const TensorCatalog& catalog, const TransformOptions& op
       options.top_level_key.empty() ? catalog : catalog.select(options.top_level_key);
 
   std::vector<NamedTensor> out;
-  std::unordered_map<std::string, std::string> origin;  // new name -> old name
+  std::unordered_map<std::string, std::string, detail::SeededHash, std::equal_to<>>
+      origin;  // new name -> old name
   for (const auto& [name, t] : selected.tensors()) {
     if (options.keep && !options.keep(name)) continue;
     std::string renamed = options.rename ? options.rename(name) : name;

@@ -13,6 +13,7 @@
 #include <torchport/torchport.hpp>
 
 #include "security/hostile.hpp"
+#include "support/fixtures.hpp"
 #include "torchport/detail/work.hpp"
 #include "torchport/io/byte_reader.hpp"
 #include "torchport/pickle/unpickler.hpp"

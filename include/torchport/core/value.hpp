@@ -198,9 +198,10 @@ struct JsonBudget {
 
 /// JSON text for a value tree (tensors as {"tensor": "F32[3, 4]"}, bytes as
 /// {"bytes": N}, non-string keys rendered as strings by `repr`). `indent` < 0
-/// is compact. A container of more than 16 values that is reached again
-/// (a shared reference of the pickle) is printed once; later occurrences
-/// are {"shared": N}, N counting such containers from 0 in printing order.
+/// is compact. A container of more than 16 values or a string of more than
+/// 64 bytes that is reached again (a shared reference of the pickle) is
+/// printed once; later occurrences are {"shared": N}, N counting such
+/// values from 0 in printing order.
 /// So the output is linear in the tree's distinct nodes and bounded by
 /// `budget`; invalid UTF-8 is replaced by U+FFFD.
 std::string to_json(const Value& v, int indent = -1, const JsonBudget& budget = {});
