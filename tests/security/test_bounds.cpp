@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <torchport/torchport.hpp>
 
@@ -204,6 +205,37 @@ TEST(JsonRecord, DuplicateKeysAreRefusedAndOrderKept) {
   const std::string lim =
       error_of([&] { (void)read_record(Source::from_buffer(bytes, "r.json"), l); });
   EXPECT_EQ(lim.rfind("limit_exceeded: ", 0), 0u) << lim;
+}
+
+// {"v": [s] * n, "w": [s] * n} with one 64 KiB string s behind the memo: a
+// 200 KB pickle whose values, expanded, hold 512 MiB of text. Before issue
+// 15, `inspect` and `inspect --json` printed all of it (and ran out of memory
+// on larger ones).
+TEST_F(Bounds, InspectOfSharedValuesPrintsLittle) {
+  using namespace std::string_literals;
+  std::string p = "\x80\x02}q\x00(X\x01\x00\x00\x00v]q\x01(X\x00\x00\x01\x00"s +
+                  std::string(65536, 'x') + "q\x02";
+  for (int i = 1; i < 4096; ++i) p += "h\x02";
+  p += "eX\x01\x00\x00\x00w]q\x03("s;
+  for (int i = 0; i < 4096; ++i) p += "h\x02";
+  p += "eu.";
+  write(dir_ / "shared.pkl", p);
+  std::string out;
+  ASSERT_EQ(
+      run_command(std::string(TORCHPORT_TOOL) + " inspect --json " + (dir_ / "shared.pkl").string() + " 2>/dev/null",
+                  &out),
+      0)
+      << out.substr(0, 2000);
+  EXPECT_LT(out.size(), 200000u);
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["values"]["v"].size(), 4096u);
+  EXPECT_TRUE(j["values"]["w"][0].contains("shared")) << j["values"]["w"][0];
+  std::string text;
+  ASSERT_EQ(run_command(std::string(TORCHPORT_TOOL) + " inspect " + (dir_ / "shared.pkl").string(),
+                        &text),
+            0);
+  EXPECT_LT(text.size(), 100000u);
+  EXPECT_EQ(text.find("std::"), std::string::npos);
 }
 
 TEST(SeededHash, DiffersBetweenProcesses) {
