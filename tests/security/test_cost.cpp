@@ -262,6 +262,44 @@ TEST(Cost, StorageViewsAreLimited) {
   EXPECT_NE(outcome[2], "ok");
 }
 
+// A legacy (torch < 1.6) file: one F32 storage of 16,384 elements, and a
+// list of `views` storage views (torch < 0.4) each covering all of it.
+std::string legacy_with_views(int views) {
+  Pk obj;
+  obj.op(']').mark();
+  for (int i = 0; i < views; ++i) {
+    obj.mark().s("storage").glob("torch", "FloatStorage").s("0").s("cpu").i(16384);
+    obj.mark().s("v" + std::to_string(i)).i(0).i(16384).tuple();
+    obj.tuple().op('Q');  // BINPERSID
+  }
+  obj.op('e');
+  std::string count;
+  for (int i = 0; i < 8; ++i)
+    count += static_cast<char>(i == 1 ? 0x40 : 0);  // 16384, little-endian
+  return legacy_head() + obj.stop() + Pk().mark().s("0").op('l').stop() + count +
+         std::string(16384 * 4, '\0');
+}
+
+TEST(Cost, LegacyStorageViewsAreLimited) {
+  OpenOptions o;
+  o.limits.max_materialized_bytes = 256 << 10;  // allowance: 4 x 64 KiB + 256 KiB
+  std::array<std::string, 3> outcome;
+  for (int i = 0; i < 3; ++i) {
+    try {
+      const TensorCatalog cat = open(borrow(legacy_with_views(4 * kScales[i]), "views.pt"), o);
+      (void)materialize(cat, Residence::owned);
+      outcome[i] = "ok";
+    } catch (const Error& e) {
+      outcome[i] = e.what();
+      EXPECT_EQ(e.code(), ErrorCode::limit_exceeded);
+      EXPECT_NE(outcome[i].find("Limits::max_materialized_bytes"), std::string::npos) << outcome[i];
+    }
+  }
+  EXPECT_EQ(outcome[0], "ok");
+  EXPECT_NE(outcome[1], "ok");
+  EXPECT_NE(outcome[2], "ok");
+}
+
 TEST(Cost, ViewsAreWrittenOnceToPtAndLimitedElsewhere) {
   // n views of one 64 KiB storage.
   const Tensor base = Tensor::zeros(DType::F32, {16384});
