@@ -35,8 +35,8 @@ inline void check_materialized(std::uint64_t total, std::uint64_t distinct, cons
                   " times that plus Limits::max_materialized_bytes = " +
                   std::to_string(limits.max_materialized_bytes) +
                   " (many views of one storage copied out one by one); raise "
-                  "max_materialized_bytes if this file is "
-                  "trusted",
+                  "max_materialized_bytes if this file is trusted (torchport convert "
+                  "--max-materialized-bytes)",
               {}, std::nullopt, where);
 }
 

@@ -221,10 +221,10 @@ TEST_F(Bounds, InspectOfSharedValuesPrintsLittle) {
   p += "eu.";
   write(dir_ / "shared.pkl", p);
   std::string out;
-  ASSERT_EQ(
-      run_command(std::string(TORCHPORT_TOOL) + " inspect --json " + (dir_ / "shared.pkl").string() + " 2>/dev/null",
-                  &out),
-      0)
+  ASSERT_EQ(run_command(std::string(TORCHPORT_TOOL) + " inspect --json " +
+                            (dir_ / "shared.pkl").string() + " 2>/dev/null",
+                        &out),
+            0)
       << out.substr(0, 2000);
   EXPECT_LT(out.size(), 1000000u);  // expanded: 512 MiB
   const auto j = nlohmann::json::parse(out);
@@ -236,6 +236,33 @@ TEST_F(Bounds, InspectOfSharedValuesPrintsLittle) {
             0);
   EXPECT_LT(text.size(), 100000u);
   EXPECT_EQ(text.find("std::"), std::string::npos);
+}
+
+// 32 views of one 64 KiB storage: a .pt keeps one storage, safetensors
+// would write 2 MiB; past the allowance, convert refuses and names the flag.
+TEST_F(Bounds, ConvertOfViewsNamesTheLimit) {
+  const Tensor base = Tensor::zeros(DType::F32, {16384});
+  std::vector<NamedTensor> ts;
+  for (int i = 0; i < 32; ++i) ts.push_back({"t" + std::to_string(i), base});
+  save(TensorCatalog::from_tensors("t", ts), dir_ / "views.pt", SaveFormat::pytorch);
+  EXPECT_LT(fs::file_size(dir_ / "views.pt"), 100000u);
+  const std::string tool = TORCHPORT_TOOL;
+  std::string out;
+  EXPECT_NE(
+      run_command(tool + " convert " + (dir_ / "views.pt").string() + " " +
+                      (dir_ / "v.safetensors").string() + " --max-materialized-bytes 1MiB 2>&1",
+                  &out),
+      0);
+  EXPECT_NE(out.find("--max-materialized-bytes"), std::string::npos) << out;
+  EXPECT_NE(out.find("limit_exceeded"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir_ / "v.safetensors"));
+  EXPECT_EQ(
+      run_command(tool + " convert " + (dir_ / "views.pt").string() + " " +
+                      (dir_ / "v.safetensors").string() + " --max-materialized-bytes 8MiB 2>&1",
+                  &out),
+      0)
+      << out;
+  EXPECT_EQ(fs::file_size(dir_ / "v.safetensors") / 65536, 32u);
 }
 
 TEST(SeededHash, DiffersBetweenProcesses) {
