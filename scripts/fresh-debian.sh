@@ -108,7 +108,9 @@ in_chroot() {  # a login-like environment, nothing inherited from this shell
     bash -c "cd /root/torchport && $1"
 }
 
-if step "debootstrap (minbase)" bootstrap && step "configure chroot and clone" configure; then
+boot_step="debootstrap (minbase)"
+[ ! -x "$dir/usr/bin/apt-get" ] || boot_step="debootstrap (reusing the system already in $dir)"
+if step "$boot_step" bootstrap && step "configure chroot and clone" configure; then
   if step "bash scripts/demo.sh" in_chroot "bash scripts/demo.sh" && [ $demo_only -eq 0 ]; then
     step "bash scripts/test.sh" in_chroot "bash scripts/test.sh" || true
   fi
