@@ -2,7 +2,10 @@
 # Installs everything torchport needs to build, from Debian's packages.
 # Usage: scripts/install-deps.sh [--tests] [--bench]
 #   --tests  also PyTorch, torchvision and scikit-learn (interop tests, fixtures),
-#            and doxygen (the API reference must build without a warning)
+#            doxygen (the API reference must build without a warning), clang's
+#            sanitizer and libFuzzer runtimes (libclang-rt-14-dev: the hardening
+#            pass of scripts/test.sh links against them) and Open MPI (the
+#            tensor-parallel example)
 #   --bench  also libtorch (the side-by-side benchmarks)
 # Idempotent; run as root (or with sudo available).
 set -euo pipefail
@@ -15,7 +18,8 @@ packages=(
 )
 for arg in "$@"; do
   case "$arg" in
-    --tests) packages+=(python3 python3-torch python3-torchvision python3-sklearn python3-numpy doxygen) ;;
+    --tests) packages+=(python3 python3-torch python3-torchvision python3-sklearn python3-numpy doxygen
+                        libclang-rt-14-dev openmpi-bin libopenmpi-dev) ;;
     --bench) packages+=(libtorch-dev python3-torch python3-torchvision time) ;;
     *) echo "unknown option: $arg" >&2; exit 2 ;;
   esac

@@ -3,6 +3,7 @@ target_sources(torchport_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/convert.cpp
   ${CMAKE_CURRENT_LIST_DIR}/dtype.cpp
   ${CMAKE_CURRENT_LIST_DIR}/error.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/hash.cpp
   ${CMAKE_CURRENT_LIST_DIR}/parallel_copy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/storage.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor.cpp

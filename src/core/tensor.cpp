@@ -10,13 +10,15 @@
 namespace torchport {
 namespace {
 
-std::string join(std::span<const std::int64_t> v) { return shape_to_string(v); }
+std::string join(std::span<const std::int64_t> v) {
+  return shape_to_string(v);
+}
 
 // Copies the elements of a strided view into `out` in C order. Dimensions
 // that are contiguous with each other are merged first, so a contiguous or
 // row-sliced view becomes a few large memcpy calls.
-void strided_copy(const std::byte* base, std::size_t elem, const Shape& shape,
-                  const Shape& strides, std::byte* out) {
+void strided_copy(const std::byte* base, std::size_t elem, const Shape& shape, const Shape& strides,
+                  std::byte* out) {
   Shape sz, st;
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 1) continue;
@@ -62,11 +64,15 @@ void strided_copy(const std::byte* base, std::size_t elem, const Shape& shape,
 }  // namespace
 
 std::int64_t shape_numel(std::span<const std::int64_t> shape) {
-  std::int64_t n = 1;
+  // The product of the sizes with zeros counted as ones must fit too: it is
+  // the outermost contiguous stride, which an empty tensor still has (torch
+  // refuses [0, 2^40, 2^40] as well).
+  std::int64_t n = 1, span = 1;
   for (std::int64_t s : shape) {
     if (s < 0) throw Error(ErrorCode::corrupt, "negative size in shape " + join(shape));
-    if (!detail::mul_ok(n, s, n))
-      throw Error(ErrorCode::corrupt, "shape " + join(shape) + " has more elements than fit in 64 bits");
+    if (!detail::mul_ok(n, s, n) || !detail::mul_ok(span, std::max<std::int64_t>(s, 1), span))
+      throw Error(ErrorCode::corrupt,
+                  "shape " + join(shape) + " has more elements than fit in 64 bits");
   }
   return n;
 }
@@ -75,8 +81,10 @@ Shape contiguous_strides(std::span<const std::int64_t> shape) {
   Shape st(shape.size());
   std::int64_t acc = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] < 0) throw Error(ErrorCode::corrupt, "negative size in shape " + join(shape));
     st[i] = acc;
-    acc *= std::max<std::int64_t>(shape[i], 1);
+    if (!detail::mul_ok(acc, std::max<std::int64_t>(shape[i], 1), acc))
+      throw Error(ErrorCode::corrupt, "the strides of shape " + join(shape) + " overflow 64 bits");
   }
   return st;
 }
@@ -121,8 +129,9 @@ Tensor::Tensor(DType dtype, Shape shape, Shape strides, std::int64_t storage_off
     throw Error(ErrorCode::corrupt,
                 "view of " + std::string(dtype_name(dtype_)) + join(shape_) + " with strides " +
                     join(strides_) + " at offset " + std::to_string(offset_) + " needs " +
-                    std::to_string(static_cast<std::uint64_t>(last) + 1) + " elements but its storage has " +
-                    std::to_string(storage_->nbytes()) + " bytes; truncated or corrupt file?");
+                    std::to_string(static_cast<std::uint64_t>(last) + 1) +
+                    " elements but its storage has " + std::to_string(storage_->nbytes()) +
+                    " bytes; truncated or corrupt file?");
 }
 
 Tensor Tensor::empty(DType dtype, Shape shape) {
@@ -145,9 +154,9 @@ std::int64_t Tensor::size(std::int64_t d) const {
   const std::int64_t n = dim();
   const std::int64_t i = d < 0 ? d + n : d;
   if (i < 0 || i >= n)
-    throw Error(ErrorCode::invalid_argument,
-                "dimension " + std::to_string(d) + " out of range for a " + std::to_string(n) +
-                    "-d tensor");
+    throw Error(ErrorCode::invalid_argument, "dimension " + std::to_string(d) +
+                                                 " out of range for a " + std::to_string(n) +
+                                                 "-d tensor");
   return shape_[static_cast<std::size_t>(i)];
 }
 
@@ -189,11 +198,12 @@ std::span<std::byte> Tensor::mutable_bytes() {
 
 void Tensor::check_access(DType expected, std::size_t elem_size) const {
   if (!defined()) throw Error(ErrorCode::invalid_argument, "undefined tensor");
-  if (expected != dtype_ && !(elem_size == dtype_size(dtype_) && elem_size == 2 &&
-                              (expected == DType::U16) &&
-                              (dtype_ == DType::F16 || dtype_ == DType::BF16)))
+  if (expected != dtype_ &&
+      !(elem_size == dtype_size(dtype_) && elem_size == 2 && (expected == DType::U16) &&
+        (dtype_ == DType::F16 || dtype_ == DType::BF16)))
     throw Error(ErrorCode::dtype_mismatch, "tensor is " + std::string(dtype_name(dtype_)) +
-                                               ", accessed as " + std::string(dtype_name(expected)));
+                                               ", accessed as " +
+                                               std::string(dtype_name(expected)));
 }
 
 void Tensor::fail_count(std::size_t got, std::int64_t want) {
@@ -203,8 +213,9 @@ void Tensor::fail_count(std::size_t got, std::int64_t want) {
 
 void Tensor::copy_to(std::span<std::byte> out) const {
   if (out.size() != nbytes())
-    throw Error(ErrorCode::invalid_argument, "copy_to: destination has " + std::to_string(out.size()) +
-                                                 " bytes, tensor " + std::to_string(nbytes()));
+    throw Error(ErrorCode::invalid_argument, "copy_to: destination has " +
+                                                 std::to_string(out.size()) + " bytes, tensor " +
+                                                 std::to_string(nbytes()));
   if (numel_ == 0) return;
   if (is_contiguous()) {
     storage_->read_into(static_cast<std::uint64_t>(offset_) * dtype_size(dtype_), out);
@@ -253,11 +264,12 @@ Tensor Tensor::reshape(Shape shape) const {
       known *= shape[i];
     }
   }
-  if (infer >= 0 && known > 0 && numel_ % known == 0) shape[static_cast<std::size_t>(infer)] = numel_ / known;
+  if (infer >= 0 && known > 0 && numel_ % known == 0)
+    shape[static_cast<std::size_t>(infer)] = numel_ / known;
   if (shape_numel(shape) != numel_)
-    throw Error(ErrorCode::shape_mismatch,
-                "cannot reshape " + join(shape_) + " (" + std::to_string(numel_) +
-                    " elements) to " + join(shape));
+    throw Error(ErrorCode::shape_mismatch, "cannot reshape " + join(shape_) + " (" +
+                                               std::to_string(numel_) + " elements) to " +
+                                               join(shape));
   Shape st = contiguous_strides(shape);
   return Tensor(dtype_, std::move(shape), std::move(st), offset_, storage_);
 }
@@ -277,14 +289,15 @@ Tensor Tensor::transpose(std::int64_t a, std::int64_t b) const {
 Tensor Tensor::permute(std::span<const std::int64_t> order) const {
   const std::size_t n = shape_.size();
   if (order.size() != n)
-    throw Error(ErrorCode::invalid_argument, "permute: order " + join(order) + " for a " +
-                                                 std::to_string(n) + "-d tensor");
+    throw Error(ErrorCode::invalid_argument,
+                "permute: order " + join(order) + " for a " + std::to_string(n) + "-d tensor");
   std::vector<bool> seen(n, false);
   Shape sh(n), st(n);
   for (std::size_t i = 0; i < n; ++i) {
     std::int64_t d = order[i] < 0 ? order[i] + static_cast<std::int64_t>(n) : order[i];
     if (d < 0 || d >= static_cast<std::int64_t>(n) || seen[static_cast<std::size_t>(d)])
-      throw Error(ErrorCode::invalid_argument, "permute: order " + join(order) + " is not a permutation");
+      throw Error(ErrorCode::invalid_argument,
+                  "permute: order " + join(order) + " is not a permutation");
     seen[static_cast<std::size_t>(d)] = true;
     sh[i] = shape_[static_cast<std::size_t>(d)];
     st[i] = strides_[static_cast<std::size_t>(d)];

@@ -1,20 +1,25 @@
 #include "torchport/core/value.hpp"
 
+#include <algorithm>
+#include <atomic>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <functional>
+#include <cstring>
 #include <limits>
-#include <algorithm>
-
-#include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "torchport/core/error.hpp"
+#include "torchport/detail/hash.hpp"
+#include "torchport/detail/work.hpp"
 
 namespace torchport {
 
 struct Value::Node {
   virtual ~Node() = default;
   mutable bool sealed = false;
+  // The key hash of a sealed node, computed at most once (0: not yet).
+  mutable std::atomic<std::uint64_t> hash{0};
   std::uint32_t depth = 0;
   std::uint64_t weight = 1;
 };
@@ -50,37 +55,21 @@ std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) {
   return __builtin_add_overflow(a, b, &r) ? kSaturated : r;
 }
 
-// A string identifying a dict key the way Python's equality would (1, 1.0
-// and True are the same key). Only the rare key kinds (non-integral floats,
-// None, tuples...) use it; strings, bytes and numbers are compared in place.
-std::string key_identity(const Value& k) {
-  switch (k.kind()) {
-    case Value::Kind::Str: return "s" + k.as_str();
-    case Value::Kind::Bytes: return "b" + k.as_bytes();
-    case Value::Kind::Int:
-    case Value::Kind::Bool: return "n" + std::to_string(k.as_int());
-    case Value::Kind::Float: {
-      const double d = k.as_float();
-      if (std::floor(d) == d && std::fabs(d) < 9.2e18)
-        return "n" + std::to_string(static_cast<std::int64_t>(d));
-      return "f" + k.repr();
-    }
-    case Value::Kind::None: return "none";
-    default: return "r" + k.repr(1u << 20);
-  }
-}
-
-// Dict keys by Python equality without building strings: strings, bytes
-// and integral numbers (int, bool, float) compare directly; the rest
-// through key_identity.
+// Dict keys by Python equality: strings, bytes and integral numbers (int,
+// bool, float: 1, 1.0 and True are one key) compare directly; the rest
+// (None, other floats, tuples, frozensets, globals, objects) structurally.
 enum class KeyClass : std::uint8_t { Str, Bytes, Number, Other };
 
 KeyClass key_class(const Value& k, std::int64_t& number) {
   switch (k.kind()) {
-    case Value::Kind::Str: return KeyClass::Str;
-    case Value::Kind::Bytes: return KeyClass::Bytes;
+    case Value::Kind::Str:
+      return KeyClass::Str;
+    case Value::Kind::Bytes:
+      return KeyClass::Bytes;
     case Value::Kind::Int:
-    case Value::Kind::Bool: number = k.as_int(); return KeyClass::Number;
+    case Value::Kind::Bool:
+      number = k.as_int();
+      return KeyClass::Number;
     case Value::Kind::Float: {
       const double d = k.as_float();
       if (std::floor(d) == d && std::fabs(d) < 9.2e18) {
@@ -89,46 +78,144 @@ KeyClass key_class(const Value& k, std::int64_t& number) {
       }
       return KeyClass::Other;
     }
-    default: return KeyClass::Other;
+    default:
+      return KeyClass::Other;
   }
 }
 
-std::size_t text_hash(std::string_view s, std::size_t salt) {
-  return std::hash<std::string_view>{}(s) ^ salt;
+constexpr std::uint64_t kBytesTag = 0x9e3779b97f4a7c15ull;
+
+std::uint64_t str_hash(std::string_view s) {
+  return detail::seeded_hash(s);
 }
 
-std::size_t key_hash(const Value& k) {
-  std::int64_t n = 0;
-  switch (key_class(k, n)) {
-    case KeyClass::Str: return text_hash(k.as_str(), 0);
-    case KeyClass::Bytes: return text_hash(k.as_bytes(), 0x9e3779b97f4a7c15ull);
-    case KeyClass::Number: {
-      // A full mix (murmur3's finaliser): the slot is the hash's low bits,
-      // and keys that differ only in high bits (k << 32) must not collide.
-      std::uint64_t x = static_cast<std::uint64_t>(n);
-      x ^= x >> 33;
-      x *= 0xff51afd7ed558ccdull;
-      x ^= x >> 33;
-      x *= 0xc4ceb9fe1a85ec53ull;
-      x ^= x >> 33;
-      return static_cast<std::size_t>(x);
+}  // namespace
+
+// Hashing and comparing keys; a friend of Value for the node's hash cache.
+struct ValueAccess {
+  // The seeded hash of a key. A node's hash is computed once (its children's
+  // are cached too), so hashing any key DAG costs its distinct nodes.
+  static std::uint64_t hash(const Value& k) {
+    std::int64_t n = 0;
+    const KeyClass c = key_class(k, n);
+    if (c == KeyClass::Number) return detail::seeded_hash(static_cast<std::uint64_t>(n));
+    if (!k.node_) {
+      if (k.kind_ == Value::Kind::Float) {
+        std::uint64_t bits;
+        std::memcpy(&bits, &k.f_, sizeof bits);
+        return detail::seeded_hash(bits ^ 0xf1f1f1f1ull);
+      }
+      return detail::seeded_hash(std::uint64_t{0x4e6f6e65});  // None
     }
-    case KeyClass::Other: return text_hash(key_identity(k), 0xc4ceb9fe1a85ec53ull);
+    const std::uint64_t cached = k.node_->hash.load(std::memory_order_relaxed);
+    if (cached != 0) return cached;
+    std::uint64_t h = 0;
+    switch (k.kind_) {
+      case Value::Kind::Str:
+        h = str_hash(k.as_str());
+        break;
+      case Value::Kind::Bytes:
+        h = str_hash(k.as_bytes()) ^ kBytesTag;
+        break;
+      case Value::Kind::BigInt:
+        h = str_hash(k.as_bytes()) ^ 0xb16b16b16ull;
+        break;
+      case Value::Kind::Global:
+        h = str_hash(k.as_global().qualified()) ^ 0x610ba1ull;
+        break;
+      case Value::Kind::Tensor:
+        h = detail::seeded_hash(
+            static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(k.node_.get())));
+        break;
+      case Value::Kind::Dict:
+        h = detail::seeded_hash(static_cast<std::uint64_t>(k.kind_));
+        for (const auto& [a, b] : k.pairs())
+          h = detail::hash_combine(detail::hash_combine(h, hash(a)), hash(b));
+        break;
+      case Value::Kind::Object: {
+        const Object& o = k.as_object();
+        h = detail::hash_combine(str_hash(o.cls.qualified()), hash(o.args));
+        h = detail::hash_combine(h, hash(o.state));
+        break;
+      }
+      default:  // List, Tuple, Set, Complex
+        h = detail::seeded_hash(static_cast<std::uint64_t>(k.kind_));
+        for (const auto& i : k.node_as<Value::ListNode>(k.kind_).items)
+          h = detail::hash_combine(h, hash(i));
+        break;
+    }
+    if (h == 0) h = 1;
+    k.node_->hash.store(h, std::memory_order_relaxed);
+    return h;
   }
-  return 0;
-}
 
-bool key_equal(const Value& a, const Value& b) {
-  std::int64_t x = 0, y = 0;
-  const KeyClass ca = key_class(a, x), cb = key_class(b, y);
-  if (ca != cb) return false;
-  switch (ca) {
-    case KeyClass::Str: return a.as_str() == b.as_str();
-    case KeyClass::Bytes: return a.as_bytes() == b.as_bytes();
-    case KeyClass::Number: return x == y;
-    case KeyClass::Other: return key_identity(a) == key_identity(b);
+  // Python's key equality. Equal hashes are compared structurally for at
+  // most `budget` nodes; past that, equal 64-bit seeded hashes are taken as
+  // equal keys (a file cannot aim for a collision it cannot predict).
+  static bool equal(const Value& a, const Value& b, int& budget) {
+    if (--budget < 0) return true;
+    std::int64_t x = 0, y = 0;
+    const KeyClass ca = key_class(a, x), cb = key_class(b, y);
+    if (ca != cb) return false;
+    if (ca == KeyClass::Number) return x == y;
+    if (a.node_ && a.node_ == b.node_) return true;
+    if (a.kind_ != b.kind_) return false;
+    if (hash(a) != hash(b)) return false;
+    switch (a.kind_) {
+      case Value::Kind::None:
+        return true;
+      case Value::Kind::Float: {
+        std::uint64_t p, q;
+        std::memcpy(&p, &a.f_, sizeof p);
+        std::memcpy(&q, &b.f_, sizeof q);
+        return p == q;
+      }
+      case Value::Kind::Str:
+      case Value::Kind::Bytes:
+      case Value::Kind::BigInt:
+        return a.node_as<Value::StrNode>(a.kind_).s == b.node_as<Value::StrNode>(b.kind_).s;
+      case Value::Kind::Global:
+        return a.as_global().module == b.as_global().module &&
+               a.as_global().name == b.as_global().name;
+      case Value::Kind::Tensor:
+        return false;  // by identity, checked above
+      case Value::Kind::Dict: {
+        const auto &p = a.pairs(), &q = b.pairs();
+        if (p.size() != q.size()) return false;
+        for (std::size_t i = 0; i < p.size(); ++i)
+          if (!equal(p[i].first, q[i].first, budget) || !equal(p[i].second, q[i].second, budget))
+            return false;
+        return true;
+      }
+      case Value::Kind::Object: {
+        const Object &o = a.as_object(), &r = b.as_object();
+        return o.cls.module == r.cls.module && o.cls.name == r.cls.name &&
+               equal(o.args, r.args, budget) && equal(o.state, r.state, budget);
+      }
+      default: {
+        const auto &p = a.node_as<Value::ListNode>(a.kind_).items,
+                   &q = b.node_as<Value::ListNode>(b.kind_).items;
+        if (p.size() != q.size()) return false;
+        for (std::size_t i = 0; i < p.size(); ++i)
+          if (!equal(p[i], q[i], budget)) return false;
+        return true;
+      }
+    }
   }
-  return false;
+
+  static bool key_equal(const Value& a, const Value& b) {
+    int budget = 256;
+    return equal(a, b, budget);
+  }
+};
+
+namespace {
+
+std::uint64_t key_hash(const Value& k) {
+  return ValueAccess::hash(k);
+}
+bool key_equal(const Value& a, const Value& b) {
+  return ValueAccess::key_equal(a, b);
 }
 
 }  // namespace
@@ -243,37 +330,53 @@ Value Value::tensor(Tensor t) {
 }
 
 bool Value::is_container() const noexcept {
-  return kind_ == Kind::List || kind_ == Kind::Tuple || kind_ == Kind::Dict ||
-         kind_ == Kind::Set || kind_ == Kind::Object;
+  return kind_ == Kind::List || kind_ == Kind::Tuple || kind_ == Kind::Dict || kind_ == Kind::Set ||
+         kind_ == Kind::Object;
 }
 
 std::string_view Value::kind_name(Kind k) noexcept {
   switch (k) {
-    case Kind::None: return "None";
-    case Kind::Bool: return "bool";
-    case Kind::Int: return "int";
-    case Kind::BigInt: return "int";
-    case Kind::Float: return "float";
-    case Kind::Complex: return "complex";
-    case Kind::Str: return "str";
-    case Kind::Bytes: return "bytes";
-    case Kind::List: return "list";
-    case Kind::Tuple: return "tuple";
-    case Kind::Dict: return "dict";
-    case Kind::Set: return "set";
-    case Kind::Global: return "global";
-    case Kind::Object: return "object";
-    case Kind::Tensor: return "tensor";
+    case Kind::None:
+      return "None";
+    case Kind::Bool:
+      return "bool";
+    case Kind::Int:
+      return "int";
+    case Kind::BigInt:
+      return "int";
+    case Kind::Float:
+      return "float";
+    case Kind::Complex:
+      return "complex";
+    case Kind::Str:
+      return "str";
+    case Kind::Bytes:
+      return "bytes";
+    case Kind::List:
+      return "list";
+    case Kind::Tuple:
+      return "tuple";
+    case Kind::Dict:
+      return "dict";
+    case Kind::Set:
+      return "set";
+    case Kind::Global:
+      return "global";
+    case Kind::Object:
+      return "object";
+    case Kind::Tensor:
+      return "tensor";
   }
   return "?";
 }
-std::string_view Value::kind_name() const noexcept { return kind_name(kind_); }
+std::string_view Value::kind_name() const noexcept {
+  return kind_name(kind_);
+}
 
 namespace {
 [[noreturn]] void wrong_kind(std::string_view want, const Value& v) {
-  throw Error(ErrorCode::corrupt,
-              "expected " + std::string(want) + ", found " + std::string(v.kind_name()) + " " +
-                  v.repr(4));
+  throw Error(ErrorCode::corrupt, "expected " + std::string(want) + ", found " +
+                                      std::string(v.kind_name()) + " " + v.repr(4));
 }
 }  // namespace
 
@@ -332,7 +435,7 @@ const Value* Value::find(std::string_view key) const {
   const auto& d = node_as<DictNode>(kind_);
   if (!d.slots.empty()) {
     const std::size_t mask = d.slots.size() - 1;
-    for (std::size_t s = text_hash(key, 0) & mask; d.slots[s] != 0; s = (s + 1) & mask) {
+    for (std::size_t s = str_hash(key) & mask; d.slots[s] != 0; s = (s + 1) & mask) {
       const auto& [k, v] = d.pairs[d.slots[s] - 1];
       if (k.kind_ == Kind::Str && k.as_str() == key) return &v;
     }
@@ -347,9 +450,12 @@ std::size_t Value::size() const noexcept {
   switch (kind_) {
     case Kind::List:
     case Kind::Tuple:
-    case Kind::Set: return node_as<ListNode>(kind_).items.size();
-    case Kind::Dict: return node_as<DictNode>(kind_).pairs.size();
-    default: return 0;
+    case Kind::Set:
+      return node_as<ListNode>(kind_).items.size();
+    case Kind::Dict:
+      return node_as<DictNode>(kind_).pairs.size();
+    default:
+      return 0;
   }
 }
 
@@ -357,15 +463,20 @@ void Value::seal() const noexcept {
   if (node_) node_->sealed = true;
 }
 
-std::uint32_t Value::depth() const noexcept { return node_ ? node_->depth : 0; }
-std::uint64_t Value::weight() const noexcept { return node_ ? node_->weight : 1; }
+std::uint32_t Value::depth() const noexcept {
+  return node_ ? node_->depth : 0;
+}
+std::uint64_t Value::weight() const noexcept {
+  return node_ ? node_->weight : 1;
+}
 
 void Value::absorb(const Value& child) {
   // Everything inside a sealed container is sealed, so inserting a value into
   // an unsealed container can only close a cycle through the container itself.
   if (child.node_ == node_)
     throw Error(ErrorCode::corrupt,
-                "a " + std::string(kind_name()) + " is put inside itself (self-references are not supported)");
+                "a " + std::string(kind_name()) +
+                    " is put inside itself (self-references are not supported)");
   child.seal();
   node_->weight = sat_add(node_->weight, child.weight());
   if (child.depth() + 1 > node_->depth) node_->depth = child.depth() + 1;
@@ -380,7 +491,10 @@ void Value::append(Value item) {
                     " is modified after being nested in another value (self-references are not "
                     "supported)");
   absorb(item);
-  node_as<ListNode>(kind_).items.push_back(std::move(item));
+  auto& items = node_as<ListNode>(kind_).items;
+  detail::count(detail::work().items_inserted);
+  if (items.size() == items.capacity()) detail::count(detail::work().items_moved, items.size());
+  items.push_back(std::move(item));
 }
 
 void Value::insert(Value key, Value value) {
@@ -392,6 +506,9 @@ void Value::insert(Value key, Value value) {
   auto& d = node_as<DictNode>(kind_);
   absorb(key);
   absorb(value);
+  detail::count(detail::work().items_inserted);
+  if (d.pairs.size() == d.pairs.capacity())
+    detail::count(detail::work().items_moved, d.pairs.size());
   constexpr std::size_t kIndexFrom = 8;
   if (d.slots.empty() && d.pairs.size() < kIndexFrom) {
     for (auto& [k, v] : d.pairs)
@@ -407,6 +524,7 @@ void Value::insert(Value key, Value value) {
     std::size_t cap = std::max<std::size_t>(d.slots.size() * 2, 32);
     while (cap < 2 * (d.pairs.size() + 1)) cap *= 2;
     d.slots.assign(cap, 0);
+    detail::count(detail::work().items_moved, d.pairs.size());
     for (std::size_t i = 0; i < d.pairs.size(); ++i) {
       std::size_t s = key_hash(d.pairs[i].first) & (cap - 1);
       while (d.slots[s] != 0) s = (s + 1) & (cap - 1);
@@ -424,14 +542,30 @@ void Value::insert(Value key, Value value) {
   d.pairs.emplace_back(std::move(key), std::move(value));
 }
 
+namespace {
+// Reserves geometrically: a reader that reserves "size + batch" before each
+// batch (SETITEMS, APPENDS) must not reallocate the whole vector each time.
+template <class V>
+void grow_to(V& v, std::size_t n) {
+  if (n <= v.capacity()) return;
+  detail::count(detail::work().items_moved, v.size());
+  v.reserve(std::max(n, v.capacity() * 2));
+}
+}  // namespace
+
 void Value::reserve(std::size_t n) {
   if (!node_ || node_->sealed) return;
   switch (kind_) {
     case Kind::List:
     case Kind::Tuple:
-    case Kind::Set: node_as<ListNode>(kind_).items.reserve(n); break;
-    case Kind::Dict: node_as<DictNode>(kind_).pairs.reserve(n); break;
-    default: break;
+    case Kind::Set:
+      grow_to(node_as<ListNode>(kind_).items, n);
+      break;
+    case Kind::Dict:
+      grow_to(node_as<DictNode>(kind_).pairs, n);
+      break;
+    default:
+      break;
   }
 }
 
@@ -452,228 +586,511 @@ void Value::set_state(Value state) {
 
 namespace {
 
-void repr_into(const Value& v, std::size_t max_items, std::string& out, int budget);
+// Python-like text within a character budget: every value visited adds at
+// least one character, so the work is bounded by the budget however many
+// times shared references would expand.
+struct Repr {
+  std::string out;
+  std::size_t max_items;
+  std::size_t max_chars;
 
-void repr_seq(const Value::Items& items, std::size_t max_items, std::string& out, int budget) {
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i) out += ", ";
-    if (i == max_items) {
-      out += "... " + std::to_string(items.size() - i) + " more";
-      break;
-    }
-    repr_into(items[i], max_items, out, budget - 1);
-  }
-}
+  bool full() const noexcept { return out.size() >= max_chars; }
 
-void quote(const std::string& s, std::string& out) {
-  out += '\'';
-  for (unsigned char c : s) {
-    if (c == '\'' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
+  void quote(std::string_view s) {
+    const bool cut = s.size() > Value::kReprStringChars;
+    if (cut) s = s.substr(0, Value::kReprStringChars);
+    out += '\'';
+    for (unsigned char c : s) {
+      if (c == '\'' || c == '\\') {
+        out += '\\';
+        out += static_cast<char>(c);
+      } else if (c < 0x20 || c == 0x7f) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02x", c);
+        out += buf;
+      } else {
+        out += static_cast<char>(c);
+      }
     }
+    out += cut ? "...'" : "'";
   }
-  out += '\'';
-}
 
-void repr_into(const Value& v, std::size_t max_items, std::string& out, int budget) {
-  if (budget <= 0) {
-    out += "...";
-    return;
+  void seq(const Value::Items& items, int depth) {
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (i) out += ", ";
+      if (i == max_items) {
+        out += "... " + std::to_string(items.size() - i) + " more";
+        break;
+      }
+      if (full()) return;
+      value(items[i], depth - 1);
+    }
   }
-  switch (v.kind()) {
-    case Value::Kind::None: out += "None"; break;
-    case Value::Kind::Bool: out += v.as_bool() ? "True" : "False"; break;
-    case Value::Kind::Int: out += std::to_string(v.as_int()); break;
-    case Value::Kind::BigInt: out += "<int of " + std::to_string(v.as_bytes().size()) + " bytes>"; break;
-    case Value::Kind::Float: {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.17g", v.as_float());
-      out += buf;
-      break;
+
+  void value(const Value& v, int depth) {
+    detail::count(detail::work().values_printed);
+    if (depth <= 0 || full()) {
+      out += "...";
+      return;
     }
-    case Value::Kind::Complex: {
-      auto [re, im] = v.as_complex();
-      char buf[80];
-      std::snprintf(buf, sizeof buf, "(%.17g%+.17gj)", re, im);
-      out += buf;
-      break;
-    }
-    case Value::Kind::Str: quote(v.as_str(), out); break;
-    case Value::Kind::Bytes:
-      out += 'b';
-      quote(v.as_bytes().size() > 64 ? v.as_bytes().substr(0, 64) + "..." : v.as_bytes(), out);
-      break;
-    case Value::Kind::List:
-      out += '[';
-      repr_seq(v.items(), max_items, out, budget);
-      out += ']';
-      break;
-    case Value::Kind::Tuple:
-      out += '(';
-      repr_seq(v.items(), max_items, out, budget);
-      if (v.items().size() == 1) out += ',';
-      out += ')';
-      break;
-    case Value::Kind::Set:
-      out += '{';
-      repr_seq(v.items(), max_items, out, budget);
-      out += '}';
-      break;
-    case Value::Kind::Dict: {
-      out += '{';
-      const auto& p = v.pairs();
-      for (std::size_t i = 0; i < p.size(); ++i) {
-        if (i) out += ", ";
-        if (i == max_items) {
-          out += "... " + std::to_string(p.size() - i) + " more";
-          break;
+    switch (v.kind()) {
+      case Value::Kind::None:
+        out += "None";
+        break;
+      case Value::Kind::Bool:
+        out += v.as_bool() ? "True" : "False";
+        break;
+      case Value::Kind::Int:
+        out += std::to_string(v.as_int());
+        break;
+      case Value::Kind::BigInt:
+        out += "<int of " + std::to_string(v.as_bytes().size()) + " bytes>";
+        break;
+      case Value::Kind::Float: {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.17g", v.as_float());
+        out += buf;
+        break;
+      }
+      case Value::Kind::Complex: {
+        auto [re, im] = v.as_complex();
+        char buf[80];
+        std::snprintf(buf, sizeof buf, "(%.17g%+.17gj)", re, im);
+        out += buf;
+        break;
+      }
+      case Value::Kind::Str:
+        quote(v.as_str());
+        break;
+      case Value::Kind::Bytes:
+        out += 'b';
+        quote(v.as_bytes());
+        break;
+      case Value::Kind::List:
+        out += '[';
+        seq(v.items(), depth);
+        out += ']';
+        break;
+      case Value::Kind::Tuple:
+        out += '(';
+        seq(v.items(), depth);
+        if (v.items().size() == 1) out += ',';
+        out += ')';
+        break;
+      case Value::Kind::Set:
+        out += '{';
+        seq(v.items(), depth);
+        out += '}';
+        break;
+      case Value::Kind::Dict: {
+        out += '{';
+        const auto& p = v.pairs();
+        for (std::size_t i = 0; i < p.size(); ++i) {
+          if (i) out += ", ";
+          if (i == max_items) {
+            out += "... " + std::to_string(p.size() - i) + " more";
+            break;
+          }
+          if (full()) break;
+          value(p[i].first, depth - 1);
+          out += ": ";
+          value(p[i].second, depth - 1);
         }
-        repr_into(p[i].first, max_items, out, budget - 1);
-        out += ": ";
-        repr_into(p[i].second, max_items, out, budget - 1);
+        out += '}';
+        break;
       }
-      out += '}';
-      break;
-    }
-    case Value::Kind::Global: out += v.as_global().qualified(); break;
-    case Value::Kind::Object: {
-      const auto& o = v.as_object();
-      out += o.cls.qualified() + "(";
-      if (o.args.size() > 0) repr_seq(o.args.items(), max_items, out, budget - 1);
-      if (!o.state.is_none()) {
-        if (o.args.size() > 0) out += ", ";
-        out += "state=";
-        repr_into(o.state, max_items, out, budget - 1);
+      case Value::Kind::Global:
+        out += v.as_global().qualified();
+        break;
+      case Value::Kind::Object: {
+        const auto& o = v.as_object();
+        out += o.cls.qualified() + "(";
+        if (o.args.size() > 0) seq(o.args.items(), depth - 1);
+        if (!o.state.is_none() && !full()) {
+          if (o.args.size() > 0) out += ", ";
+          out += "state=";
+          value(o.state, depth - 1);
+        }
+        out += ')';
+        break;
       }
-      out += ')';
-      break;
+      case Value::Kind::Tensor:
+        out += "tensor(" + v.as_tensor().description() + ")";
+        break;
     }
-    case Value::Kind::Tensor: out += "tensor(" + v.as_tensor().description() + ")"; break;
   }
+};
+
+// The longest prefix of `s` of at most `n` bytes that does not split a
+// UTF-8 sequence.
+std::size_t utf8_prefix(std::string_view s, std::size_t n) {
+  if (n >= s.size()) return s.size();
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xc0) == 0x80) --n;
+  return n;
 }
 
 }  // namespace
 
-std::string Value::repr(std::size_t max_items) const {
-  std::string out;
-  repr_into(*this, max_items, out, 64);
-  return out;
+std::string Value::repr(std::size_t max_items, std::size_t max_chars) const {
+  Repr r{{}, max_items, max_chars};
+  r.value(*this, 64);
+  if (r.out.size() > max_chars) {
+    r.out.resize(utf8_prefix(r.out, max_chars));
+    r.out += "...";
+  }
+  detail::count(detail::work().chars_printed, r.out.size());
+  return r.out;
 }
 
 namespace {
 
-// True when a subtree holds at least one tensor and nothing else but containers.
-bool only_tensors(const Value& v) {
-  switch (v.kind()) {
-    case Value::Kind::Tensor: return true;
-    case Value::Kind::List:
-    case Value::Kind::Tuple:
-    case Value::Kind::Set: {
-      if (v.items().empty()) return false;
-      for (const auto& i : v.items())
-        if (!only_tensors(i)) return false;
-      return true;
+// Both walks below remember each shared node's answer, so a DAG costs its
+// distinct nodes, not its expansion.
+struct Pruner {
+  std::unordered_map<const void*, bool> only;
+  std::unordered_map<const void*, Value> pruned;
+
+  // True when a subtree holds at least one tensor and nothing else but containers.
+  bool only_tensors(const Value& v) {
+    detail::count(detail::work().values_printed);
+    switch (v.kind()) {
+      case Value::Kind::Tensor:
+        return true;
+      case Value::Kind::List:
+      case Value::Kind::Tuple:
+      case Value::Kind::Set:
+      case Value::Kind::Dict:
+        break;
+      default:
+        return false;
     }
-    case Value::Kind::Dict: {
-      if (v.pairs().empty()) return false;
+    if (const auto it = only.find(v.identity()); it != only.end()) return it->second;
+    bool r = v.size() > 0;
+    if (v.is(Value::Kind::Dict)) {
       for (const auto& [k, x] : v.pairs())
-        if (!only_tensors(x)) return false;
-      return true;
+        if (r && !only_tensors(x)) r = false;
+    } else {
+      for (const auto& i : v.items())
+        if (r && !only_tensors(i)) r = false;
     }
-    default: return false;
+    only.emplace(v.identity(), r);
+    return r;
   }
-}
+
+  Value prune(const Value& v) {
+    if (only_tensors(v)) return Value();
+    if (!v.is(Value::Kind::Dict) && !v.is(Value::Kind::List) && !v.is(Value::Kind::Tuple) &&
+        !v.is(Value::Kind::Object))
+      return v;
+    if (const auto it = pruned.find(v.identity()); it != pruned.end()) return it->second;
+    Value out;
+    switch (v.kind()) {
+      case Value::Kind::Dict: {
+        out = Value::dict();
+        for (const auto& [k, x] : v.pairs())
+          if (!only_tensors(x)) out.insert(k, prune(x));
+        break;
+      }
+      case Value::Kind::List:
+      case Value::Kind::Tuple: {
+        // Keep positions: a tensor item shows as its description.
+        Value::Items items;
+        items.reserve(v.items().size());
+        for (const auto& i : v.items())
+          items.push_back(i.is(Value::Kind::Tensor)
+                              ? Value::str("<tensor " + i.as_tensor().description() + ">")
+                              : prune(i));
+        out = v.is(Value::Kind::List) ? Value::list(std::move(items))
+                                      : Value::tuple(std::move(items));
+        break;
+      }
+      default: {
+        const auto& o = v.as_object();
+        out = Value::object(o.cls, o.args, o.offset);
+        if (!o.state.is_none()) out.set_state(prune(o.state));
+        break;
+      }
+    }
+    pruned.emplace(v.identity(), out);
+    return out;
+  }
+};
 
 }  // namespace
 
 Value prune_tensors(const Value& v) {
-  if (only_tensors(v)) return Value();
-  switch (v.kind()) {
-    case Value::Kind::Dict: {
-      Value out = Value::dict();
-      for (const auto& [k, x] : v.pairs())
-        if (!only_tensors(x)) out.insert(k, prune_tensors(x));
-      return out;
-    }
-    case Value::Kind::List:
-    case Value::Kind::Tuple: {
-      // Keep positions: a tensor item shows as its description.
-      Value::Items items;
-      for (const auto& i : v.items())
-        items.push_back(i.is(Value::Kind::Tensor) ? Value::str("<tensor " + i.as_tensor().description() + ">")
-                                                  : prune_tensors(i));
-      return v.is(Value::Kind::List) ? Value::list(std::move(items)) : Value::tuple(std::move(items));
-    }
-    case Value::Kind::Object: {
-      const auto& o = v.as_object();
-      Value out = Value::object(o.cls, o.args, o.offset);
-      if (!o.state.is_none()) out.set_state(prune_tensors(o.state));
-      return out;
-    }
-    default: return v;
-  }
+  Pruner p;
+  return p.prune(v);
 }
 
 namespace {
 
-std::string json_key(const Value& k) {
-  return k.is(Value::Kind::Str) ? k.as_str() : k.repr(1u << 20);
-}
+// JSON within a character budget; a container of more than kShareWeight
+// values is printed once and referred to afterwards, so the output is linear
+// in the tree's distinct nodes whatever its shared references expand to.
+constexpr std::uint64_t kShareWeight = 16;
+// A string longer than this is printed once too (a memoised string
+// referenced a million times must not be printed a million times).
+constexpr std::size_t kShareChars = 64;
 
-nlohmann::ordered_json to_json_value(const Value& v) {
-  using J = nlohmann::ordered_json;
-  switch (v.kind()) {
-    case Value::Kind::None: return nullptr;
-    case Value::Kind::Bool: return v.as_bool();
-    case Value::Kind::Int: return v.as_int();
-    case Value::Kind::BigInt: return J{{"bigint_bytes", v.as_bytes().size()}};
-    case Value::Kind::Float: {
-      const double d = v.as_float();
-      if (std::isfinite(d)) return d;
-      return std::isnan(d) ? "nan" : d > 0 ? "inf" : "-inf";
-    }
-    case Value::Kind::Complex: {
-      auto [re, im] = v.as_complex();
-      return J{{"complex", J::array({re, im})}};
-    }
-    case Value::Kind::Str: return v.as_str();  // invalid UTF-8 is replaced by dump()
-    case Value::Kind::Bytes: return J{{"bytes", v.as_bytes().size()}};
-    case Value::Kind::List:
-    case Value::Kind::Tuple:
-    case Value::Kind::Set: {
-      J a = J::array();
-      for (const auto& i : v.items()) a.push_back(to_json_value(i));
-      return a;
-    }
-    case Value::Kind::Dict: {
-      J o = J::object();
-      for (const auto& [k, x] : v.pairs()) o[json_key(k)] = to_json_value(x);
-      return o;
-    }
-    case Value::Kind::Global: return J{{"global", v.as_global().qualified()}};
-    case Value::Kind::Object: {
-      const auto& ob = v.as_object();
-      J o = J{{"object", ob.cls.qualified()}};
-      if (ob.args.size() > 0) o["args"] = to_json_value(ob.args);
-      if (!ob.state.is_none()) o["state"] = to_json_value(ob.state);
-      return o;
-    }
-    case Value::Kind::Tensor: return J{{"tensor", v.as_tensor().description()}};
+struct Json {
+  std::string out;
+  int indent;
+  JsonBudget budget;
+  std::unordered_map<const void*, std::uint64_t> shared;
+  bool truncated = false;
+
+  bool full() noexcept {
+    if (out.size() >= budget.max_chars) truncated = true;
+    return truncated;
   }
-  return nullptr;
-}
+
+  void newline(int level) {
+    if (indent < 0) return;
+    out += '\n';
+    out.append(static_cast<std::size_t>(level) * static_cast<std::size_t>(indent), ' ');
+  }
+
+  // A JSON string: escaped, invalid UTF-8 replaced by U+FFFD, cut past
+  // max_string_bytes.
+  void string(std::string_view s) {
+    const std::size_t total = s.size();
+    const bool cut = total > budget.max_string_bytes;
+    if (cut) s = s.substr(0, utf8_prefix(s, budget.max_string_bytes));
+    out += '"';
+    for (std::size_t i = 0; i < s.size();) {
+      const auto c = static_cast<unsigned char>(s[i]);
+      if (c < 0x80) {
+        switch (c) {
+          case '"':
+            out += "\\\"";
+            break;
+          case '\\':
+            out += "\\\\";
+            break;
+          case '\n':
+            out += "\\n";
+            break;
+          case '\r':
+            out += "\\r";
+            break;
+          case '\t':
+            out += "\\t";
+            break;
+          case '\b':
+            out += "\\b";
+            break;
+          case '\f':
+            out += "\\f";
+            break;
+          default:
+            if (c < 0x20) {
+              char buf[8];
+              std::snprintf(buf, sizeof buf, "\\u%04x", c);
+              out += buf;
+            } else {
+              out += static_cast<char>(c);
+            }
+        }
+        ++i;
+        continue;
+      }
+      // A well-formed sequence (no overlong forms, surrogates or > U+10FFFF).
+      std::size_t len = 0;
+      std::uint32_t cp = 0;
+      if (c >= 0xc2 && c <= 0xdf)
+        len = 2, cp = c & 0x1f;
+      else if (c >= 0xe0 && c <= 0xef)
+        len = 3, cp = c & 0x0f;
+      else if (c >= 0xf0 && c <= 0xf4)
+        len = 4, cp = c & 0x07;
+      bool ok = len != 0 && i + len <= s.size();
+      for (std::size_t j = 1; ok && j < len; ++j) {
+        const auto d = static_cast<unsigned char>(s[i + j]);
+        if ((d & 0xc0) != 0x80) ok = false;
+        cp = (cp << 6) | (d & 0x3f);
+      }
+      if (ok && ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+                 (len == 4 && (cp < 0x10000 || cp > 0x10ffff))))
+        ok = false;
+      if (ok) {
+        out.append(s.substr(i, len));
+        i += len;
+      } else {
+        out += "\xef\xbf\xbd";
+        ++i;
+      }
+    }
+    if (cut) out += "... (" + std::to_string(total) + " bytes)";
+    out += '"';
+  }
+
+  void number(double d) {
+    if (!std::isfinite(d)) {
+      string(std::isnan(d) ? "nan" : d > 0 ? "inf" : "-inf");
+      return;
+    }
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, d);
+    std::string_view t(buf, static_cast<std::size_t>(r.ptr - buf));
+    out.append(t);
+    if (t.find_first_of(".eE") == std::string_view::npos) out += ".0";
+  }
+
+  // {"tag": <text>} on one line.
+  void tagged(std::string_view tag, std::string_view text) {
+    out += '{';
+    string(tag);
+    out += indent < 0 ? ":" : ": ";
+    string(text);
+    out += '}';
+  }
+  void tagged(std::string_view tag, std::uint64_t n) {
+    out += '{';
+    string(tag);
+    out += indent < 0 ? ":" : ": ";
+    out += std::to_string(n);
+    out += '}';
+  }
+
+  void key(std::string_view k) {
+    string(k);
+    out += indent < 0 ? ":" : ": ";
+  }
+
+  // Opens an object or array member; false once the budget is spent (the
+  // container is then closed with a marker).
+  bool member(bool& first, int level, bool object) {
+    if (full()) {
+      if (!first) out += ',';
+      newline(level + 1);
+      if (object) {
+        key("...");
+        string("truncated");
+      } else {
+        string("... truncated");
+      }
+      first = false;
+      return false;
+    }
+    if (!first) out += ',';
+    first = false;
+    newline(level + 1);
+    return true;
+  }
+  void close(bool first, int level, char c) {
+    if (!first) newline(level);
+    out += c;
+  }
+
+  void items(const Value::Items& items, int level) {
+    out += '[';
+    bool first = true;
+    for (const auto& i : items) {
+      if (!member(first, level, false)) break;
+      value(i, level + 1);
+    }
+    close(first, level, ']');
+  }
+
+  void value(const Value& v, int level) {
+    detail::count(detail::work().values_printed);
+    if ((v.is_container() && v.weight() > kShareWeight) ||
+        (v.is(Value::Kind::Str) && v.as_str().size() > kShareChars)) {
+      const auto [it, fresh] = shared.emplace(v.identity(), shared.size());
+      if (!fresh) {
+        tagged("shared", it->second);
+        return;
+      }
+    }
+    switch (v.kind()) {
+      case Value::Kind::None:
+        out += "null";
+        break;
+      case Value::Kind::Bool:
+        out += v.as_bool() ? "true" : "false";
+        break;
+      case Value::Kind::Int:
+        out += std::to_string(v.as_int());
+        break;
+      case Value::Kind::BigInt:
+        tagged("bigint_bytes", v.as_bytes().size());
+        break;
+      case Value::Kind::Float:
+        number(v.as_float());
+        break;
+      case Value::Kind::Complex: {
+        auto [re, im] = v.as_complex();
+        out += '{';
+        key("complex");
+        out += '[';
+        number(re);
+        out += ',';
+        number(im);
+        out += "]}";
+        break;
+      }
+      case Value::Kind::Str:
+        string(v.as_str());
+        break;
+      case Value::Kind::Bytes:
+        tagged("bytes", v.as_bytes().size());
+        break;
+      case Value::Kind::List:
+      case Value::Kind::Tuple:
+      case Value::Kind::Set:
+        items(v.items(), level);
+        break;
+      case Value::Kind::Dict: {
+        out += '{';
+        bool first = true;
+        for (const auto& [k, x] : v.pairs()) {
+          if (!member(first, level, true)) break;
+          key(k.is(Value::Kind::Str) ? k.as_str() : k.repr());
+          value(x, level + 1);
+        }
+        close(first, level, '}');
+        break;
+      }
+      case Value::Kind::Global:
+        tagged("global", v.as_global().qualified());
+        break;
+      case Value::Kind::Object: {
+        const auto& ob = v.as_object();
+        out += '{';
+        newline(level + 1);
+        key("object");
+        string(ob.cls.qualified());
+        if (ob.args.size() > 0) {
+          out += ',';
+          newline(level + 1);
+          key("args");
+          value(ob.args, level + 1);
+        }
+        if (!ob.state.is_none()) {
+          out += ',';
+          newline(level + 1);
+          key("state");
+          value(ob.state, level + 1);
+        }
+        newline(level);
+        out += '}';
+        break;
+      }
+      case Value::Kind::Tensor:
+        tagged("tensor", v.as_tensor().description());
+        break;
+    }
+  }
+};
 
 }  // namespace
 
-std::string to_json(const Value& v, int indent) {
-  return to_json_value(v).dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+std::string to_json(const Value& v, int indent, const JsonBudget& budget) {
+  Json j{{}, indent, budget, {}};
+  j.value(v, 0);
+  detail::count(detail::work().chars_printed, j.out.size());
+  return j.out;
 }
 
 }  // namespace torchport

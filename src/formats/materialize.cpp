@@ -7,7 +7,8 @@
 
 namespace torchport {
 
-TensorCatalog materialize(const TensorCatalog& catalog, Residence residence, MaterializeStats* stats) {
+TensorCatalog materialize(const TensorCatalog& catalog, Residence residence,
+                          MaterializeStats* stats) try {
   MaterializeStats local;
   MaterializeStats& st = stats ? *stats : local;
   st = {};
@@ -15,7 +16,8 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence, Mat
   std::vector<const std::shared_ptr<Storage>*> order;
   std::unordered_map<const Storage*, std::shared_ptr<Storage>> replaced;
   for (const auto& t : catalog.tensors())
-    if (replaced.emplace(t.tensor.storage().get(), nullptr).second) order.push_back(&t.tensor.storage());
+    if (replaced.emplace(t.tensor.storage().get(), nullptr).second)
+      order.push_back(&t.tensor.storage());
 
   constexpr std::uint64_t kAlign = 64;
   if (residence == Residence::owned) {
@@ -57,6 +59,8 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence, Mat
                                   replaced[x.storage().get()])});
   }
   return TensorCatalog::from_tensors(catalog.format(), std::move(out), catalog.metadata());
+} catch (...) {
+  rethrow_as_error("materialize");  // no bare std:: exception leaves the library
 }
 
 }  // namespace torchport

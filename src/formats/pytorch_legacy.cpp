@@ -10,14 +10,17 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <iterator>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "materialize_limit.hpp"
 #include "readers.hpp"
 #include "torch_common.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
+#include "torchport/detail/hash.hpp"
 #include "torchport/io/byte_reader.hpp"
 
 namespace torchport::formats {
@@ -83,7 +86,7 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
   // Pass 1: learn which storages the object declares (their dtypes tell how
   // to step over the data records) and where the object's pickle ends.
   const std::uint64_t object_start = r.pos();
-  std::unordered_map<std::string, Record> records;
+  std::unordered_map<std::string, Record, detail::SeededHash, std::equal_to<>> records;
   // As torch's persistent_load: the first reference to a root key makes its
   // storage (dtype and size); later references get that storage whatever
   // they declare. Views share torch's one table of keys with the roots;
@@ -145,7 +148,9 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
           r.file_offset(), source.name());
 
   // Pass 2: the object again, now with real storages.
-  std::unordered_map<std::string, Value> made;
+  std::unordered_map<std::string, Value, detail::SeededHash, std::equal_to<>> made;
+  std::uint64_t distinct_bytes = 0, view_bytes = 0;  // for Limits::max_materialized_bytes
+  for (const auto& [key, rec] : records) distinct_bytes += rec.numel * dtype_size(rec.dtype);
   auto resolve = [&](const Value& pid, std::uint64_t) -> Value {
     if (pid.is(Value::Kind::Tuple) && pid.size() >= 2 && pid.items()[0].is(Value::Kind::Str) &&
         pid.items()[0].as_str() == "module")
@@ -173,6 +178,8 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
                                           std::string(dtype_name(ref.dtype)) +
                                           " lies outside its root '" + ref.key + "' of " +
                                           std::to_string(root_bytes) + " bytes");
+    view_bytes += bytes;
+    check_materialized(view_bytes, distinct_bytes, options.limits, "storage views", source.name());
     return made
         .emplace(v.key, storage_value(ref.dtype, v.size,
                                       record_storage(source, rec.offset + begin, bytes, ref.dtype,

@@ -11,12 +11,15 @@
 //             (ModuleClass, source_file, source) tuples.
 
 #include <cstring>
+#include <functional>
 #include <unordered_map>
 
+#include "materialize_limit.hpp"
 #include "readers.hpp"
 #include "torch_common.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
+#include "torchport/detail/hash.hpp"
 #include "torchport/io/byte_reader.hpp"
 #include "torchport/io/tar.hpp"
 
@@ -78,12 +81,14 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
                   "sys_info", m->data_offset, source.name());
   }
 
-  std::unordered_map<std::string, Value> objects;  // storages and tensors by key
+  std::unordered_map<std::string, Value, detail::SeededHash, std::equal_to<>>
+      objects;  // storages and tensors by key
   ByteReader sr(storages_src.bytes(), storages_src.name(), base(storages_src));
   const std::uint64_t n_storages = count(run_pickle(sr, options), "storage count");
   if (n_storages > options.limits.max_tensors)
     throw Error(ErrorCode::limit_exceeded, "more storages than Limits::max_tensors", {},
                 sr.file_offset(), sr.what());
+  std::uint64_t distinct_bytes = 0, view_bytes = 0;  // for Limits::max_materialized_bytes
   for (std::uint64_t i = 0; i < n_storages; ++i) {
     const Value args = run_pickle(sr, options);
     const std::string key = key_text(item(args, 0, 3, "storage header"));
@@ -95,6 +100,7 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
       throw Error(ErrorCode::corrupt, "storage size overflows", key, at, sr.what());
     const std::uint64_t data = sr.file_offset();
     sr.skip(bytes, "storage data");
+    distinct_bytes += bytes;  // bounded by the file's size
     if (!objects
              .emplace(key, storage_value(dtype, numel,
                                          record_storage(source, data, bytes, dtype, big_endian)))
@@ -119,6 +125,8 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
       throw Error(ErrorCode::corrupt, "storage view lies outside its root storage", target);
     const std::size_t es = dtype_size(st.dtype());
     const auto root_bytes = st.storage();
+    view_bytes += numel * es;  // numel <= total: no overflow
+    check_materialized(view_bytes, distinct_bytes, options.limits, "storage views", source.name());
     auto slice = Storage::deferred(numel * es, [root_bytes, offset, numel, es] {
       auto out = Storage::allocate(numel * es);
       auto src = root_bytes->bytes().subspan(offset * es, numel * es);

@@ -32,7 +32,8 @@ namespace {
 using json = nlohmann::ordered_json;
 
 // safetensors dtypes that exist but that torchport has no type for.
-constexpr std::array<std::string_view, 4> kUnsupportedDtypes = {"F4", "F6_E2M3", "F6_E3M2", "F8_E8M0"};
+constexpr std::array<std::string_view, 4> kUnsupportedDtypes = {"F4", "F6_E2M3", "F6_E3M2",
+                                                                "F8_E8M0"};
 
 struct Entry {
   std::string name;
@@ -79,11 +80,12 @@ class HeaderReader {
   Entry entry(const std::string& name, const json& v) const {
     if (name.size() > limits_.max_name_bytes)
       fail(ErrorCode::limit_exceeded, name.substr(0, 64) + "...",
-           "tensor name of " + std::to_string(name.size()) + " bytes exceeds Limits::max_name_bytes = " +
-               std::to_string(limits_.max_name_bytes));
+           "tensor name of " + std::to_string(name.size()) +
+               " bytes exceeds Limits::max_name_bytes = " + std::to_string(limits_.max_name_bytes));
     if (!v.is_object())
-      fail(ErrorCode::corrupt, name,
-           "header entry is a " + std::string(v.type_name()) + ", not {dtype, shape, data_offsets}");
+      fail(
+          ErrorCode::corrupt, name,
+          "header entry is a " + std::string(v.type_name()) + ", not {dtype, shape, data_offsets}");
     Entry e;
     e.name = name;
     const auto dt = v.find("dtype");
@@ -92,14 +94,19 @@ class HeaderReader {
     if (dt == v.end() || sh == v.end() || off == v.end())
       fail(ErrorCode::corrupt, name,
            std::string("header entry lacks '") +
-               (dt == v.end() ? "dtype" : sh == v.end() ? "shape" : "data_offsets") + "'");
-    if (!dt->is_string()) fail(ErrorCode::corrupt, name, "dtype " + dt->dump() + " is not a string");
+               (dt == v.end()   ? "dtype"
+                : sh == v.end() ? "shape"
+                                : "data_offsets") +
+               "'");
+    if (!dt->is_string())
+      fail(ErrorCode::corrupt, name, "dtype " + dt->dump() + " is not a string");
     const std::string dname = dt->get<std::string>();
     if (auto d = dtype_from_name(dname)) {
       e.dtype = *d;
     } else if (std::find(kUnsupportedDtypes.begin(), kUnsupportedDtypes.end(), dname) !=
                kUnsupportedDtypes.end()) {
-      fail(ErrorCode::unsupported, name, "dtype " + dname + " (sub-byte and scale formats are not read)");
+      fail(ErrorCode::unsupported, name,
+           "dtype " + dname + " (sub-byte and scale formats are not read)");
     } else {
       fail(ErrorCode::corrupt, name, "unknown dtype '" + dname + "'");
     }
@@ -107,7 +114,8 @@ class HeaderReader {
     for (const auto& s : *sh) {
       const std::uint64_t n = unsigned_field(name, s, "shape entry");
       if (n > static_cast<std::uint64_t>(INT64_MAX))
-        fail(ErrorCode::corrupt, name, "shape entry " + std::to_string(n) + " does not fit 63 bits");
+        fail(ErrorCode::corrupt, name,
+             "shape entry " + std::to_string(n) + " does not fit 63 bits");
       e.shape.push_back(static_cast<std::int64_t>(n));
     }
     if (!off->is_array() || off->size() != 2)
@@ -116,18 +124,26 @@ class HeaderReader {
     e.end = unsigned_field(name, (*off)[1], "data_offsets end");
     if (e.end < e.begin)
       fail(ErrorCode::corrupt, name,
-           "data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] end before they begin");
+           "data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+               "] end before they begin");
     // numel * element size, overflow-checked, must be exactly the range.
     std::uint64_t bytes = dtype_size(e.dtype);
     for (std::int64_t s : e.shape)
       if (!detail::mul_ok(bytes, static_cast<std::uint64_t>(s), bytes))
         fail(ErrorCode::corrupt, name,
-             std::string(dtype_name(e.dtype)) + shape_to_string(e.shape) + " has more bytes than fit in 64 bits");
+             std::string(dtype_name(e.dtype)) + shape_to_string(e.shape) +
+                 " has more bytes than fit in 64 bits");
+    // The strides must fit as well, also for an empty tensor ([0, 2^40, 2^40]).
+    try {
+      (void)shape_numel(e.shape);
+    } catch (const Error& x) {
+      fail(ErrorCode::corrupt, name, x.message());
+    }
     if (bytes != e.end - e.begin)
       fail(ErrorCode::corrupt, name,
-           std::string(dtype_name(e.dtype)) + shape_to_string(e.shape) + " needs " + std::to_string(bytes) +
-               " bytes but data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
-               "] hold " + std::to_string(e.end - e.begin));
+           std::string(dtype_name(e.dtype)) + shape_to_string(e.shape) + " needs " +
+               std::to_string(bytes) + " bytes but data_offsets [" + std::to_string(e.begin) +
+               ", " + std::to_string(e.end) + "] hold " + std::to_string(e.end - e.begin));
     return e;
   }
 
@@ -151,16 +167,19 @@ TensorCatalog read_safetensors(const Source& source, const OpenOptions& options)
   std::uint64_t n;
   std::memcpy(&n, bytes.data(), 8);
   if (n > limits.max_header_bytes)
-    throw Error(ErrorCode::limit_exceeded,
-                "safetensors header of " + std::to_string(n) + " bytes exceeds Limits::max_header_bytes = " +
-                    std::to_string(limits.max_header_bytes),
-                {}, 0, where);
+    throw Error(
+        ErrorCode::limit_exceeded,
+        "safetensors header of " + std::to_string(n) +
+            " bytes exceeds Limits::max_header_bytes = " + std::to_string(limits.max_header_bytes),
+        {}, 0, where);
   if (n > bytes.size() - 8)
     throw Error(ErrorCode::truncated,
-                "safetensors header declares " + std::to_string(n) + " bytes but the file has only " +
-                    std::to_string(bytes.size() - 8) + " after the length; truncated download?",
+                "safetensors header declares " + std::to_string(n) +
+                    " bytes but the file has only " + std::to_string(bytes.size() - 8) +
+                    " after the length; truncated download?",
                 {}, 0, where);
-  const std::string_view header(reinterpret_cast<const char*>(bytes.data()) + 8, static_cast<std::size_t>(n));
+  const std::string_view header(reinterpret_cast<const char*>(bytes.data()) + 8,
+                                static_cast<std::size_t>(n));
   if (header.empty() || header.front() != '{')
     throw Error(ErrorCode::corrupt, "safetensors header does not start with '{'", {}, 8, where);
 
@@ -177,7 +196,8 @@ TensorCatalog read_safetensors(const Source& source, const OpenOptions& options)
     }
     if (entries.size() >= limits.max_tensors)
       throw Error(ErrorCode::limit_exceeded,
-                  "more tensors than Limits::max_tensors = " + std::to_string(limits.max_tensors), {}, 8, where);
+                  "more tensors than Limits::max_tensors = " + std::to_string(limits.max_tensors),
+                  {}, 8, where);
     entries.push_back(reader.entry(k, v));
   }
 
@@ -207,7 +227,8 @@ TensorCatalog read_safetensors(const Source& source, const OpenOptions& options)
                   e->name, data_start + e->begin, where);
     if (e->begin > expected)
       throw Error(ErrorCode::corrupt,
-                  std::to_string(e->begin - expected) + " unused bytes before this tensor's data_offsets [" +
+                  std::to_string(e->begin - expected) +
+                      " unused bytes before this tensor's data_offsets [" +
                       std::to_string(e->begin) + ", " + std::to_string(e->end) + "] (after " +
                       (prev ? "'" + prev->name + "'" : std::string("the header")) +
                       "); safetensors data must be contiguous",

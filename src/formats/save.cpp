@@ -12,7 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "materialize_limit.hpp"
 #include "torchport/core/error.hpp"
+#include "torchport/detail/checked.hpp"
 #include "torchport/formats/save.hpp"
 #include "writers.hpp"
 
@@ -56,10 +58,13 @@ std::uint64_t data_bytes(const std::vector<NamedTensor>& tensors, SaveFormat for
                                            : formats::pytorch_data_bytes(tensors);
 }
 
-void write_file(std::vector<NamedTensor>& tensors, const std::map<std::string, std::string>& metadata,
-                SaveFormat format, AtomicFile& out, DataStreamer& data) {
-  if (format == SaveFormat::safetensors) formats::write_safetensors(tensors, metadata, out, data);
-  else formats::write_pytorch(tensors, out, data);
+void write_file(std::vector<NamedTensor>& tensors,
+                const std::map<std::string, std::string>& metadata, SaveFormat format,
+                AtomicFile& out, DataStreamer& data) {
+  if (format == SaveFormat::safetensors)
+    formats::write_safetensors(tensors, metadata, out, data);
+  else
+    formats::write_pytorch(tensors, out, data);
 }
 
 std::string shard_name(const fs::path& path, std::size_t i, std::size_t n) {
@@ -72,12 +77,14 @@ std::string shard_name(const fs::path& path, std::size_t i, std::size_t n) {
 bool is_shard_name(const std::string& name, const fs::path& path) {
   const std::string stem = path.stem().string(), ext = path.extension().string();
   constexpr std::size_t kMiddle = 15;  // "-00001-of-00003"
-  if (name.size() != stem.size() + kMiddle + ext.size() || !name.starts_with(stem) || !name.ends_with(ext))
+  if (name.size() != stem.size() + kMiddle + ext.size() || !name.starts_with(stem) ||
+      !name.ends_with(ext))
     return false;
   const std::string mid = name.substr(stem.size(), kMiddle);
   for (std::size_t i = 0; i < kMiddle; ++i) {
     const bool digit = (i >= 1 && i <= 5) || i >= 10;
-    if (digit ? !std::isdigit(static_cast<unsigned char>(mid[i])) : mid[i] != "-00000-of-00000"[i]) return false;
+    if (digit ? !std::isdigit(static_cast<unsigned char>(mid[i])) : mid[i] != "-00000-of-00000"[i])
+      return false;
   }
   return true;
 }
@@ -121,13 +128,26 @@ std::optional<SaveFormat> save_format_for_path(const fs::path& path) {
   return std::nullopt;
 }
 
-SaveResult save(TensorCatalog catalog, const fs::path& path, SaveFormat format, const SaveOptions& options) {
+SaveResult save(TensorCatalog catalog, const fs::path& path, SaveFormat format,
+                const SaveOptions& options) try {
   // Take the tensors out and drop the catalogue (its root holds them too),
   // so each tensor dies as soon as the writer is done with it.
   std::vector<NamedTensor> tensors = catalog.tensors();
   const std::map<std::string, std::string> metadata = catalog.metadata();
   catalog = TensorCatalog();
 
+  if (format == SaveFormat::safetensors) {
+    // No views in safetensors: every view is written whole.
+    std::uint64_t whole = 0, distinct = 0;
+    std::unordered_set<const Storage*> seen;
+    for (const auto& nt : tensors) {
+      whole = detail::add_ok(whole, nt.tensor.nbytes(), whole) ? whole : ~std::uint64_t{0};
+      if (seen.insert(nt.tensor.storage().get()).second) distinct += nt.tensor.storage()->nbytes();
+    }
+    formats::check_materialized(
+        whole, distinct, options.limits,
+        "tensors written whole (safetensors has no views; a .pt file keeps them)", path.string());
+  }
   std::vector<Shard> shards = split(std::move(tensors), format, options.max_shard_size);
   std::uint64_t total = 0;
   for (const auto& s : shards) total += data_bytes(s.tensors, format);
@@ -157,7 +177,8 @@ SaveResult save(TensorCatalog catalog, const fs::path& path, SaveFormat format, 
     result.file_bytes += files.back().size();
     result.files.push_back(path.parent_path() / name);
   }
-  nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", std::move(weight_map)}};
+  nlohmann::json index = {{"metadata", {{"total_size", total}}},
+                          {"weight_map", std::move(weight_map)}};
   const std::string text = index.dump(2) + "\n";
   result.index = path.parent_path() / (path.filename().string() + ".index.json");
   files.emplace_back(result.index);
@@ -166,6 +187,8 @@ SaveResult save(TensorCatalog catalog, const fs::path& path, SaveFormat format, 
   for (auto& f : files) f.commit();
   remove_stale(path, result.files, true);
   return result;
+} catch (...) {
+  rethrow_as_error("save", path.string());  // no bare std:: exception leaves the library
 }
 
 std::uint64_t parse_byte_size(std::string_view text) {
@@ -175,17 +198,28 @@ std::uint64_t parse_byte_size(std::string_view text) {
                      " (write e.g. 5GB, 500MB, 2GiB or a number of bytes)");
   };
   std::size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
   const std::string number(text.substr(0, i));
   std::string unit;
   for (char c : text.substr(i))
     if (c != ' ') unit.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-  if (number.empty() || number == "." || number.find('.') != number.rfind('.')) throw bad("has no number");
-  static const std::pair<const char*, double> kUnits[] = {
-      {"", 1.0},          {"b", 1.0},           {"kb", 1e3},          {"mb", 1e6},
-      {"gb", 1e9},        {"tb", 1e12},         {"k", 1e3},           {"m", 1e6},
-      {"g", 1e9},         {"t", 1e12},          {"kib", 1024.0},      {"mib", 1048576.0},
-      {"gib", 1073741824.0}, {"tib", 1099511627776.0}};
+  if (number.empty() || number == "." || number.find('.') != number.rfind('.'))
+    throw bad("has no number");
+  static const std::pair<const char*, double> kUnits[] = {{"", 1.0},
+                                                          {"b", 1.0},
+                                                          {"kb", 1e3},
+                                                          {"mb", 1e6},
+                                                          {"gb", 1e9},
+                                                          {"tb", 1e12},
+                                                          {"k", 1e3},
+                                                          {"m", 1e6},
+                                                          {"g", 1e9},
+                                                          {"t", 1e12},
+                                                          {"kib", 1024.0},
+                                                          {"mib", 1048576.0},
+                                                          {"gib", 1073741824.0},
+                                                          {"tib", 1099511627776.0}};
   double scale = 0;
   for (const auto& [u, s] : kUnits)
     if (unit == u) scale = s;

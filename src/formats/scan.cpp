@@ -875,12 +875,14 @@ std::string ScanReport::reason() const {
   return {};
 }
 
-ScanReport scan(const Source& source, const OpenOptions& options) {
+ScanReport scan(const Source& source, const OpenOptions& options) try {
   pickle::validate_allow_patterns(options.allow);
   return scan_source(source, options, 0);
+} catch (...) {
+  rethrow_as_error("scan", source.name());  // no bare std:: exception leaves the library
 }
 
-ScanReport scan(const std::filesystem::path& path, const OpenOptions& options) {
+ScanReport scan(const std::filesystem::path& path, const OpenOptions& options) try {
   pickle::validate_allow_patterns(options.allow);
   const std::optional<Format> format = parse_format(options.format);
   const bool sharded =
@@ -967,6 +969,8 @@ ScanReport scan(const std::filesystem::path& path, const OpenOptions& options) {
   }
   finish(r);
   return r;
+} catch (...) {
+  rethrow_as_error("scan", path.string());  // no bare std:: exception leaves the library
 }
 
 std::vector<ScanReport> scan_directory(const std::filesystem::path& dir,

@@ -62,6 +62,37 @@ bool plain_file_name(const std::string& s) {
          s.find('\\') == std::string::npos && s.find('\0') == std::string::npos;
 }
 
+// The folder every shard's real path must lie in: the index's directory, or,
+// when that is a snapshot of the Hugging Face hub cache
+// (`models--org--name/snapshots/<revision>/`, whose files are symlinks to
+// `../../blobs/<hash>`), the repository's cache folder that holds both.
+fs::path shard_root(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(dir.empty() ? fs::path(".") : dir, ec);
+  if (ec)
+    throw Error(ErrorCode::io, "cannot resolve the checkpoint's directory: " + ec.message(), {},
+                std::nullopt, dir.string());
+  if (real.has_parent_path() && real.parent_path().filename() == "snapshots" &&
+      real.parent_path().has_parent_path())
+    return real.parent_path().parent_path();
+  return real;
+}
+
+// The shard's real path, which must lie inside `root`: a symlink may not
+// lead the reader out of the checkpoint (to /etc/passwd, another user's
+// file...). Nothing of a file outside is read, nor quoted in the error.
+fs::path resolve_shard(const fs::path& root, const fs::path& dir, const std::string& shard) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(dir / shard, ec);
+  if (ec) throw Error(ErrorCode::io, "cannot open: " + ec.message());
+  const auto [r, p] = std::mismatch(root.begin(), root.end(), real.begin(), real.end());
+  if (r != root.end() || p == real.end())
+    throw Error(ErrorCode::invalid_argument,
+                "a link to a file outside the checkpoint's directory (" + root.string() +
+                    "); it is not read");
+  return real;
+}
+
 }  // namespace
 
 bool is_sharded_path(const fs::path& path) {
@@ -125,6 +156,7 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options) {
     shard_of.emplace(name, std::move(shard));
   }
 
+  const fs::path confine = shard_root(dir);
   OpenOptions shard_options = options;
   shard_options.format.clear();
   std::vector<NamedTensor> all;
@@ -132,10 +164,10 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options) {
   std::map<std::string, std::string> metadata;
   bool all_safetensors = true;
   for (const auto& [shard, names] : names_in) {
-    const fs::path file = dir / shard;
     TensorCatalog cat;
     try {
-      cat = open(Source::map_file(file, options.map), shard_options);
+      Source shard_source = Source::map_file(resolve_shard(confine, dir, shard), options.map);
+      cat = open(shard_source, shard_options);
     } catch (const Error& e) {
       throw Error(e.code(),
                   "shard '" + shard + "' (" + std::to_string(names.size()) + " tensors, e.g. '" +

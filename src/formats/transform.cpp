@@ -1,9 +1,11 @@
 #include "torchport/formats/transform.hpp"
 
+#include <functional>
 #include <unordered_map>
 
 #include "torchport/core/convert.hpp"
 #include "torchport/core/error.hpp"
+#include "torchport/detail/hash.hpp"
 #include "write_common.hpp"
 
 namespace torchport {
@@ -21,20 +23,22 @@ std::shared_ptr<Storage> deferred_cast(std::uint64_t nbytes, Tensor src, DType t
 
 }  // namespace
 
-TensorCatalog transform(const TensorCatalog& catalog, const TransformOptions& options) {
+TensorCatalog transform(const TensorCatalog& catalog, const TransformOptions& options) try {
   if (options.dtype) {
     const DType d = *options.dtype;
     if (!is_floating(d) || !convertible(DType::F32, d))
-      throw Error(ErrorCode::invalid_argument,
-                  "cannot cast floating-point tensors to " + std::string(dtype_name(d)) +
-                      (is_floating(d) ? " (converting to float8 is not implemented)"
-                                      : " (only floating dtypes are cast targets: F16, BF16, F32, F64)"));
+      throw Error(
+          ErrorCode::invalid_argument,
+          "cannot cast floating-point tensors to " + std::string(dtype_name(d)) +
+              (is_floating(d) ? " (converting to float8 is not implemented)"
+                              : " (only floating dtypes are cast targets: F16, BF16, F32, F64)"));
   }
   const TensorCatalog selected =
       options.top_level_key.empty() ? catalog : catalog.select(options.top_level_key);
 
   std::vector<NamedTensor> out;
-  std::unordered_map<std::string, std::string> origin;  // new name -> old name
+  std::unordered_map<std::string, std::string, detail::SeededHash, std::equal_to<>>
+      origin;  // new name -> old name
   for (const auto& [name, t] : selected.tensors()) {
     if (options.keep && !options.keep(name)) continue;
     std::string renamed = options.rename ? options.rename(name) : name;
@@ -77,18 +81,22 @@ TensorCatalog transform(const TensorCatalog& catalog, const TransformOptions& op
         if (!cast) {
           const std::int64_t n = static_cast<std::int64_t>(t.storage()->nbytes() / in);
           const Tensor whole(t.dtype(), {n}, {1}, 0, t.storage());
-          cast = deferred_cast(static_cast<std::uint64_t>(n) * outsz, whole, to, options.release_pages);
+          cast = deferred_cast(static_cast<std::uint64_t>(n) * outsz, whole, to,
+                               options.release_pages);
         }
         t = Tensor(to, t.shape(), t.strides(), t.storage_offset(), cast);
       } else {
         const Tensor src = t;
         Shape strides = contiguous_strides(src.shape());
         t = Tensor(to, src.shape(), std::move(strides), 0,
-                   deferred_cast(static_cast<std::uint64_t>(src.numel()) * outsz, src, to, options.release_pages));
+                   deferred_cast(static_cast<std::uint64_t>(src.numel()) * outsz, src, to,
+                                 options.release_pages));
       }
     }
   }
   return TensorCatalog::from_tensors(selected.format(), std::move(out), selected.metadata());
+} catch (...) {
+  rethrow_as_error("transform");  // no bare std:: exception leaves the library
 }
 
 }  // namespace torchport

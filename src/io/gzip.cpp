@@ -1,9 +1,10 @@
 #include "torchport/io/gzip.hpp"
 
-#include <algorithm>
 #include <zlib.h>
+#include <algorithm>
 
 #include "torchport/core/error.hpp"
+#include "torchport/detail/work.hpp"
 
 namespace torchport {
 
@@ -15,8 +16,8 @@ namespace {
 
 constexpr std::uint64_t kRatioFloor = 16u << 20;  // max_inflate_ratio applies past this
 
-std::vector<std::byte> inflate_gzip(std::span<const std::byte> in, std::uint64_t max_bytes, const std::string& limit,
-                                    const std::string& what);
+std::vector<std::byte> inflate_gzip(std::span<const std::byte> in, std::uint64_t max_bytes,
+                                    const std::string& limit, const std::string& what);
 
 }  // namespace
 
@@ -24,7 +25,8 @@ std::uint64_t inflate_cap(std::uint64_t compressed, const Limits& limits) noexce
   std::uint64_t cap = limits.max_inflate_bytes;
   if (limits.max_inflate_ratio != 0) {
     std::uint64_t by_ratio;
-    if (__builtin_mul_overflow(compressed, limits.max_inflate_ratio, &by_ratio)) by_ratio = ~std::uint64_t{0};
+    if (__builtin_mul_overflow(compressed, limits.max_inflate_ratio, &by_ratio))
+      by_ratio = ~std::uint64_t{0};
     cap = std::min(cap, std::max(kRatioFloor, by_ratio));
   }
   return cap;
@@ -33,25 +35,31 @@ std::uint64_t inflate_cap(std::uint64_t compressed, const Limits& limits) noexce
 std::string inflate_cap_reason(std::uint64_t compressed, const Limits& limits) {
   const std::uint64_t cap = inflate_cap(compressed, limits);
   if (cap == limits.max_inflate_bytes) return "Limits::max_inflate_bytes = " + std::to_string(cap);
-  return "Limits::max_inflate_ratio = " + std::to_string(limits.max_inflate_ratio) + " (" + std::to_string(cap) +
-         " bytes from " + std::to_string(compressed) + " compressed; a zip bomb?)";
+  return "Limits::max_inflate_ratio = " + std::to_string(limits.max_inflate_ratio) + " (" +
+         std::to_string(cap) + " bytes from " + std::to_string(compressed) +
+         " compressed; a zip bomb?)";
 }
 
-std::vector<std::byte> gunzip(std::span<const std::byte> in, const Limits& limits, const std::string& what) {
-  return inflate_gzip(in, inflate_cap(in.size(), limits), inflate_cap_reason(in.size(), limits), what);
+std::vector<std::byte> gunzip(std::span<const std::byte> in, const Limits& limits,
+                              const std::string& what) {
+  return inflate_gzip(in, inflate_cap(in.size(), limits), inflate_cap_reason(in.size(), limits),
+                      what);
 }
 
-std::vector<std::byte> gunzip(std::span<const std::byte> in, std::uint64_t max_bytes, const std::string& what) {
-  return inflate_gzip(in, max_bytes, "Limits::max_inflate_bytes = " + std::to_string(max_bytes), what);
+std::vector<std::byte> gunzip(std::span<const std::byte> in, std::uint64_t max_bytes,
+                              const std::string& what) {
+  return inflate_gzip(in, max_bytes, "Limits::max_inflate_bytes = " + std::to_string(max_bytes),
+                      what);
 }
 
 namespace {
 
-std::vector<std::byte> inflate_gzip(std::span<const std::byte> in, std::uint64_t max_bytes, const std::string& limit,
-                                    const std::string& what) {
+std::vector<std::byte> inflate_gzip(std::span<const std::byte> in, std::uint64_t max_bytes,
+                                    const std::string& limit, const std::string& what) {
   std::vector<std::byte> out;
   z_stream zs{};
-  if (inflateInit2(&zs, 15 + 32) != Z_OK) throw Error(ErrorCode::io, "zlib inflateInit2 failed", {}, std::nullopt, what);
+  if (inflateInit2(&zs, 15 + 32) != Z_OK)
+    throw Error(ErrorCode::io, "zlib inflateInit2 failed", {}, std::nullopt, what);
   constexpr std::size_t kChunk = 1u << 20;
   std::size_t in_pos = 0;
   int rc = Z_OK;
@@ -64,11 +72,11 @@ std::vector<std::byte> inflate_gzip(std::span<const std::byte> in, std::uint64_t
     }
     if (out.size() >= max_bytes) {
       inflateEnd(&zs);
-      throw Error(ErrorCode::limit_exceeded,
-                  "gzip stream inflates past " + limit, {},
-                  std::nullopt, what);
+      throw Error(ErrorCode::limit_exceeded, "gzip stream inflates past " + limit, {}, std::nullopt,
+                  what);
     }
-    const std::size_t room = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, max_bytes - out.size()));
+    const std::size_t room =
+        static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, max_bytes - out.size()));
     const std::size_t at = out.size();
     out.resize(at + room);
     zs.next_out = reinterpret_cast<Bytef*>(out.data() + at);
@@ -83,16 +91,19 @@ std::vector<std::byte> inflate_gzip(std::span<const std::byte> in, std::uint64_t
     }
     if (rc == Z_BUF_ERROR && zs.avail_in == 0 && in_pos >= in.size()) {
       inflateEnd(&zs);
-      throw Error(ErrorCode::truncated, "gzip stream ends early after " + std::to_string(out.size()) + " bytes", {},
+      throw Error(ErrorCode::truncated,
+                  "gzip stream ends early after " + std::to_string(out.size()) + " bytes", {},
                   std::nullopt, what);
     }
     if (rc != Z_OK && rc != Z_BUF_ERROR) {
       inflateEnd(&zs);
-      throw Error(ErrorCode::corrupt, std::string("gzip stream is damaged: ") + (zs.msg ? zs.msg : "zlib error"), {},
+      throw Error(ErrorCode::corrupt,
+                  std::string("gzip stream is damaged: ") + (zs.msg ? zs.msg : "zlib error"), {},
                   std::nullopt, what);
     }
   }
   inflateEnd(&zs);
+  detail::count(detail::work().bytes_inflated, out.size());
   return out;
 }
 
@@ -122,7 +133,9 @@ GzipWriter::GzipWriter(Sink sink, int level) : s_(std::make_unique<State>()) {
     throw Error(ErrorCode::io, "zlib deflateInit2 failed");
 }
 
-GzipWriter::~GzipWriter() { deflateEnd(&s_->zs); }
+GzipWriter::~GzipWriter() {
+  deflateEnd(&s_->zs);
+}
 
 void GzipWriter::write(std::span<const std::byte> bytes) {
   while (!bytes.empty()) {

@@ -1,12 +1,12 @@
 #include "torchport/io/source.hpp"
 
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "torchport/core/error.hpp"
 
@@ -29,7 +29,8 @@ struct Mapping : FileBacking {
     auto offset = static_cast<off_t>(at - base);
     std::size_t done = 0;
     while (done < dst.size()) {
-      const ssize_t n = ::pread(fd, dst.data() + done, std::min<std::size_t>(dst.size() - done, 1u << 30), offset);
+      const ssize_t n = ::pread(fd, dst.data() + done,
+                                std::min<std::size_t>(dst.size() - done, 1u << 30), offset);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {  // the file shrank or cannot be read: copy the rest from memory
         std::memcpy(dst.data() + done, at + done, dst.size() - done);
@@ -49,9 +50,12 @@ struct Mapping : FileBacking {
 }  // namespace
 
 Source Source::map_file(const std::filesystem::path& path, MapOptions options) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer; it
+  // is refused below, before anything is read. O_NOCTTY: a terminal given
+  // as the file never becomes our controlling terminal.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) os_error("cannot open", path, errno);
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int e = errno;
     ::close(fd);
@@ -59,7 +63,16 @@ Source Source::map_file(const std::filesystem::path& path, MapOptions options) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw Error(ErrorCode::io, "not a regular file", {}, std::nullopt, path.string());
+    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                                              : "not a regular file";
+    throw Error(ErrorCode::io,
+                std::string("not a regular file: ") + kind +
+                    "; only regular files are read (and directories of sharded checkpoints)",
+                {}, std::nullopt, path.string());
   }
   Source s;
   s.name_ = path.filename().string();

@@ -15,6 +15,9 @@
 #include <zlib.h>
 
 #include "torchport/core/error.hpp"
+#include "torchport/detail/checked.hpp"
+#include "torchport/detail/hash.hpp"
+#include "torchport/detail/work.hpp"
 #include "torchport/io/gzip.hpp"
 
 namespace torchport {
@@ -264,9 +267,11 @@ bool same_name(std::string_view a, std::string_view b) noexcept {
 }
 
 std::size_t hash_name(std::string_view s) noexcept {
-  std::size_t h = 1469598103934665603ull;  // FNV-1a over the lower-cased bytes
-  for (char c : s) h = (h ^ static_cast<unsigned char>(ascii_lower(c))) * 1099511628211ull;
-  return h;
+  // Seeded (a file cannot aim for collisions), over the lower-cased bytes
+  // (names are looked up without case, as miniz does).
+  std::string lower(s);
+  for (char& c : lower) c = ascii_lower(c);
+  return static_cast<std::size_t>(detail::seeded_hash(lower));
 }
 
 // A data descriptor (APPNOTE 4.3.9) of `e`: optional signature, CRC-32, and
@@ -329,6 +334,37 @@ void check_other_end_records(std::span<const std::byte> b, std::uint64_t chosen,
   }
 }
 
+}  // namespace
+
+// The whole file's deflated entries together, by their declared sizes
+// (inflate_entry holds each to its declared size): at most
+// Limits::max_inflate_total_bytes, and past the 16 MiB floor at most
+// max_inflate_ratio times the file (the per-entry floor must not add up over
+// many small entries).
+namespace {
+void check_inflate_total(const std::vector<ZipEntry>& entries, std::uint64_t file_size,
+                         const Limits& limits, const std::string& where) {
+  std::uint64_t total = 0;
+  for (const auto& e : entries)
+    if (e.method != 0 && !detail::add_ok(total, e.size, total)) total = ~std::uint64_t{0};
+  if (total > limits.max_inflate_total_bytes)
+    throw Error(ErrorCode::limit_exceeded,
+                "deflated entries declare " + std::to_string(total) +
+                    " bytes in all, more than Limits::max_inflate_total_bytes = " +
+                    std::to_string(limits.max_inflate_total_bytes),
+                {}, std::nullopt, where);
+  if (limits.max_inflate_ratio == 0) return;
+  constexpr std::uint64_t kFloor = 16u << 20;  // as for one entry (gzip.cpp)
+  std::uint64_t by_ratio;
+  if (!detail::mul_ok(file_size, limits.max_inflate_ratio, by_ratio)) by_ratio = ~std::uint64_t{0};
+  if (total > std::max(kFloor, by_ratio))
+    throw Error(ErrorCode::limit_exceeded,
+                "deflated entries declare " + std::to_string(total) + " bytes in all, more than " +
+                    "Limits::max_inflate_ratio = " + std::to_string(limits.max_inflate_ratio) +
+                    " times the file's " + std::to_string(file_size) +
+                    " bytes (past a 16 MiB floor for the whole file; a zip bomb?)",
+                {}, std::nullopt, where);
+}
 }  // namespace
 
 bool looks_like_zip(std::span<const std::byte> b) noexcept {
@@ -454,6 +490,7 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits) {
                       "readers that scan local headers could find other entries there",
                   e.name, end, where);
   }
+  check_inflate_total(z.entries_, bytes.size(), limits, where);
   return z;
 }
 
@@ -548,6 +585,7 @@ std::shared_ptr<Storage> inflate_entry(const Source& src, const ZipEntry& e, con
   }
   const std::uint64_t produced = probing ? out_pos : out_pos - zs.avail_out;
   inflateEnd(&zs);
+  detail::count(detail::work().bytes_inflated, produced);
   if (rc != Z_STREAM_END || produced != e.size)
     throw Error(ErrorCode::corrupt,
                 "deflated data is damaged or truncated: inflated " + std::to_string(produced) +

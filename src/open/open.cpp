@@ -30,13 +30,9 @@ std::string hint_for(std::span<const std::byte> b) {
   if (starts_with(b, "<!DOCTYPE") || starts_with(b, "<html") || starts_with(b, "<HTML"))
     return "; this is an HTML page, a failed download?";
   if (b.empty()) return "; the file is empty";
-  std::string shown;
-  for (std::size_t i = 0; i < std::min<std::size_t>(b.size(), 8); ++i) {
-    char buf[4];
-    std::snprintf(buf, sizeof buf, "%02x", static_cast<unsigned>(b[i]));
-    shown += (i ? " " : "") + std::string(buf);
-  }
-  return " (first bytes: " + shown + ")";
+  // No byte of the file is quoted: it is not a checkpoint, and may be any
+  // file at all (a shard index can name one).
+  return " (" + std::to_string(b.size()) + " bytes)";
 }
 
 // One reader tried on the bytes: what it read, or the error that says it
@@ -150,7 +146,7 @@ std::string sniff_format(const Source& source) {
   return f ? std::string(format_name(*f)) : std::string();
 }
 
-TensorCatalog open(const Source& source, const OpenOptions& options) {
+TensorCatalog open(const Source& source, const OpenOptions& options) try {
   if (options.format.empty()) return read_sniffed(source, options);
   const auto format = parse_format(options.format);
   if (!format) throw Error(ErrorCode::invalid_argument, "unknown format '" + options.format + "'");
@@ -164,13 +160,17 @@ TensorCatalog open(const Source& source, const OpenOptions& options) {
                  : "' is not read from a file"),
         {}, std::nullopt, source.name());
   return r.read(source, options);
+} catch (...) {
+  rethrow_as_error("open", source.name());  // no bare std:: exception leaves the library
 }
 
-TensorCatalog open(const std::filesystem::path& path, const OpenOptions& options) {
+TensorCatalog open(const std::filesystem::path& path, const OpenOptions& options) try {
   const auto format = options.format.empty() ? std::nullopt : parse_format(options.format);
   if ((options.format.empty() && formats::is_sharded_path(path)) || (format && is_sharded(*format)))
     return formats::read_sharded(path, options);
   return open(Source::map_file(path, options.map), options);
+} catch (...) {
+  rethrow_as_error("open", path.string());  // no bare std:: exception leaves the library
 }
 
 }  // namespace torchport

@@ -16,6 +16,7 @@
 #include <unordered_set>
 
 #include "torchport/core/error.hpp"
+#include "torchport/detail/hash.hpp"
 
 namespace torchport::pickle {
 namespace {
@@ -137,12 +138,19 @@ class Machine {
     return items;
   }
 
-  // Checks the limits a container may cross when it grows.
+  // Counts items put into containers (all containers of the pickle together).
+  void count_items(std::size_t n) {
+    items_ += n;
+    if (items_ > limits_.max_container_items) limit("max_container_items", limits_.max_container_items);
+  }
+  // Checks the limits a container may cross when it grows (O(1): depth and
+  // weight are kept by the container as it grows).
   void check_container(const Value& v) const {
     if (v.depth() > limits_.max_depth) limit("max_depth", limits_.max_depth);
     if (v.weight() > limits_.max_nodes) limit("max_nodes", limits_.max_nodes);
   }
   Value make_seq(Value::Kind kind, std::vector<Value> items) {
+    count_items(items.size());
     Value v = kind == Value::Kind::Tuple ? Value::tuple(std::move(items))
               : kind == Value::Kind::Set ? Value::set(std::move(items))
                                          : Value::list(std::move(items));
@@ -414,15 +422,16 @@ class Machine {
   std::vector<Value> stack_;
   std::vector<std::size_t> marks_;  // stack sizes at each open MARK
   std::vector<std::uint64_t> memo_bits_;            // entries that exist, by index
-  std::unordered_set<std::uint64_t> memo_sparse_;  // ... past the bits
+  std::unordered_set<std::uint64_t, detail::SeededHash> memo_sparse_;  // ... past the bits
   std::uint64_t memo_count_ = 0;
   std::vector<std::uint64_t> reads_;  // indices the pickle reads, sorted
   std::vector<Value> read_values_;    // their values, in the same order
   bool memo_all_ = false;             // the scan failed: keep every value here
-  std::unordered_map<std::uint64_t, Value> memo_any_;
+  std::unordered_map<std::uint64_t, Value, detail::SeededHash> memo_any_;
   std::unordered_map<std::string, std::size_t> global_index_;
   Value empty_tuple_;
   std::uint64_t created_ = 0;
+  std::uint64_t items_ = 0;  // items put into containers, for Limits::max_container_items
   std::uint64_t op_offset_ = 0;
   std::uint8_t op_ = 0;
 };
@@ -972,6 +981,7 @@ Value Machine::run() {
       case DICT: {
         auto items = pop_mark();
         if (items.size() % 2) fail(ErrorCode::corrupt, "DICT with an odd number of items");
+        count_items(items.size() / 2);
         Value d = Value::dict();
         for (std::size_t i = 0; i < items.size(); i += 2) d.insert(std::move(items[i]), std::move(items[i + 1]));
         check_container(d);
@@ -983,6 +993,7 @@ Value Machine::run() {
         Value& list = top();
         if (!list.is(Value::Kind::List))
           fail(ErrorCode::corrupt, "APPEND to a " + std::string(list.kind_name()) + " (only lists)");
+        count_items(1);
         list.append(std::move(item));
         check_container(list);
         break;
@@ -992,6 +1003,8 @@ Value Machine::run() {
         Value& list = top();
         if (!list.is(Value::Kind::List))
           fail(ErrorCode::corrupt, "APPENDS to a " + std::string(list.kind_name()) + " (only lists)");
+        count_items(items.size());
+        list.reserve(list.size() + items.size());  // grows geometrically
         for (auto& i : items) list.append(std::move(i));
         check_container(list);
         break;
@@ -1001,6 +1014,7 @@ Value Machine::run() {
         Value& set = top();
         if (!set.is(Value::Kind::Set))
           fail(ErrorCode::corrupt, "ADDITEMS to a " + std::string(set.kind_name()) + " (only sets)");
+        count_items(items.size());
         for (auto& i : items) set.append(std::move(i));
         check_container(set);
         break;
@@ -1010,6 +1024,7 @@ Value Machine::run() {
         Value& d = top();
         if (!d.is(Value::Kind::Dict))
           fail(ErrorCode::corrupt, "SETITEM on a " + std::string(d.kind_name()) + " (only dicts)");
+        count_items(1);
         d.insert(std::move(k), std::move(v));
         check_container(d);
         break;
@@ -1025,7 +1040,8 @@ Value Machine::run() {
         Value& d = stack_[mark - 1];
         if (!d.is(Value::Kind::Dict))
           fail(ErrorCode::corrupt, "SETITEMS on a " + std::string(d.kind_name()) + " (only dicts)");
-        d.reserve(d.size() + (stack_.size() - mark) / 2);
+        count_items((stack_.size() - mark) / 2);
+        d.reserve(d.size() + (stack_.size() - mark) / 2);  // grows geometrically
         for (std::size_t i = mark; i < stack_.size(); i += 2) d.insert(std::move(stack_[i]), std::move(stack_[i + 1]));
         stack_.resize(mark);
         check_container(d);

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_set>
 
 #include "encode.hpp"
+#include "formats/materialize_limit.hpp"
 #include "torchport/core/error.hpp"
+#include "torchport/detail/checked.hpp"
 #include "torchport/io/atomic_file.hpp"
 #include "torchport/io/gzip.hpp"
 #include "torchport/open/format.hpp"
@@ -15,9 +18,12 @@ namespace {
 
 std::string_view base_name(RecordFormat f) {
   switch (f) {
-    case RecordFormat::named_mpk: return "torchport-mpk";
-    case RecordFormat::pretty_json: return "torchport-json";
-    case RecordFormat::compact_bin: return "torchport-bin";
+    case RecordFormat::named_mpk:
+      return "torchport-mpk";
+    case RecordFormat::pretty_json:
+      return "torchport-json";
+    case RecordFormat::compact_bin:
+      return "torchport-bin";
   }
   return "?";
 }
@@ -28,7 +34,8 @@ bool contains(std::span<const std::byte> b, std::string_view needle, std::size_t
 }
 
 std::optional<RecordFormat> sniff(std::span<const std::byte> b) {
-  if (b.size() >= 4 && std::memcmp(b.data(), recorders::kBinMagic, 4) == 0) return RecordFormat::compact_bin;
+  if (b.size() >= 4 && std::memcmp(b.data(), recorders::kBinMagic, 4) == 0)
+    return RecordFormat::compact_bin;
   if (!b.empty()) {
     const auto c = std::to_integer<unsigned>(b[0]);
     if ((c >= 0x80 && c <= 0x8f) || c == 0xde || c == 0xdf)
@@ -49,11 +56,18 @@ void encode(const Value& tree, const Recorder& recorder, const RecordMetadata& m
   const Value top = recorders::envelope(base_name(recorder.format), m, tree);
   std::unique_ptr<GzipWriter> gz;
   if (recorder.gzip) gz = std::make_unique<GzipWriter>(out);
-  recorders::Sink sink(gz ? recorders::Sink::Out([&](std::span<const std::byte> b) { gz->write(b); }) : out);
+  recorders::Sink sink(
+      gz ? recorders::Sink::Out([&](std::span<const std::byte> b) { gz->write(b); }) : out);
   switch (recorder.format) {
-    case RecordFormat::named_mpk: recorders::write_mpk(top, sink); break;
-    case RecordFormat::pretty_json: recorders::write_json(top, sink); break;
-    case RecordFormat::compact_bin: recorders::write_bin(top, sink); break;
+    case RecordFormat::named_mpk:
+      recorders::write_mpk(top, sink);
+      break;
+    case RecordFormat::pretty_json:
+      recorders::write_json(top, sink);
+      break;
+    case RecordFormat::compact_bin:
+      recorders::write_bin(top, sink);
+      break;
   }
   sink.flush();
   if (gz) gz->finish();
@@ -69,8 +83,9 @@ std::optional<Recorder> recorder_for_path(const std::filesystem::path& path) {
   const std::string name = path.filename().string();
   const bool gz = name.ends_with(".gz");
   const std::string stem = gz ? name.substr(0, name.size() - 3) : name;
-  for (auto [ext, format] : {std::pair{".mpk", RecordFormat::named_mpk}, std::pair{".json", RecordFormat::pretty_json},
-                             std::pair{".tpb", RecordFormat::compact_bin}})
+  for (auto [ext, format] :
+       {std::pair{".mpk", RecordFormat::named_mpk}, std::pair{".json", RecordFormat::pretty_json},
+        std::pair{".tpb", RecordFormat::compact_bin}})
     if (stem.ends_with(ext)) return Recorder{format, gz};
   return std::nullopt;
 }
@@ -82,7 +97,18 @@ void write_record(const Value& tree, const std::filesystem::path& path, const Re
   file.commit();
 }
 
-void write_record(const TensorCatalog& catalog, const std::filesystem::path& path, const Recorder& recorder) {
+void write_record(const TensorCatalog& catalog, const std::filesystem::path& path,
+                  const Recorder& recorder, const Limits& limits) {
+  // A record has no views: each tensor is written whole.
+  std::uint64_t whole = 0, distinct = 0;
+  std::unordered_set<const Storage*> seen;
+  for (const auto& t : catalog.tensors()) {
+    whole = detail::add_ok(whole, t.tensor.nbytes(), whole) ? whole : ~std::uint64_t{0};
+    if (seen.insert(t.tensor.storage().get()).second) distinct += t.tensor.storage()->nbytes();
+  }
+  formats::check_materialized(
+      whole, distinct, limits,
+      "tensors written whole (records have no views; a .pt file keeps them)", path.string());
   Value flat = Value::dict();
   for (const auto& t : catalog.tensors()) flat.insert(Value::str(t.name), Value::tensor(t.tensor));
   RecordMetadata m;
@@ -94,9 +120,11 @@ void write_record(const TensorCatalog& catalog, const std::filesystem::path& pat
   write_record(flat, path, recorder, m);
 }
 
-std::vector<std::byte> record_to_bytes(const Value& tree, const Recorder& recorder, const RecordMetadata& metadata) {
+std::vector<std::byte> record_to_bytes(const Value& tree, const Recorder& recorder,
+                                       const RecordMetadata& metadata) {
   std::vector<std::byte> out;
-  encode(tree, recorder, metadata, [&](std::span<const std::byte> b) { out.insert(out.end(), b.begin(), b.end()); });
+  encode(tree, recorder, metadata,
+         [&](std::span<const std::byte> b) { out.insert(out.end(), b.begin(), b.end()); });
   return out;
 }
 
@@ -116,13 +144,19 @@ ParsedRecord read_record(const Source& source, const Limits& limits) {
   const auto format = sniff(inner.bytes());
   if (!format)
     throw Error(ErrorCode::not_a_checkpoint,
-                gzipped ? "a gzip stream that holds no torchport record" : "not a torchport record", {}, std::nullopt,
-                source.name());
+                gzipped ? "a gzip stream that holds no torchport record" : "not a torchport record",
+                {}, std::nullopt, source.name());
   ParsedRecord r;
   switch (*format) {
-    case RecordFormat::named_mpk: r = recorders::read_mpk(inner, limits); break;
-    case RecordFormat::pretty_json: r = recorders::read_json(inner, limits); break;
-    case RecordFormat::compact_bin: r = recorders::read_bin(inner, limits); break;
+    case RecordFormat::named_mpk:
+      r = recorders::read_mpk(inner, limits);
+      break;
+    case RecordFormat::pretty_json:
+      r = recorders::read_json(inner, limits);
+      break;
+    case RecordFormat::compact_bin:
+      r = recorders::read_bin(inner, limits);
+      break;
   }
   if (gzipped) r.format += ".gz";
   return r;

@@ -21,7 +21,7 @@ struct Measured {
 /// Runs `work` in a child process; its return value becomes `outcome`.
 Measured run_measured(const std::function<std::string()>& work, double deadline_seconds);
 
-/// The budgets of the hardening tests: 1 s and 256 MB, scaled by 4 and 3
+/// The budgets of the hardening tests: 3 s and 256 MB, scaled by 4 and 3
 /// when built with sanitizers (ASan's quarantine and shadow memory count
 /// as resident; its checks slow everything down).
 double time_budget();

@@ -19,7 +19,7 @@ _torchport() {
   case $sub in
     inspect) opts="--json --tree --depth --top-level-key --shard --plan --help" ;;
     load) opts="--mmap --help" ;;
-    convert) opts="--format --dtype --top-level-key --remap --include --exclude --max-shard-size --help" ;;
+    convert) opts="--format --dtype --top-level-key --remap --include --exclude --max-shard-size --max-materialized-bytes --help" ;;
     diff) opts="--atol --rtol --json --help" ;;
     scan) opts="--json --allow --help" ;;
   esac
@@ -30,7 +30,7 @@ _torchport() {
     --dtype)
       COMPREPLY=($(compgen -W "F16 BF16 F32 F64" -- "$cur"))
       return ;;
-    --depth | --top-level-key | --shard | --remap | --include | --exclude | --max-shard-size | --atol | --rtol)
+    --depth | --top-level-key | --shard | --remap | --include | --exclude | --max-shard-size | --max-materialized-bytes | --atol | --rtol)
       return ;;
   esac
   if [[ $cur == -* ]]; then

@@ -1,6 +1,6 @@
 // torchport convert IN OUT [--format F] [--dtype D] [--top-level-key K]
 //   [--remap PATTERN REPLACEMENT]... [--include RE]... [--exclude RE]...
-//   [--max-shard-size S]
+//   [--max-shard-size S] [--max-materialized-bytes S]
 
 #include <chrono>
 #include <memory>
@@ -33,6 +33,7 @@ struct ConvertArgs {
   std::vector<std::string> includes;
   std::vector<std::string> excludes;
   std::string max_shard_size;
+  std::string max_materialized_bytes;
 };
 
 int run_convert(const ConvertArgs& a) {
@@ -79,6 +80,8 @@ int run_convert(const ConvertArgs& a) {
     if (!remap->empty()) t.rename = [remap](std::string_view k) { return remap->apply(k); };
     if (!filter->empty()) t.keep = [filter](std::string_view k) { return filter->accepts(k); };
     if (!a.max_shard_size.empty()) s.max_shard_size = parse_byte_size(a.max_shard_size);
+    if (!a.max_materialized_bytes.empty())
+      s.limits.max_materialized_bytes = parse_byte_size(a.max_materialized_bytes);
   });
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -87,13 +90,16 @@ int run_convert(const ConvertArgs& a) {
   TensorCatalog cat = transform(open(a.in), t);
   const std::size_t count = cat.size();
   if (count == 0)
-    fmt::print(stderr, "torchport: warning: no tensors to write (check --include/--exclude/--top-level-key)\n");
+    fmt::print(
+        stderr,
+        "torchport: warning: no tensors to write (check --include/--exclude/--top-level-key)\n");
   if (recorder) {
     const std::uint64_t bytes = cat.total_bytes();
-    write_record(cat, out, *recorder);  // marks PyTorch-layout sources as such
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    fmt::print("wrote {} ({}): {} tensors, {} in {:.2f} s\n", out.string(), recorder_name(*recorder), count,
-               human_bytes(bytes), secs);
+    write_record(cat, out, *recorder, s.limits);  // marks PyTorch-layout sources as such
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    fmt::print("wrote {} ({}): {} tensors, {} in {:.2f} s\n", out.string(),
+               recorder_name(*recorder), count, human_bytes(bytes), secs);
     return 0;
   }
   ProgressBar bar("writing");
@@ -105,9 +111,11 @@ int run_convert(const ConvertArgs& a) {
   const std::string what = r.index.empty()
                                ? fmt::format("{}", r.files.front().string())
                                : fmt::format("{} shards + {}", r.files.size(), r.index.string());
-  fmt::print("wrote {} ({}): {} tensors, {} in {:.2f} s ({}/s)\n", what, save_format_name(*format), count,
-             human_bytes(r.tensor_bytes), secs,
-             human_bytes(secs > 0 ? static_cast<std::uint64_t>(static_cast<double>(r.tensor_bytes) / secs) : 0));
+  fmt::print(
+      "wrote {} ({}): {} tensors, {} in {:.2f} s ({}/s)\n", what, save_format_name(*format), count,
+      human_bytes(r.tensor_bytes), secs,
+      human_bytes(secs > 0 ? static_cast<std::uint64_t>(static_cast<double>(r.tensor_bytes) / secs)
+                           : 0));
   return 0;
 }
 
@@ -116,29 +124,41 @@ int run_convert(const ConvertArgs& a) {
 Command add_convert(CLI::App& app) {
   auto args = std::make_shared<ConvertArgs>();
   CLI::App* sub = app.add_subcommand(
-      "convert", "Convert a checkpoint to safetensors or PyTorch format (streamed, written atomically)");
-  sub->add_option("in", args->in, "Input: any checkpoint torchport reads (a file, an *.index.json or its directory)")
+      "convert",
+      "Convert a checkpoint to safetensors or PyTorch format (streamed, written atomically)");
+  sub->add_option(
+         "in", args->in,
+         "Input: any checkpoint torchport reads (a file, an *.index.json or its directory)")
       ->required()
       ->check(CLI::ExistingPath);
-  sub->add_option("out", args->out,
-                  "Output file (.safetensors; .pt/.pth/.bin for PyTorch; .mpk/.json/.tpb[.gz] for torchport "
-                  "records), or an existing directory")
+  sub->add_option(
+         "out", args->out,
+         "Output file (.safetensors; .pt/.pth/.bin for PyTorch; .mpk/.json/.tpb[.gz] for torchport "
+         "records), or an existing directory")
       ->required();
   sub->add_option("--format", args->format, "Output format when the name does not tell")
       ->check(CLI::IsMember({"safetensors", "pytorch"}));
-  sub->add_option("--dtype", args->dtype,
-                  "Cast floating-point tensors to this dtype (F16, BF16, F32, F64; round to nearest even)");
+  sub->add_option(
+      "--dtype", args->dtype,
+      "Cast floating-point tensors to this dtype (F16, BF16, F32, F64; round to nearest even)");
   sub->add_option("--top-level-key", args->top_level_key,
                   "Convert only what lies under this key (e.g. state_dict), renamed without it");
-  sub->add_option("--remap", args->remaps,
-                  "Rename keys: PCRE2 PATTERN and REPLACEMENT ($1, ${name}); every match in a key is "
-                  "replaced; rules apply in order, each to the previous one's result")
+  sub->add_option(
+         "--remap", args->remaps,
+         "Rename keys: PCRE2 PATTERN and REPLACEMENT ($1, ${name}); every match in a key is "
+         "replaced; rules apply in order, each to the previous one's result")
       ->type_size(2)
       ->allow_extra_args(false);
-  sub->add_option("--include", args->includes, "Keep only keys matching this regex (any of several)");
+  sub->add_option("--include", args->includes,
+                  "Keep only keys matching this regex (any of several)");
   sub->add_option("--exclude", args->excludes, "Drop keys matching this regex");
-  sub->add_option("--max-shard-size", args->max_shard_size,
-                  "Write Hugging Face shards of at most this size (5GB, 500MB, 2GiB) plus an index");
+  sub->add_option(
+      "--max-materialized-bytes", args->max_materialized_bytes,
+      "Safetensors and records have no views: each view is written whole. They may total 4x the "
+      "distinct storage bytes plus this (default 1GiB; Limits::max_materialized_bytes)");
+  sub->add_option(
+      "--max-shard-size", args->max_shard_size,
+      "Write Hugging Face shards of at most this size (5GB, 500MB, 2GiB) plus an index");
   sub->footer(
       "Filters match the names after --top-level-key, before --remap.\n"
       "Examples:\n"

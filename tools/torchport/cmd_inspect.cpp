@@ -59,7 +59,8 @@ Node build_tree(const TensorCatalog& cat) {
     std::size_t start = 0;
     for (;;) {
       const std::size_t dot = name.find('.', start);
-      n = &n->child(std::string_view(name).substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+      n = &n->child(std::string_view(name).substr(
+          start, dot == std::string::npos ? std::string::npos : dot - start));
       n->params += numel;
       n->bytes += t.nbytes();
       if (dot == std::string::npos) break;
@@ -75,12 +76,14 @@ struct TreeLine {
   const Node* node;
 };
 
-void collect(const Node& n, const std::string& prefix, int level, int max_depth, std::vector<TreeLine>& out) {
+void collect(const Node& n, const std::string& prefix, int level, int max_depth,
+             std::vector<TreeLine>& out) {
   for (std::size_t i = 0; i < n.children.size(); ++i) {
     const Node& c = *n.children[i];
     const bool last = i + 1 == n.children.size();
     out.push_back({prefix + (last ? "└─ " : "├─ ") + c.name, &c});
-    if (max_depth == 0 || level + 1 < max_depth) collect(c, prefix + (last ? "   " : "│  "), level + 1, max_depth, out);
+    if (max_depth == 0 || level + 1 < max_depth)
+      collect(c, prefix + (last ? "   " : "│  "), level + 1, max_depth, out);
   }
 }
 
@@ -98,8 +101,8 @@ void print_tree(const TensorCatalog& cat, int max_depth) {
   collect(root, "", 0, max_depth, lines);
   std::size_t width = 5;  // "(all)"
   for (const auto& l : lines) width = std::max(width, columns(l.label));
-  fmt::print("\n{}{}  {:>14}  {:>10}\n", styled("(all)", Style::bold, colour), std::string(width - 5, ' '),
-             grouped(root.params), human_bytes(root.bytes));
+  fmt::print("\n{}{}  {:>14}  {:>10}\n", styled("(all)", Style::bold, colour),
+             std::string(width - 5, ' '), grouped(root.params), human_bytes(root.bytes));
   for (const auto& l : lines) {
     const Node& n = *l.node;
     std::string label = l.label;
@@ -109,9 +112,10 @@ void print_tree(const TensorCatalog& cat, int max_depth) {
     }
     std::string detail;
     if (n.tensor != nullptr)
-      detail = fmt::format("  {} {}", dtype_name(n.tensor->dtype()), shape_to_string(n.tensor->shape()));
-    fmt::print("{}{}  {:>14}  {:>10}{}\n", label, std::string(width - columns(l.label), ' '), grouped(n.params),
-               human_bytes(n.bytes), styled(detail, Style::dim, colour));
+      detail =
+          fmt::format("  {} {}", dtype_name(n.tensor->dtype()), shape_to_string(n.tensor->shape()));
+    fmt::print("{}{}  {:>14}  {:>10}{}\n", label, std::string(width - columns(l.label), ' '),
+               grouped(n.params), human_bytes(n.bytes), styled(detail, Style::dim, colour));
   }
 }
 
@@ -219,10 +223,13 @@ int run_inspect(const InspectArgs& a) {
     out["format"] = cat.format();
     auto& list = out["tensors"] = nlohmann::ordered_json::array();
     for (const auto& [name, t] : cat.tensors())
-      list.push_back({{"name", name}, {"dtype", std::string(dtype_name(t.dtype()))},
-                      {"shape", t.shape()}, {"bytes", t.nbytes()}});
+      list.push_back({{"name", name},
+                      {"dtype", std::string(dtype_name(t.dtype()))},
+                      {"shape", t.shape()},
+                      {"bytes", t.nbytes()}});
     const Value values = cat.values();
-    out["values"] = nlohmann::ordered_json::parse(to_json(values.is_none() ? Value::dict() : values));
+    out["values"] =
+        nlohmann::ordered_json::parse(to_json(values.is_none() ? Value::dict() : values));
     if (!cat.metadata().empty()) out["metadata"] = cat.metadata();
     fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
     return 0;
@@ -243,14 +250,15 @@ int run_inspect(const InspectArgs& a) {
   }
   wname = std::min<std::size_t>(wname, 80);
   if (!cat.empty()) {
-    fmt::print("\n{:<{}}  {:<11}  {:<{}}  {:>12}\n", "name", wname, "dtype", "shape", wshape, "bytes");
+    fmt::print("\n{:<{}}  {:<11}  {:<{}}  {:>12}\n", "name", wname, "dtype", "shape", wshape,
+               "bytes");
     for (const auto& [name, t] : cat.tensors())
       fmt::print("{:<{}}  {:<11}  {:<{}}  {:>12}\n", name, wname, dtype_name(t.dtype()),
                  shape_to_string(t.shape()), wshape, grouped(t.nbytes()));
   }
   const Value values = cat.values();
   if (!values.is_none() && !(values.is(Value::Kind::Dict) && values.size() == 0))
-    fmt::print("\nvalues: {}\n", values.repr(16));
+    fmt::print("\nvalues: {}\n", values.repr(16, 64u << 10));  // a budget: linear in the file
   for (const auto& [k, v] : cat.metadata()) fmt::print("metadata {}: {}\n", k, v);
   return 0;
 }

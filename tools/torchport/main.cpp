@@ -16,7 +16,8 @@
 
 namespace {
 std::string error_word() {
-  return torchport::cli::styled("error", torchport::cli::Style::red, torchport::cli::colour_enabled(2));
+  return torchport::cli::styled("error", torchport::cli::Style::red,
+                                torchport::cli::colour_enabled(2));
 }
 }  // namespace
 
@@ -25,10 +26,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("torchport ") + torchport::kVersion);
   app.require_subcommand(1);
   const torchport::cli::Command commands[] = {
-      torchport::cli::add_inspect(app),
-      torchport::cli::add_load(app),
-      torchport::cli::add_convert(app),
-      torchport::cli::add_diff(app),
+      torchport::cli::add_inspect(app), torchport::cli::add_load(app),
+      torchport::cli::add_convert(app), torchport::cli::add_diff(app),
       torchport::cli::add_scan(app),
   };
   try {
@@ -47,8 +46,14 @@ int main(int argc, char** argv) {
     // Whatever its code: the command line was understood, the input was not.
     std::fprintf(stderr, "torchport: %s: %s\n", error_word().c_str(), e.what());
     return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "torchport: %s: %s\n", error_word().c_str(), e.what());
+  } catch (...) {
+    // Never a bare std:: message: out of memory and faults of ours become
+    // an Error with context, like every other failure.
+    try {
+      torchport::rethrow_as_error("running the command");
+    } catch (const torchport::Error& e) {
+      std::fprintf(stderr, "torchport: %s: %s\n", error_word().c_str(), e.what());
+    }
     return 1;
   }
 }

@@ -25,6 +25,7 @@ enum class ErrorCode {
   dtype_mismatch,    ///< a value cannot be converted to the dtype expected
   invalid_argument,  ///< the caller's argument is wrong (bad regex, bad dtype name)
   ambiguous,         ///< torch's readers and ours could read the input differently: refused
+  internal,          ///< a fault of torchport itself (an unexpected exception); please report it
 };
 
 /// Lower-case name of a code ("truncated", "unsafe_global").
@@ -69,5 +70,14 @@ class Error : public std::runtime_error {
   std::optional<std::uint64_t> offset_;
   std::string where_;
 };
+
+/// Turns the exception being handled into an `Error` and throws it: an
+/// `Error` unchanged, `std::bad_alloc` as `limit_exceeded` ("out of memory
+/// while <context>"), any other exception as `internal` naming its message.
+/// The API entry points (open, load, save, scan, convert) call it from
+/// `catch (...)`, so no bare `std::` exception leaves the library.
+/// \param context what was being done ("open", "save")
+/// \param where   the file, if any
+[[noreturn]] void rethrow_as_error(std::string_view context, std::string_view where = {});
 
 }  // namespace torchport

@@ -22,6 +22,10 @@ struct Limits {
   /// Values a pickle may create, counting each shared reference as often as
   /// it is reachable (this is what stops "billion laughs" memo expansion).
   std::uint64_t max_nodes = 1u << 22;
+  /// Items and pairs put into containers by one pickle, all containers
+  /// together (what bounds the building work; real pickles hold a few
+  /// hundred thousand at most).
+  std::uint64_t max_container_items = 1u << 22;
   /// Bytes of one pickled string, bytes object or integer.
   std::uint64_t max_string_bytes = 64u << 20;
   /// Bytes of a pickle stream (data.pkl and friends).
@@ -39,6 +43,21 @@ struct Limits {
   /// while `max_inflate_bytes` still admits large deflated checkpoints.
   /// 0 turns the check off.
   std::uint64_t max_inflate_ratio = 100;
+  /// Bytes all deflated entries of one file (a zip) may inflate to
+  /// together. Past its first 16 MiB, the sum is also held to
+  /// `max_inflate_ratio` times the file's size, so many small entries cannot
+  /// each use the per-entry floor.
+  std::uint64_t max_inflate_total_bytes = 1ull << 36;
+  /// Bytes of tensor data an owned load or a conversion may produce beyond
+  /// `max_materialized_ratio` times the distinct storage bytes the file
+  /// holds. Views of one storage are copied out one by one where a format
+  /// has no views (safetensors, records; the storage views of legacy and
+  /// tar files), so many views of one large storage would multiply it.
+  /// The maximum value turns the check off.
+  std::uint64_t max_materialized_bytes = 1ull << 30;
+  /// See `max_materialized_bytes`: the multiple of the file's distinct
+  /// storage bytes always allowed.
+  std::uint64_t max_materialized_ratio = 4;
   /// Bytes of a JSON header (safetensors caps its own at 100 MB).
   std::uint64_t max_header_bytes = 100u << 20;
   /// Entries in a zip or tar directory.

@@ -58,9 +58,11 @@ constexpr DType dtype_of() noexcept {
     static_assert(sizeof(T) == 0, "no torchport dtype for this type");
 }
 
-/// Product of sizes. \throws Error(corrupt) on a negative size or overflow.
+/// Product of sizes. \throws Error(corrupt) on a negative size, or when the
+/// product (or that of the sizes with zeros as ones: the strides) overflows int64.
 std::int64_t shape_numel(std::span<const std::int64_t> shape);
-/// Row-major (C-order) strides for `shape`.
+/// Row-major (C-order) strides for `shape`. \throws Error(corrupt) on a
+/// negative size or when a stride overflows int64 (checked, never wraps).
 Shape contiguous_strides(std::span<const std::int64_t> shape);
 /// "[3, 4]".
 std::string shape_to_string(std::span<const std::int64_t> shape);

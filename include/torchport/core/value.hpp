@@ -140,8 +140,18 @@ class Value {
   /// of the same Python object.
   const void* identity() const noexcept { return node_.get(); }
 
-  /// Python-like rendering, shortened past `max_items` items per container.
-  std::string repr(std::size_t max_items = 8) const;
+  /// Characters `repr` produces at most (before its closing "...").
+  static constexpr std::size_t kReprChars = 1024;
+  /// Bytes of one string or bytes object `repr` shows before eliding the rest.
+  static constexpr std::size_t kReprStringChars = 200;
+
+  /// Python-like rendering, shortened past `max_items` items per container,
+  /// past `kReprStringChars` bytes per string and past `kReprChars` characters
+  /// in all. Its cost is bounded by that budget, whatever the tree (a DAG
+  /// whose shared references expand exponentially costs no more).
+  std::string repr(std::size_t max_items = 8) const { return repr(max_items, kReprChars); }
+  /// The same with a budget of `max_chars` characters.
+  std::string repr(std::size_t max_items, std::size_t max_chars) const;
 
  private:
   struct Node;
@@ -154,6 +164,7 @@ class Value {
   template <class N>
   N& node_as(Kind k) const;
   void absorb(const Value& child);
+  friend struct ValueAccess;  // hashing and printing in value.cpp
 
   Kind kind_ = Kind::None;
   union {
@@ -179,8 +190,23 @@ struct Object {
 /// `torchport inspect` shows as "values". Returns None when nothing is left.
 Value prune_tensors(const Value& v);
 
+/// Bounds of `to_json`'s output.
+struct JsonBudget {
+  /// Characters of output; past them, each open container ends with a
+  /// `"...": "truncated"` member (objects) or a `"... truncated"` item (arrays).
+  std::size_t max_chars = 64u << 20;
+  /// Bytes of one string shown; a longer one ends with "... (N bytes)".
+  std::size_t max_string_bytes = 64u << 10;
+};
+
 /// JSON text for a value tree (tensors as {"tensor": "F32[3, 4]"}, bytes as
-/// {"bytes": N}, non-string keys rendered as strings). `indent` < 0 is compact.
-std::string to_json(const Value& v, int indent = -1);
+/// {"bytes": N}, non-string keys rendered as strings by `repr`). `indent` < 0
+/// is compact. A container of more than 16 values or a string of more than
+/// 64 bytes that is reached again (a shared reference of the pickle) is
+/// printed once; later occurrences are {"shared": N}, N counting such
+/// values from 0 in printing order.
+/// So the output is linear in the tree's distinct nodes and bounded by
+/// `budget`; invalid UTF-8 is replaced by U+FFFD.
+std::string to_json(const Value& v, int indent = -1, const JsonBudget& budget = {});
 
 }  // namespace torchport

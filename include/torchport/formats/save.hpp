@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "torchport/core/limits.hpp"
 #include "torchport/formats/catalog.hpp"
 
 namespace torchport {
@@ -50,6 +51,11 @@ struct SaveOptions {
   bool release_pages = true;
   /// Called as data is written: every 16 MiB and once all data is written.
   SaveProgress progress;
+  /// `max_materialized_bytes` and `max_materialized_ratio` apply: safetensors
+  /// has no views, so each view is written whole, and the tensors written may
+  /// total at most the ratio times the distinct storage bytes plus the floor
+  /// (a `.pt` file keeps one storage and its views, as torch does).
+  Limits limits;
 };
 
 /// What `save` wrote.
@@ -80,8 +86,8 @@ struct SaveResult {
 /// Tensors that share a storage keep sharing it (one record; each view its
 /// own offset and strides). Dtypes without a typed storage class (uint16/32/
 /// 64, float8, complex32) use UntypedStorage and `_rebuild_tensor_v3`, as
-/// torch 2.1+ writes them; only torch 2.1 or newer loads those tensors. The catalogue's non-tensor values and
-/// metadata are not written: the file is a flat state dict.
+/// torch 2.1+ writes them; only torch 2.1 or newer loads those tensors. The catalogue's non-tensor
+/// values and metadata are not written: the file is a flat state dict.
 ///
 /// Streaming: the header (or pickle) is written from shapes and dtypes
 /// alone, then one tensor (or storage) at a time; a non-contiguous view is

@@ -45,33 +45,69 @@ enum class Layout {
 class LoadArgs {
  public:
   /// Load only what lies under `key` ("state_dict", "model.ema").
-  LoadArgs& top_level_key(std::string key) { top_level_key_ = std::move(key); return *this; }
+  LoadArgs& top_level_key(std::string key) {
+    top_level_key_ = std::move(key);
+    return *this;
+  }
   /// Appends a rename rule (PCRE2, `$1` / `${name}`); rules apply in order,
   /// each to the output of the previous. \throws Error(invalid_argument).
-  LoadArgs& remap(std::string_view pattern, std::string_view replacement) { remap_.add(pattern, replacement); return *this; }
+  LoadArgs& remap(std::string_view pattern, std::string_view replacement) {
+    remap_.add(pattern, replacement);
+    return *this;
+  }
   /// Keeps only keys (the file's names, before remapping) matching one of the includes...
-  LoadArgs& include(std::string_view re) { filter_.include(re); return *this; }
+  LoadArgs& include(std::string_view re) {
+    filter_.include(re);
+    return *this;
+  }
   /// ...and none of the excludes.
-  LoadArgs& exclude(std::string_view re) { filter_.exclude(re); return *this; }
+  LoadArgs& exclude(std::string_view re) {
+    filter_.exclude(re);
+    return *this;
+  }
   /// Fields the file lacks keep their initial values and are only reported
   /// (default: they are an Error(missing_key)).
-  LoadArgs& allow_partial(bool on = true) { allow_partial_ = on; return *this; }
+  LoadArgs& allow_partial(bool on = true) {
+    allow_partial_ = on;
+    return *this;
+  }
   /// Keys no field uses are an Error(unused_key) (default: only reported).
-  LoadArgs& strict(bool on = true) { strict_ = on; return *this; }
+  LoadArgs& strict(bool on = true) {
+    strict_ = on;
+    return *this;
+  }
   /// Convert every tensor by this precision (default: to the dtype of the
   /// field's initial tensor, or Full when it has none).
-  LoadArgs& precision(Precision p) { precision_ = p; return *this; }
+  LoadArgs& precision(Precision p) {
+    precision_ = p;
+    return *this;
+  }
   /// Copy tensors into owned memory (default: tensors whose dtype and
   /// layout already match stay zero-copy views of the mapped file).
-  LoadArgs& residence(Residence r) { residence_ = r; return *this; }
+  LoadArgs& residence(Residence r) {
+    residence_ = r;
+    return *this;
+  }
   /// Appends an adapter, applied after the layout adapter.
-  LoadArgs& adapter(std::shared_ptr<const Adapter> a) { adapters_.push_back(std::move(a)); return *this; }
+  LoadArgs& adapter(std::shared_ptr<const Adapter> a) {
+    adapters_.push_back(std::move(a));
+    return *this;
+  }
   /// Overrides which layout the file is in.
-  LoadArgs& layout(Layout l) { layout_ = l; return *this; }
+  LoadArgs& layout(Layout l) {
+    layout_ = l;
+    return *this;
+  }
   /// Fills `LoadReport::keys`: original key -> remapped key, dtype, shape.
-  LoadArgs& debug(bool on = true) { debug_ = on; return *this; }
+  LoadArgs& debug(bool on = true) {
+    debug_ = on;
+    return *this;
+  }
   /// Options for opening the file (limits, format).
-  LoadArgs& open_options(OpenOptions o) { open_ = std::move(o); return *this; }
+  LoadArgs& open_options(OpenOptions o) {
+    open_ = std::move(o);
+    return *this;
+  }
   /// Loads rank `rank`'s part of a model split over `world` ranks: each
   /// tensor a rule of `plan` splits (rules see the file's names) arrives as
   /// this rank's slice, reading only its bytes (see `read_slice`); the
@@ -86,15 +122,15 @@ class LoadArgs {
 
   /// The key loaded from; empty for the whole file.
   const std::string& top_level_key() const noexcept { return top_level_key_; }
-  const KeyRemap& remap() const noexcept { return remap_; }  ///< the rename rules, in order
-  const KeyFilter& filter() const noexcept { return filter_; }  ///< the includes and excludes
+  const KeyRemap& remap() const noexcept { return remap_; }       ///< the rename rules, in order
+  const KeyFilter& filter() const noexcept { return filter_; }    ///< the includes and excludes
   bool allow_partial() const noexcept { return allow_partial_; }  ///< missing fields only reported
-  bool strict() const noexcept { return strict_; }  ///< unused keys are an error
+  bool strict() const noexcept { return strict_; }                ///< unused keys are an error
   /// The precision to convert to; empty to follow each field's initial dtype.
   const std::optional<Precision>& precision() const noexcept { return precision_; }
-  Residence residence() const noexcept { return residence_; }  ///< where loaded bytes live
+  Residence residence() const noexcept { return residence_; }          ///< where loaded bytes live
   const AdapterChain& adapters() const noexcept { return adapters_; }  ///< added adapters, in order
-  Layout layout() const noexcept { return layout_; }  ///< the file's layout
+  Layout layout() const noexcept { return layout_; }                   ///< the file's layout
   bool debug() const noexcept { return debug_; }  ///< `LoadReport::keys` is filled
   const OpenOptions& open_options() const noexcept { return open_; }  ///< for opening the file
   /// The sharding plan; null when the load is not sharded.
@@ -160,10 +196,12 @@ LoadReport finish_load(PreparedLoad& p, const LoadArgs& args, const std::string&
 /// Error(dtype_mismatch) when a value does not convert; each names the key
 /// path and, for missing ones, the field's type and the nearest unused keys.
 template <Module M>
-LoadReport load(M& module, const TensorCatalog& catalog, const LoadArgs& args = {}) {
+LoadReport load(M& module, const TensorCatalog& catalog, const LoadArgs& args = {}) try {
   detail::PreparedLoad p = detail::prepare_load(catalog, args);
   detail::load_into(*p.loader, &p.tree, "", module);
   return detail::finish_load(p, args, type_name<M>());
+} catch (...) {
+  rethrow_as_error("load");  // no bare std:: exception leaves the library
 }
 
 /// Opens `path` (any format `open()` reads) and loads it into `module`.
@@ -175,7 +213,8 @@ LoadReport load(M& module, const std::filesystem::path& path, const LoadArgs& ar
 /// Loads a record from a value tree as it is (no remapping, no adapter):
 /// what the recorders and `load_config` use.
 template <class T>
-LoadReport load_value(T& target, const Value& tree, const LoadArgs& args = LoadArgs{}.layout(Layout::Native)) {
+LoadReport load_value(T& target, const Value& tree,
+                      const LoadArgs& args = LoadArgs{}.layout(Layout::Native)) {
   detail::PreparedLoad p = detail::prepare_load(TensorCatalog::from_value("value", tree), args);
   detail::load_into(*p.loader, &p.tree, "", target);
   return detail::finish_load(p, args);
@@ -196,8 +235,8 @@ C load_config(const std::filesystem::path& path, std::string_view key = {}) {
     rest = dot == std::string_view::npos ? std::string_view{} : rest.substr(dot + 1);
   }
   if (node == nullptr)
-    throw Error(ErrorCode::missing_key, "the file has no config under this key", std::string(key), std::nullopt,
-                path.filename().string());
+    throw Error(ErrorCode::missing_key, "the file has no config under this key", std::string(key),
+                std::nullopt, path.filename().string());
   C config{};
   load_value(config, *node);
   return config;

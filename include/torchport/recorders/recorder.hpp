@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "torchport/core/limits.hpp"
 #include "torchport/core/value.hpp"
 #include "torchport/formats/catalog.hpp"
 #include "torchport/formats/open.hpp"
@@ -37,13 +38,14 @@ namespace torchport {
 enum class RecordFormat {
   named_mpk,    ///< `.mpk`: MessagePack, fields by name, tensors as bin blobs
   pretty_json,  ///< `.json`: indented JSON, tensors as base64
-  compact_bin,  ///< `.tpb`: a small binary header, then 64-byte aligned raw tensors (fastest, zero-copy)
+  compact_bin,  ///< `.tpb`: a small binary header, then 64-byte aligned raw tensors (fastest,
+                ///< zero-copy)
 };
 
 /// A record format, optionally gzipped.
 struct Recorder {
   RecordFormat format = RecordFormat::named_mpk;  ///< the byte layout
-  bool gzip = false;  ///< wrap the file in a gzip stream
+  bool gzip = false;                              ///< wrap the file in a gzip stream
 };
 /// Named MessagePack (`.mpk`).
 struct NamedMpk : Recorder {
@@ -79,9 +81,9 @@ std::optional<Recorder> recorder_for_path(const std::filesystem::path& path);
 
 /// What every record file carries besides the record.
 struct RecordMetadata {
-  std::string library;    ///< the torchport version that wrote it
-  std::string precision;  ///< "full", "half", "double" or "keep"
-  std::string type;       ///< the module's type name ("" for an untyped record)
+  std::string library;                       ///< the torchport version that wrote it
+  std::string precision;                     ///< "full", "half", "double" or "keep"
+  std::string type;                          ///< the module's type name ("" for an untyped record)
   std::map<std::string, std::string> extra;  ///< user metadata (string values)
 };
 
@@ -98,15 +100,20 @@ void write_record(const Value& tree, const std::filesystem::path& path, const Re
 /// tensor, with the catalogue's string metadata. A catalogue read from a
 /// PyTorch or safetensors file keeps PyTorch's layout and the record says
 /// so (`torchport.layout` = "pytorch"), so loading it into a module applies
-/// the PyTorch adapter, as loading the original file would.
-void write_record(const TensorCatalog& catalog, const std::filesystem::path& path, const Recorder& recorder);
+/// the PyTorch adapter, as loading the original file would. A record has no
+/// views, so each tensor is written whole: past `limits.max_materialized_ratio`
+/// times the distinct storage bytes plus `limits.max_materialized_bytes`, it
+/// throws Error(limit_exceeded) naming the limit.
+void write_record(const TensorCatalog& catalog, const std::filesystem::path& path,
+                  const Recorder& recorder, const Limits& limits = {});
 /// The same, into memory.
-std::vector<std::byte> record_to_bytes(const Value& tree, const Recorder& recorder, const RecordMetadata& metadata);
+std::vector<std::byte> record_to_bytes(const Value& tree, const Recorder& recorder,
+                                       const RecordMetadata& metadata);
 
 /// A record read back.
 struct ParsedRecord {
   Value tree;               ///< the record as written (dicts, lists, scalars, tensors)
-  std::string format;  ///< as `recorder_name`
+  std::string format;       ///< as `recorder_name`
   int version = 0;          ///< the file's format version (at most `kRecordFormatVersion`)
   RecordMetadata metadata;  ///< who wrote it, at which precision, for which type
 };
@@ -134,8 +141,9 @@ std::vector<std::byte> save_to_bytes(const M& module, const Recorder& recorder =
                                      Precision precision = Precision::Full) {
   SaveSettings s;
   s.precision = precision;
-  return record_to_bytes(to_value(module, s), recorder,
-                         {std::string(), std::string(precision_name(precision)), type_name<M>(), {}});
+  return record_to_bytes(
+      to_value(module, s), recorder,
+      {std::string(), std::string(precision_name(precision)), type_name<M>(), {}});
 }
 
 /// Loads `module` from record bytes (a `static const` array of embedded

@@ -1,0 +1,42 @@
+#pragma once
+/// \file
+/// Process-wide work counters (internal): what the cost tests count instead
+/// of seconds. Each is a relaxed atomic, bumped where the work is done.
+
+#include <atomic>
+#include <cstdint>
+
+namespace torchport::detail {
+
+/// Counters of work done since the process started (or the last `reset`).
+struct WorkCounters {
+  std::atomic<std::uint64_t> values_printed{
+      0};                                       ///< nodes visited by repr / to_json / prune_tensors
+  std::atomic<std::uint64_t> chars_printed{0};  ///< characters repr / to_json produced
+  std::atomic<std::uint64_t> items_inserted{0};  ///< items and pairs put into containers
+  std::atomic<std::uint64_t> items_moved{0};     ///< items copied or moved when a container grew
+  std::atomic<std::uint64_t> bytes_inflated{
+      0};  ///< bytes zlib produced (zip entries, gzip streams)
+  std::atomic<std::uint64_t> bytes_materialized{
+      0};  ///< bytes owned loads and conversions allocated for tensors
+
+  /// Sets every counter to 0.
+  void reset() noexcept {
+    for (auto* c : {&values_printed, &chars_printed, &items_inserted, &items_moved, &bytes_inflated,
+                    &bytes_materialized})
+      c->store(0, std::memory_order_relaxed);
+  }
+};
+
+/// The process's counters.
+inline WorkCounters& work() noexcept {
+  static WorkCounters w;
+  return w;
+}
+
+/// Adds `n` to counter `c` (relaxed).
+inline void count(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
+  c.fetch_add(n, std::memory_order_relaxed);
+}
+
+}  // namespace torchport::detail
