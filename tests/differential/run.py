@@ -2,7 +2,8 @@
 sandbox) and with torchport, compare, summarise. See README.md.
 
 Usage: run.py --dump build/bin/differential_dump --out DIR [--seed 1] [--count 2000]
-              [--cli build/bin/torchport] [--no-generate] [--no-sandbox] [--jobs 2]
+              [--cli build/bin/torchport] [--no-generate] [--no-sandbox] [FILE...]
+With FILEs (reproducers), reads just those (copied into DIR/given/).
 Exit status: 0 when no case fails, 1 when some do, 2 when the run itself failed.
 """
 
@@ -277,11 +278,24 @@ def main():
     ap.add_argument("--no-generate", action="store_true")
     ap.add_argument("--no-sandbox", action="store_true")
     ap.add_argument("--list", type=int, default=3, help="failing cases listed per class")
+    ap.add_argument("files", nargs="*", help="read these files only (a reproducer), no generation")
     a = ap.parse_args()
     a.dump, a.out = os.path.abspath(a.dump), os.path.abspath(a.out)
     a.cli = os.path.abspath(a.cli) if a.cli else ""
     t0 = time.time()
     mutants = os.path.join(a.out, "mutants")
+    if a.files:
+        a.no_generate = True
+        mutants = os.path.join(a.out, "given")
+        os.makedirs(mutants, exist_ok=True)
+        with open(os.path.join(mutants, "manifest.jsonl"), "w") as f:
+            for i, src in enumerate(a.files):
+                dst = os.path.join(mutants, f"{i:05d}-" + os.path.basename(src))
+                shutil.copyfile(src, dst)
+                stem = os.path.basename(src).split(".")[0]
+                parts = stem.split("-", 2)
+                fam, mut = (parts[1], parts[2]) if len(parts) == 3 else ("given", stem)
+                f.write(json.dumps({"id": stem, "path": dst, "base": fam, "family": fam, "mutation": mut}) + "\n")
     if not a.no_generate:
         os.makedirs(mutants, exist_ok=True)
         cmd = [PY, os.path.join(HERE, "generate.py"), mutants, "--seed", str(a.seed), "--count", str(a.count)]
