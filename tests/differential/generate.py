@@ -126,12 +126,18 @@ def model_zip(model, pickle_bytes, prefix="archive", **kw):
     return C.torch_zip_entries(prefix, pickle_bytes, st, **kw)
 
 
-def legacy_bytes(model, obj_pickle, rng, proto=2, forms="mixed", keys=None, sys_proto=None):
+def legacy_bytes(model, obj_pickle, rng, proto=2, forms="mixed", keys=None, canonical_header=False, header_proto=2):
+    """A legacy checkpoint. canonical_header: the magic, protocol and sys_info
+    pickles exactly as torch's writer makes them (protocol 2), so a mutant of
+    the object pickle tests that and not the header's forms."""
     out = b""
-    out += P.dumps(MAGIC, rng, proto, forms)
-    out += P.dumps(1001, rng, proto, forms)
     sys_info = {"protocol_version": 1001, "little_endian": True, "type_sizes": {"short": 2, "int": 4, "long": 4}}
-    out += P.dumps(sys_info, rng, proto, forms)
+    if canonical_header:
+        out += P.plain(MAGIC, header_proto) + P.plain(1001, header_proto) + P.plain(sys_info, header_proto)
+    else:
+        out += P.dumps(MAGIC, rng, proto, forms)
+        out += P.dumps(1001, rng, proto, forms)
+        out += P.dumps(sys_info, rng, proto, forms)
     out += obj_pickle
     keys = list(model["storages"]) if keys is None else keys
     out += P.dumps(keys, rng, proto, forms)
@@ -508,9 +514,9 @@ class Gen:
         self.emit(out, "synthetic-tar", "tar", f"{fmt}-{'signed' if signed else 'unsigned'}-{m}")
 
     # ---------------------------------------------------------------- pickle semantics
-    def zip_or_legacy(self, rng, model, obj, tag, family, legacy):
+    def zip_or_legacy(self, rng, model, obj, tag, family, legacy, header_proto=2):
         if legacy:
-            data = legacy_bytes(model, P.dumps(obj, rng, 2), rng)
+            data = legacy_bytes(model, P.dumps(obj, rng, 2), rng, canonical_header=True, header_proto=header_proto)
         else:
             data = C.zip_build(model_zip(model, P.dumps(obj, rng, rng.choice([2, 2, 3, 4]))))
         self.emit(data, "synthetic-legacy" if legacy else "synthetic-zip", family, tag)
@@ -638,10 +644,16 @@ class Gen:
         items = [(n, spec_value(model, s, legacy)) for n, s in model["items"]]
         m = rng.choice(["os_system", "posix_system", "builtins_eval", "builtin_eval_compat", "stack_global",
                         "inst_os", "getattr_chain", "load_from_bytes", "unknown_class", "storage_named",
-                        "get_layout", "torch_tensor_module", "codecs_encode", "nested_rebuild_attr"])
+                        "get_layout", "torch_tensor_module", "codecs_encode", "nested_rebuild_attr",
+                        "os_system_p1_header"])
         g = None
+        header_proto = 2
         if m == "os_system":
             g = P.Call(P.Global("os", "system"), ("true",))
+        elif m == "os_system_p1_header":
+            # a legacy file whose header pickles are protocol 1, as torch writes them at pickle_protocol=1
+            g = P.Call(P.Global("os", "system"), ("true",))
+            legacy, header_proto = True, 1
         elif m == "posix_system":
             g = P.Call(P.Global("posix", "system"), ("true",))
         elif m == "builtins_eval":
@@ -683,7 +695,7 @@ class Gen:
                                             (pid, off, size, stride, False, P.ODict([]))))
         if g is not None:
             items.insert(rng.randint(0, len(items)), ("extra", g))
-        self.zip_or_legacy(rng, model, P.ODict(items), m, "globals", legacy)
+        self.zip_or_legacy(rng, model, P.ODict(items), m, "globals", legacy, header_proto)
 
     def f_views(self, rng):
         legacy = rng.random() < 0.35
