@@ -7,8 +7,6 @@ Usage: generate.py OUT --seed S --count N [--cli build/bin/torchport]
 """
 
 import argparse
-import copy
-import io
 import json
 import os
 import random
@@ -177,20 +175,6 @@ def tar_bytes(members, fmt=C.USTAR, signed=False, high_byte=False, end=2, **kw):
     for name, data in members:
         out += C.tar_member(name, data, fmt, signed, high_byte=high_byte, **kw)
     return out + C.tar_end(end)
-
-
-def model_expected(model):
-    """What a faithful reader lists for a native (non-torch) file of model's
-    tensors, in C order: name, dtype, shape, sha256."""
-    import hashlib
-
-    out = []
-    for name, (key, off, size, stride, param) in model["items"]:
-        dtype = model["storages"][key][0]
-        t = torch_tensor(model, (key, off, size, stride, param))
-        out.append({"name": name, "dtype": dtype, "shape": list(size),
-                    "sha256": hashlib.sha256(tensor_raw(t)).hexdigest()})
-    return out
 
 
 def torch_tensor(model, spec):
@@ -366,7 +350,7 @@ class Gen:
         shadow = {"storages": model["storages"], "items": list(reversed(shadow_items))}
         pk2 = P.dumps(model_object(shadow), rng)
         m = rng.choice(["dup_pkl_after", "dup_pkl_before", "case_pkl", "case_pkl_only", "case_record",
-                        "dup_record", "second_eocd", "second_eocd_comment", "prepend", "append", "append_zip",
+                        "dup_record", "second_eocd", "second_eocd_comment", "second_eocd_bad_comment", "prepend", "append", "append_zip",
                         "deflate", "reorder", "mixed_prefix", "no_version", "no_byteorder", "name_mismatch",
                         "eocd_in_comment", "upper_prefix"])
         base = 0
@@ -392,7 +376,11 @@ class Gen:
         elif m.startswith("second_eocd"):
             first = C.zip_build(entries)
             e2 = model_zip(shadow, pk2)
-            if m == "second_eocd_comment":
+            if m == "second_eocd_bad_comment":
+                # the last EOCD's comment length runs past the end of the file
+                second = C.zip_build(e2, base=len(first))
+                data = first + second[:-2] + struct.pack("<H", 100)
+            elif m == "second_eocd_comment":
                 # the second directory hides in the first's comment
                 inner = C.zip_build(e2, base=len(first) - 2 + 2)
                 first = first[:-2] + struct.pack("<H", len(inner))
@@ -607,7 +595,6 @@ class Gen:
         w = P.Writer(rng, 2, memo=False)
         w.out += b"\x80\x02"
         w.w(P.Call(P.Global("collections", "OrderedDict"), ()))
-        names = [n for n, _ in model["items"]]
         specs = [s for _, s in model["items"]]
         m = rng.choice(["overwrite", "reuse_tensor", "dup_pop", "pop_mark"])
         w.out += b"("

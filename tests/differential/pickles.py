@@ -9,9 +9,7 @@ _rebuild_tensor_v2 form), Persid (a persistent id), Build (BUILD on a value),
 SetItem (SETITEM on a value), Raw (bytes emitted as they are).
 """
 
-import random
 import struct
-from collections import OrderedDict
 
 
 class Global:
@@ -398,5 +396,5 @@ def plain(value, proto):
 
 __all__ = [
     "Global", "Call", "Persid", "Build", "SetItem", "Raw", "ODict", "storage_pid", "tensor",
-    "parameter", "Writer", "dumps", "plain", "OrderedDict", "random",
+    "parameter", "Writer", "dumps", "plain",
 ]
