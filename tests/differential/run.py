@@ -180,6 +180,7 @@ ERROR_KINDS = [
     ("file must have 'read'", "tar_member_not_a_regular_file"),
     ("Can't get attribute", "global_torch_cannot_resolve"),
     ("Invalid argument", "zip_torch_cannot_read"),
+    ("is not in a subdirectory", "zip_prefix_torch_rejects"),
     ("PytorchStreamReader", "zip_torch_cannot_read"),
     ("Invalid magic number", "not_legacy_for_torch"),
     ("invalid load key", "not_a_pickle_for_torch"),
