@@ -4,7 +4,8 @@ sandbox) and with torchport, compare, summarise. See README.md.
 Usage: run.py --dump build/bin/differential_dump --out DIR [--seed 1] [--count 2000]
               [--cli build/bin/torchport] [--no-generate] [--no-sandbox] [FILE...]
 With FILEs (reproducers), reads just those (copied into DIR/given/).
-Exit status: 0 when no case fails, 1 when some do, 2 when the run itself failed.
+Exit status: 0 when no case fails, 1 when some do, 2 when the run itself failed
+(the generator, or the self-check: torch.save's own zip must compare equal).
 """
 
 import argparse
@@ -389,10 +390,20 @@ def main():
             shown[r["class"]] += 1
             lines.append(f"   [{r['class']}] {r['path']}")
             lines.append(f"       {r['family']}/{r['mutation']}: {r['detail'][:300]}")
+    # The harness checks itself: torch's own protocol-2 zip must read the same
+    # on both sides, or the comparison (not torchport) is broken.
+    harness_ok = True
+    for r in results:
+        if r["family"] == "real" and r["mutation"] == "zip_p2" and r["class"] != "both_accept_same":
+            harness_ok = False
+            lines.append(f"HARNESS CHECK FAILED: torch.save's own zip does not compare equal ({r['class']}: "
+                         f"{r['detail'][:200]}); the readings, not torchport, may be wrong")
     text = "\n".join(lines)
     print(text)
     with open(os.path.join(a.out, "summary.txt"), "w") as f:
         f.write(text + "\n")
+    if not harness_ok:
+        return 2
     return 1 if fails else 0
 
 
