@@ -1,0 +1,114 @@
+// differential_dump: torchport's reading of many files in one process, for
+// the differential suite (tests/differential/README.md).
+//
+// Reads file paths from stdin, one per line. For each, prints one JSON line
+// (flushed, so a runner that sees the process die knows which file did it):
+//
+//   {"path": ..., "open": {"ok": true, "format": "pytorch-zip", "tensors": [
+//        {"name", "dtype" (torch's name: "float32"), "shape", "strides",
+//         "offset", "storage" (index of the first tensor on the same storage,
+//         -1 for an empty storage), "storage_nbytes", "sha256" (the elements
+//         in C order, native byte order; "" when not computed)}, ...]}
+//        or {"ok": false, "code": "corrupt", "message": ...},
+//    "scan": {"verdict": "clean", "format": ..., "reason": ...}}
+//
+// Nothing here decides whether torchport is right: run.py compares this with
+// torch's reading of the same file.
+
+#include <cstdint>
+#include <exception>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "support/fixtures.hpp"
+#include "torchport/core/dtype.hpp"
+#include "torchport/core/error.hpp"
+#include "torchport/formats/open.hpp"
+#include "torchport/formats/scan.hpp"
+
+namespace {
+
+using nlohmann::json;
+
+// Tensors whose bytes exceed this are listed without a hash (mutants are small).
+constexpr std::uint64_t kMaxHashBytes = std::uint64_t{256} << 20;
+
+json error_json(const std::string& code, const std::string& message) {
+  return json{{"ok", false}, {"code", code}, {"message", message}};
+}
+
+json read_open(const std::string& path) {
+  try {
+    const torchport::TensorCatalog catalog = torchport::open(std::filesystem::path(path));
+    json tensors = json::array();
+    std::map<const torchport::Storage*, std::int64_t> first_user;
+    std::int64_t index = 0;
+    for (const auto& [name, t] : catalog.tensors()) {
+      json j;
+      j["name"] = name;
+      j["dtype"] = std::string(torchport::dtype_torch_name(t.dtype()));
+      j["shape"] = t.shape();
+      j["strides"] = t.strides();
+      j["offset"] = t.storage_offset();
+      const auto* storage = t.storage().get();
+      const std::uint64_t storage_bytes = storage ? storage->nbytes() : 0;
+      j["storage_nbytes"] = storage_bytes;
+      if (storage == nullptr || storage_bytes == 0) {
+        j["storage"] = -1;
+      } else {
+        const auto [it, fresh] = first_user.emplace(storage, index);
+        j["storage"] = it->second;
+      }
+      std::string hash;
+      try {
+        if (t.nbytes() <= kMaxHashBytes) hash = torchport::test::tensor_sha256(t);
+      } catch (const torchport::Error& e) {
+        // Reading the bytes failed (a deferred record that does not inflate):
+        // torchport refuses the file, as torch.load would fail to read it.
+        return error_json(std::string(torchport::error_code_name(e.code())), e.what());
+      }
+      j["sha256"] = hash;
+      tensors.push_back(std::move(j));
+      ++index;
+    }
+    return json{{"ok", true}, {"format", catalog.format()}, {"tensors", std::move(tensors)}};
+  } catch (const torchport::Error& e) {
+    return error_json(std::string(torchport::error_code_name(e.code())), e.what());
+  } catch (const std::exception& e) {
+    return error_json("exception", e.what());  // a library bug: never escapes on input
+  }
+}
+
+json read_scan(const std::string& path) {
+  try {
+    const torchport::ScanReport r = torchport::scan(std::filesystem::path(path));
+    return json{{"verdict", std::string(torchport::scan_verdict_name(r.verdict))},
+                {"format", r.format},
+                {"reason", r.reason()}};
+  } catch (const torchport::Error& e) {
+    return json{{"verdict", "error"}, {"format", ""}, {"reason", e.what()}};
+  } catch (const std::exception& e) {
+    return json{{"verdict", "exception"}, {"format", ""}, {"reason", e.what()}};
+  }
+}
+
+}  // namespace
+
+int main() {
+  std::ios::sync_with_stdio(false);
+  std::string path;
+  while (std::getline(std::cin, path)) {
+    if (path.empty()) continue;
+    json out;
+    out["path"] = path;
+    out["open"] = read_open(path);
+    out["scan"] = read_scan(path);
+    std::cout << out.dump(-1, ' ', false, json::error_handler_t::replace) << '\n' << std::flush;
+  }
+  return 0;
+}
