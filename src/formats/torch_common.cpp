@@ -5,6 +5,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "numpy.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
 
@@ -218,6 +219,7 @@ class Rebuilder {
       case Value::Kind::Object: {
         const Object& o = v.as_object();
         if (auto t = tensor_call(o, path)) return Value::tensor(*t);
+        if (auto n = numpy_value(o, path)) return *n;
         Value out = Value::object(o.cls, walk(o.args, path));
         if (!o.state.is_none()) out.set_state(walk(o.state, path));
         return out;
@@ -233,6 +235,15 @@ class Rebuilder {
       throw Error(e.code(), e.message(), e.key().empty() ? path : e.key(),
                   e.offset() ? e.offset() : std::optional<std::uint64_t>(o.offset),
                   e.where().empty() ? where_ : e.where());
+    }
+  }
+
+  // numpy arrays (tensors) and scalars (numbers); see numpy.hpp.
+  std::optional<Value> numpy_value(const Object& o, const std::string& path) {
+    try {
+      return numpy::value_of(o);
+    } catch (const Error& e) {
+      throw Error(e.code(), e.message(), path, o.offset, where_);
     }
   }
 
@@ -280,7 +291,7 @@ Value run_torch_pickle(ByteReader& reader, const OpenOptions& options, const pic
     throw;
   }
   check_globals(stats, options, reader.what());
-  return calls.failed ? rebuild_tensors(v, reader.what()) : v;
+  return calls.failed || numpy::referenced(stats) ? rebuild_tensors(v, reader.what()) : v;
 }
 
 void check_globals(const pickle::Stats& stats, const OpenOptions& options, std::string_view where) {

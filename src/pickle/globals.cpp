@@ -34,6 +34,15 @@ constexpr std::string_view kAllowedExact[] = {
     "builtins.set",
     "builtins.complex",
     "builtins.bytearray",
+    // numpy arrays, dtypes and scalars (read as data; numpy 1.x and 2.x spellings)
+    "numpy.ndarray",
+    "numpy.dtype",
+    "numpy.core.multiarray._reconstruct",
+    "numpy.core.multiarray.scalar",
+    "numpy.core.numeric._frombuffer",
+    "numpy._core.multiarray._reconstruct",
+    "numpy._core.multiarray.scalar",
+    "numpy._core.numeric._frombuffer",
 };
 
 // Modules whose every member can reach the OS, the interpreter or another
