@@ -19,6 +19,7 @@
 #include "torchport/core/value.hpp"
 #include "torchport/formats/catalog.hpp"
 #include "torchport/formats/open.hpp"
+#include "torchport/formats/quantize.hpp"
 #include "torchport/formats/save.hpp"
 #include "torchport/formats/scan.hpp"
 #include "torchport/formats/transform.hpp"

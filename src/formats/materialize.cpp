@@ -54,7 +54,8 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence, Mat
   for (const auto& t : catalog.tensors()) {
     const Tensor& x = t.tensor;
     out.push_back({t.name, Tensor(x.dtype(), x.shape(), x.strides(), x.storage_offset(),
-                                  replaced[x.storage().get()])});
+                                  replaced[x.storage().get()])
+                               .with_quantization(x.quantization())});
   }
   return TensorCatalog::from_tensors(catalog.format(), std::move(out), catalog.metadata());
 }

@@ -7,6 +7,7 @@ target_sources(torchport_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/pytorch_legacy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pytorch_tar.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pytorch_writer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/quantized.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pytorch_zip.cpp
   ${CMAKE_CURRENT_LIST_DIR}/safetensors.cpp
   ${CMAKE_CURRENT_LIST_DIR}/scan.cpp

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "numpy.hpp"
+#include "quantized.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
 
@@ -19,6 +20,7 @@ DType storage_class_dtype(const Value& storage_type) {
   if (g.module == "torch" || g.module == "torch.cuda") {
     if (g.name == "UntypedStorage") return DType::U8;
     if (auto d = dtype_from_storage_class(g.name)) return *d;
+    if (auto d = quantized::storage_dtype(g.name)) return *d;  // a quantized tensor's integers
   }
   throw Error(ErrorCode::unsupported,
               "storage class " + g.qualified() +
@@ -175,6 +177,8 @@ std::optional<Tensor> tensor_of_call(const Global& g, const Value& args, Inner&&
     if (args.size() == 0) throw Error(ErrorCode::corrupt, "Parameter without data");
     return as_tensor(inner(arg(g, args, 0)));
   }
+  if (utils && g.name == "_rebuild_qtensor")
+    return quantized::rebuild(args, [&](const Value& v) -> Value { return inner(v); });
   if (utils && g.name.starts_with("_rebuild_"))
     throw Error(ErrorCode::unsupported, g.qualified() + " (sparse, quantized, meta and nested tensors are not read)");
   return std::nullopt;

@@ -43,6 +43,17 @@ constexpr std::string_view kAllowedExact[] = {
     "numpy._core.multiarray._reconstruct",
     "numpy._core.multiarray.scalar",
     "numpy._core.numeric._frombuffer",
+    // quantized tensors: their rebuild call, storages and quantizer schemes
+    "torch._utils._rebuild_qtensor",
+    "torch.QInt8Storage",
+    "torch.QUInt8Storage",
+    "torch.QInt32Storage",
+    "torch.per_tensor_affine",
+    "torch.per_channel_affine",
+    "torch.per_channel_affine_float_qparams",
+    "torch.qint8",
+    "torch.quint8",
+    "torch.qint32",
 };
 
 // Modules whose every member can reach the OS, the interpreter or another

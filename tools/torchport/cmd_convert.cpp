@@ -1,6 +1,6 @@
 // torchport convert IN OUT [--format F] [--dtype D] [--top-level-key K]
 //   [--remap PATTERN REPLACEMENT]... [--include RE]... [--exclude RE]...
-//   [--max-shard-size S]
+//   [--max-shard-size S] [--dequantize | --keep-quantized]
 
 #include <chrono>
 #include <memory>
@@ -13,6 +13,7 @@
 #include "progress.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/open.hpp"
+#include "torchport/formats/quantize.hpp"
 #include "torchport/formats/save.hpp"
 #include "torchport/formats/transform.hpp"
 #include "torchport/record/remap.hpp"
@@ -33,6 +34,8 @@ struct ConvertArgs {
   std::vector<std::string> includes;
   std::vector<std::string> excludes;
   std::string max_shard_size;
+  bool dequantize = false;
+  bool keep_quantized = false;
 };
 
 int run_convert(const ConvertArgs& a) {
@@ -54,6 +57,9 @@ int run_convert(const ConvertArgs& a) {
                 "cannot tell the output format from '" + out.filename().string() +
                     "': name it .safetensors, .pt, .pth or .bin (or .mpk, .json, .tpb for torchport "
                     "records), or pass --format safetensors|pytorch");
+  if (a.dequantize && a.keep_quantized)
+    throw Error(ErrorCode::invalid_argument,
+                "--dequantize and --keep-quantized exclude each other");
   if (recorder && !a.max_shard_size.empty())
     throw Error(ErrorCode::invalid_argument, "--max-shard-size applies to safetensors and PyTorch output only");
 
@@ -77,6 +83,12 @@ int run_convert(const ConvertArgs& a) {
   // The opened catalogue is a temporary: once transformed, only the result
   // holds the tensors, and save() releases each as it is written.
   TensorCatalog cat = transform(open(a.in), t);
+  if (a.dequantize)
+    cat = dequantize_tensors(cat);
+  else if (a.keep_quantized)
+    cat = split_quantized(cat);
+  else if (format != SaveFormat::pytorch)
+    refuse_quantized(cat, format ? "safetensors" : "a torchport record");
   const std::size_t count = cat.size();
   if (count == 0)
     fmt::print(stderr, "torchport: warning: no tensors to write (check --include/--exclude/--top-level-key)\n");
@@ -131,6 +143,12 @@ Command add_convert(CLI::App& app) {
   sub->add_option("--exclude", args->excludes, "Drop keys matching this regex");
   sub->add_option("--max-shard-size", args->max_shard_size,
                   "Write Hugging Face shards of at most this size (5GB, 500MB, 2GiB) plus an index");
+  sub->add_flag("--dequantize", args->dequantize,
+                "Write quantized tensors as their real values (F32, as torch's dequantize())");
+  sub->add_flag(
+      "--keep-quantized", args->keep_quantized,
+      "Write quantized tensors as their integers plus NAME.q_scale/.q_zero_point (per channel: "
+      ".q_per_channel_scales/_zero_points/_axis) tensors");
   sub->footer(
       "Filters match the names after --top-level-key, before --remap.\n"
       "Examples:\n"

@@ -71,6 +71,11 @@ class LoadArgs {
   LoadArgs& debug(bool on = true) { debug_ = on; return *this; }
   /// Options for opening the file (limits, format).
   LoadArgs& open_options(OpenOptions o) { open_ = std::move(o); return *this; }
+  /// Quantized tensors (qint8, quint8, qint32) fill tensor fields with their
+  /// `Tensor::dequantize()` (F32, then the field's dtype). Without it a
+  /// quantized tensor is an Error(dtype_mismatch): its integers are not the
+  /// values the field expects.
+  LoadArgs& dequantize(bool on = true) { dequantize_ = on; return *this; }
 
   /// \name Getters
   /// What the setters above set.
@@ -89,6 +94,7 @@ class LoadArgs {
   Layout layout() const noexcept { return layout_; }  ///< the file's layout
   bool debug() const noexcept { return debug_; }  ///< `LoadReport::keys` is filled
   const OpenOptions& open_options() const noexcept { return open_; }  ///< for opening the file
+  bool dequantize() const noexcept { return dequantize_; }  ///< quantized tensors are dequantized
   ///@}
 
  private:
@@ -103,6 +109,7 @@ class LoadArgs {
   Layout layout_ = Layout::Auto;
   bool debug_ = false;
   OpenOptions open_;
+  bool dequantize_ = false;
 };
 
 namespace detail {
