@@ -110,6 +110,28 @@ void print_tree(const TensorCatalog& cat, int max_depth) {
   }
 }
 
+// The dtype column: torch's quantized dtype ("qint8") for a quantized
+// tensor, whose elements are that dtype's integers.
+std::string dtype_label(const Tensor& t) {
+  return t.is_quantized() ? std::string(Quantization::qdtype_name(t.dtype()))
+                          : std::string(dtype_name(t.dtype()));
+}
+
+// A quantized tensor's quantizer, for --json.
+nlohmann::ordered_json quantizer_json(const Tensor& t) {
+  const Quantization& q = *t.quantization();
+  nlohmann::ordered_json j = {{"qdtype", Quantization::qdtype_name(t.dtype())},
+                              {"scheme", Quantization::scheme_name(q.scheme)}};
+  if (q.scheme == Quantization::Scheme::per_tensor_affine) {
+    j["scale"] = q.scale;
+    j["zero_point"] = q.zero_point;
+  } else {
+    j["axis"] = q.axis;
+    j["channels"] = q.scales.numel();
+  }
+  return j;
+}
+
 int run_inspect(const InspectArgs& a) {
   TensorCatalog cat = open(a.file);
   if (!a.top_level_key.empty()) cat = cat.select(a.top_level_key);
@@ -118,9 +140,11 @@ int run_inspect(const InspectArgs& a) {
     nlohmann::ordered_json out;
     out["format"] = cat.format();
     auto& list = out["tensors"] = nlohmann::ordered_json::array();
-    for (const auto& [name, t] : cat.tensors())
+    for (const auto& [name, t] : cat.tensors()) {
       list.push_back({{"name", name}, {"dtype", std::string(dtype_name(t.dtype()))},
                       {"shape", t.shape()}, {"bytes", t.nbytes()}});
+      if (t.is_quantized()) list.back()["quantized"] = quantizer_json(t);
+    }
     const Value values = cat.values();
     out["values"] = nlohmann::ordered_json::parse(to_json(values.is_none() ? Value::dict() : values));
     if (!cat.metadata().empty()) out["metadata"] = cat.metadata();
@@ -145,7 +169,7 @@ int run_inspect(const InspectArgs& a) {
   if (!cat.empty()) {
     fmt::print("\n{:<{}}  {:<11}  {:<{}}  {:>12}\n", "name", wname, "dtype", "shape", wshape, "bytes");
     for (const auto& [name, t] : cat.tensors())
-      fmt::print("{:<{}}  {:<11}  {:<{}}  {:>12}\n", name, wname, dtype_name(t.dtype()),
+      fmt::print("{:<{}}  {:<11}  {:<{}}  {:>12}\n", name, wname, dtype_label(t),
                  shape_to_string(t.shape()), wshape, grouped(t.nbytes()));
   }
   const Value values = cat.values();
