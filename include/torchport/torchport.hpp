@@ -18,6 +18,7 @@
 #include "torchport/core/tensor.hpp"
 #include "torchport/core/value.hpp"
 #include "torchport/formats/catalog.hpp"
+#include "torchport/formats/densify.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/formats/quantize.hpp"
 #include "torchport/formats/save.hpp"

@@ -15,7 +15,8 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence, Mat
   std::vector<const std::shared_ptr<Storage>*> order;
   std::unordered_map<const Storage*, std::shared_ptr<Storage>> replaced;
   for (const auto& t : catalog.tensors())
-    if (replaced.emplace(t.tensor.storage().get(), nullptr).second) order.push_back(&t.tensor.storage());
+    if (!t.tensor.is_sparse() && replaced.emplace(t.tensor.storage().get(), nullptr).second)
+      order.push_back(&t.tensor.storage());
 
   constexpr std::uint64_t kAlign = 64;
   if (residence == Residence::owned) {
@@ -53,6 +54,10 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence, Mat
   out.reserve(catalog.size());
   for (const auto& t : catalog.tensors()) {
     const Tensor& x = t.tensor;
+    if (x.is_sparse()) {  // no dense storage; its parts stay as they are
+      out.push_back(t);
+      continue;
+    }
     out.push_back({t.name, Tensor(x.dtype(), x.shape(), x.strides(), x.storage_offset(),
                                   replaced[x.storage().get()])
                                .with_quantization(x.quantization())});

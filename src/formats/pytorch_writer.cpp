@@ -254,6 +254,41 @@ void quantized_tensor(Pickler& p, const Tensor& t, const Record& r,
   p.op(kReduce);
 }
 
+// torch._utils._rebuild_sparse_tensor(layout, (indices, values, size)) for
+// COO and _rebuild_sparse_csr_tensor(layout, (crow, col, values, size)) for
+// CSR, as torch 1.13 writes them, the layout as
+// torch.serialization._get_layout('torch.sparse_coo'). CSC, BSR and BSC
+// (which 1.13 cannot save) go through _rebuild_sparse_tensor as torch 2.x
+// writes them.
+void sparse_tensor(Pickler& p, const Tensor& t, const std::vector<Record>& records,
+                   const std::unordered_map<const Storage*, std::size_t>& record_of) {
+  const SparseParts& sp = *t.sparse();
+  auto part = [&](const Tensor& x) {
+    plain_tensor(p, x, records[record_of.at(x.storage().get())]);
+  };
+  p.global("torch._utils", sp.layout == SparseParts::Layout::csr ? "_rebuild_sparse_csr_tensor"
+                                                                 : "_rebuild_sparse_tensor");
+  p.global("torch.serialization", "_get_layout");
+  p.str("torch." + std::string(SparseParts::layout_name(sp.layout)));
+  p.op(kTuple1);
+  p.op(kReduce);
+  p.op(kMark);
+  if (sp.layout == SparseParts::Layout::coo) {
+    part(sp.indices);
+  } else {
+    part(sp.compressed_indices);
+    part(sp.plain_indices);
+  }
+  part(sp.values);
+  p.global("torch", "Size");
+  p.int_tuple(sp.size);
+  p.op(kTuple1);
+  p.op(kReduce);
+  p.op(kTuple);
+  p.op(kTuple2);
+  p.op(kReduce);
+}
+
 }  // namespace
 
 std::uint64_t pytorch_data_bytes(const std::vector<NamedTensor>& tensors) {
@@ -263,6 +298,13 @@ std::uint64_t pytorch_data_bytes(const std::vector<NamedTensor>& tensors) {
     if (t.defined() && seen.emplace(t.storage().get(), true).second) n += t.storage()->nbytes();
   };
   for (const auto& t : tensors) {
+    if (t.tensor.is_sparse()) {  // its parts are the records
+      const SparseParts& sp = *t.tensor.sparse();
+      for (const Tensor* part :
+           {&sp.indices, &sp.compressed_indices, &sp.plain_indices, &sp.values})
+        add(*part);
+      continue;
+    }
     add(t.tensor);
     if (t.tensor.is_quantized()) {  // per-channel scales and zero points are records too
       add(t.tensor.quantization()->scales);
@@ -292,6 +334,14 @@ void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStrea
     if (!t.defined())
       throw Error(ErrorCode::invalid_argument, "undefined tensor", name, std::nullopt, where);
     check_name(name, "a pickle");
+    if (t.is_sparse()) {  // no storage of its own: its parts are records
+      const SparseParts& sp = *t.sparse();
+      for (const Tensor* part :
+           {&sp.indices, &sp.compressed_indices, &sp.plain_indices, &sp.values})
+        if (part->defined()) record_for(*part);
+      tensor_record[i] = SIZE_MAX;
+      continue;
+    }
     tensor_record[i] = record_for(t);
     if (t.is_quantized()) {
       records[tensor_record[i]].quantized = true;
@@ -302,6 +352,7 @@ void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStrea
     }
   }
   for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (tensor_record[i] == SIZE_MAX) continue;  // sparse
     const Record& r = records[tensor_record[i]];
     if (r.quantized && (!tensors[i].tensor.is_quantized() || !r.typed))
       throw Error(ErrorCode::invalid_argument,
@@ -321,7 +372,9 @@ void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStrea
     for (std::size_t i = start; i < std::min(tensors.size(), start + kBatch); ++i) {
       const auto& [name, t] = tensors[i];
       p.str(name);
-      if (t.is_quantized())
+      if (t.is_sparse())
+        sparse_tensor(p, t, records, record_of);
+      else if (t.is_quantized())
         quantized_tensor(p, t, records[tensor_record[i]], records, record_of);
       else
         plain_tensor(p, t, records[tensor_record[i]]);

@@ -11,6 +11,7 @@ target_sources(torchport_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/pytorch_zip.cpp
   ${CMAKE_CURRENT_LIST_DIR}/safetensors.cpp
   ${CMAKE_CURRENT_LIST_DIR}/scan.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sparse.cpp
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_writer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/save.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sharded.cpp

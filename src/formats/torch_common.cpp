@@ -7,6 +7,7 @@
 
 #include "numpy.hpp"
 #include "quantized.hpp"
+#include "sparse.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
 
@@ -179,6 +180,8 @@ std::optional<Tensor> tensor_of_call(const Global& g, const Value& args, Inner&&
   }
   if (utils && g.name == "_rebuild_qtensor")
     return quantized::rebuild(args, [&](const Value& v) -> Value { return inner(v); });
+  if (utils && (g.name == "_rebuild_sparse_tensor" || g.name == "_rebuild_sparse_csr_tensor"))
+    return sparse::rebuild(args, [&](const Value& v) -> Value { return inner(v); });
   if (utils && g.name.starts_with("_rebuild_"))
     throw Error(ErrorCode::unsupported, g.qualified() + " (sparse, quantized, meta and nested tensors are not read)");
   return std::nullopt;

@@ -54,6 +54,16 @@ constexpr std::string_view kAllowedExact[] = {
     "torch.qint8",
     "torch.quint8",
     "torch.qint32",
+    // sparse tensors: their rebuild calls and layouts (_get_layout only maps a
+    // layout's name to the layout object)
+    "torch._utils._rebuild_sparse_tensor",
+    "torch._utils._rebuild_sparse_csr_tensor",
+    "torch.serialization._get_layout",
+    "torch.sparse_coo",
+    "torch.sparse_csr",
+    "torch.sparse_csc",
+    "torch.sparse_bsr",
+    "torch.sparse_bsc",
 };
 
 // Modules whose every member can reach the OS, the interpreter or another

@@ -293,6 +293,7 @@ void Loader::tensor(const Value* node, const std::string& path, Tensor& field) {
     return;
   }
   if (trial_) return;
+  if (t.is_sparse()) t = t.to_dense();  // the field is dense: its values are unambiguous
   if (t.is_quantized()) {
     if (!settings_.dequantize)
       throw Error(ErrorCode::dtype_mismatch,

@@ -27,6 +27,12 @@ void convert(const std::string& args, int want_rc = 0, std::string* out = nullpt
   if (out) *out = o;
 }
 
+std::string tool_output(const std::string& args) {
+  std::string o;
+  EXPECT_EQ(run_command(std::string(TORCHPORT_TOOL) + " " + args, &o), 0) << args << "\n" << o;
+  return o;
+}
+
 void python_check(const fs::path& script, const fs::path& out, const fs::path& ref) {
   std::string o;
   EXPECT_EQ(
@@ -89,6 +95,19 @@ TEST(InteropSpecial, QuantizedToSafetensorsNeedsAnOption) {
       << o;
 }
 
+TEST(InteropSpecial, SparseRoundTripThroughPt) {
+  const fs::path dir = torchport::test::temp_dir("interop_sparse");
+  const fs::path in = fixture("sparse/sparse.pt");
+  convert(q(in) + " " + q(dir / "out.pt"));
+  python_check(fixture("sparse/make_sparse_fixtures.py"), dir / "out.pt", in);
+  std::string out;
+  convert(q(in) + " " + q(dir / "a.safetensors"), 2, &out);
+  EXPECT_NE(out.find("--densify"), std::string::npos) << out;
+  convert(q(in) + " " + q(dir / "a.safetensors") + " --densify");
+  const std::string d = tool_output("inspect " + q(in));
+  EXPECT_NE(d.find("F32 coo"), std::string::npos) << d;
+}
+
 TEST(InteropSpecial, NumpyArraysToPt) {
   const fs::path dir = torchport::test::temp_dir("interop_numpy");
   for (const char* name :
@@ -99,6 +118,45 @@ TEST(InteropSpecial, NumpyArraysToPt) {
     python_check(fixture("numpy/make_numpy_fixtures.py"), dir / (std::string(name) + ".out.pt"),
                  in);
   }
+}
+
+std::string tool(const std::string& args, int want_rc = 0) {
+  std::string o;
+  EXPECT_EQ(run_command(std::string(TORCHPORT_TOOL) + " " + args, &o), want_rc) << args << "\n"
+                                                                                << o;
+  return o;
+}
+
+TEST(InteropSpecial, InspectAndDiffShowThem) {
+  const std::string qt = q(fixture("quantized/quantized.pt"));
+  EXPECT_NE(tool("inspect " + qt).find("pc_quint8_axis1  quint8"), std::string::npos);
+  const std::string js = tool("inspect --json " + qt);
+  EXPECT_NE(js.find("\"scheme\": \"per_channel_affine\""), std::string::npos) << js;
+  EXPECT_NE(js.find("\"zero_point\": 3"), std::string::npos) << js;
+  const std::string np = tool("inspect --json " + q(fixture("numpy/training_numpy.pt")));
+  EXPECT_NE(np.find("\"best_acc\": 0.93"), std::string::npos) << np;
+  EXPECT_NE(np.find("\"name\": \"arr\""), std::string::npos) << np;
+  // Same integers, different scale: diff compares real values.
+  const fs::path dir = torchport::test::temp_dir("interop_diff");
+  std::string o;
+  ASSERT_EQ(
+      run_command(kPython + " -W ignore -c \"import torch; x=torch.load('" +
+                      fixture("quantized/quantized.pt").string() +
+                      "'); s={k: v for k, v in x.items() if k != 'pt_transposed'}; "
+                      "torch.save(s, '" +
+                      (dir / "a.pt").string() +
+                      "'); s['pt_qint8'] = "
+                      "torch._make_per_tensor_quantized_tensor(s['pt_qint8'].int_repr(), 0.5, 3); "
+                      "torch.save(s, '" +
+                      (dir / "b.pt").string() + "')\"",
+                  &o),
+      0)
+      << o;
+  tool("diff " + q(dir / "a.pt") + " " + q(dir / "a.pt"));
+  const std::string d = tool("diff " + q(dir / "a.pt") + " " + q(dir / "b.pt"), 1);
+  EXPECT_NE(d.find("pt_qint8"), std::string::npos) << d;
+  tool("diff " + q(fixture("numpy/training_numpy.pt")) + " " +
+       q(fixture("numpy/training_numpy_legacy.pt")));
 }
 
 }  // namespace

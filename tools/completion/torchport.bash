@@ -19,7 +19,7 @@ _torchport() {
   case $sub in
     inspect) opts="--json --tree --depth --top-level-key --help" ;;
     load) opts="--mmap --help" ;;
-    convert) opts="--format --dtype --top-level-key --remap --include --exclude --max-shard-size --dequantize --keep-quantized --help" ;;
+    convert) opts="--format --dtype --top-level-key --remap --include --exclude --max-shard-size --dequantize --keep-quantized --densify --help" ;;
     diff) opts="--atol --rtol --json --help" ;;
     scan) opts="--json --strict --help" ;;
   esac

@@ -1,6 +1,6 @@
 // torchport convert IN OUT [--format F] [--dtype D] [--top-level-key K]
 //   [--remap PATTERN REPLACEMENT]... [--include RE]... [--exclude RE]...
-//   [--max-shard-size S] [--dequantize | --keep-quantized]
+//   [--max-shard-size S] [--dequantize | --keep-quantized] [--densify]
 
 #include <chrono>
 #include <memory>
@@ -12,6 +12,7 @@
 #include "format.hpp"
 #include "progress.hpp"
 #include "torchport/core/error.hpp"
+#include "torchport/formats/densify.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/formats/quantize.hpp"
 #include "torchport/formats/save.hpp"
@@ -36,6 +37,7 @@ struct ConvertArgs {
   std::string max_shard_size;
   bool dequantize = false;
   bool keep_quantized = false;
+  bool densify = false;
 };
 
 int run_convert(const ConvertArgs& a) {
@@ -83,6 +85,10 @@ int run_convert(const ConvertArgs& a) {
   // The opened catalogue is a temporary: once transformed, only the result
   // holds the tensors, and save() releases each as it is written.
   TensorCatalog cat = transform(open(a.in), t);
+  if (a.densify)
+    cat = densify_tensors(cat);
+  else if (format != SaveFormat::pytorch)
+    refuse_sparse(cat, format ? "safetensors" : "a torchport record");
   if (a.dequantize)
     cat = dequantize_tensors(cat);
   else if (a.keep_quantized)
@@ -149,6 +155,8 @@ Command add_convert(CLI::App& app) {
       "--keep-quantized", args->keep_quantized,
       "Write quantized tensors as their integers plus NAME.q_scale/.q_zero_point (per channel: "
       ".q_per_channel_scales/_zero_points/_axis) tensors");
+  sub->add_flag("--densify", args->densify,
+                "Write sparse tensors dense (safetensors and records have no sparse layout)");
   sub->footer(
       "Filters match the names after --top-level-key, before --remap.\n"
       "Examples:\n"

@@ -106,11 +106,12 @@ int run_diff(const DiffArgs& args) {
   std::vector<std::string> only_a, only_b;
   std::vector<TensorDiff> diffs;
   // Quantized tensors compare by their real values (dequantize()): a
-  // changed scale is a difference. A deque keeps the pointers stable.
+  // changed scale is a difference; sparse ones by to_dense(). A deque
+  // keeps the pointers stable.
   std::deque<Tensor> real;
   auto values = [&real](const Tensor& t) -> const Tensor* {
-    if (!t.is_quantized()) return &t;
-    real.push_back(t.dequantize());
+    if (!t.is_quantized() && !t.is_sparse()) return &t;
+    real.push_back(t.is_sparse() ? t.to_dense() : t.dequantize());
     return &real.back();
   };
   for (const auto& [name, t] : ca.tensors()) {

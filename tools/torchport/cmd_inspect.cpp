@@ -113,6 +113,9 @@ void print_tree(const TensorCatalog& cat, int max_depth) {
 // The dtype column: torch's quantized dtype ("qint8") for a quantized
 // tensor, whose elements are that dtype's integers.
 std::string dtype_label(const Tensor& t) {
+  if (t.is_sparse())
+    return std::string(dtype_name(t.dtype())) + " " +
+           std::string(SparseParts::layout_name(t.sparse()->layout)).substr(7);  // "F32 coo"
   return t.is_quantized() ? std::string(Quantization::qdtype_name(t.dtype()))
                           : std::string(dtype_name(t.dtype()));
 }
@@ -144,6 +147,10 @@ int run_inspect(const InspectArgs& a) {
       list.push_back({{"name", name}, {"dtype", std::string(dtype_name(t.dtype()))},
                       {"shape", t.shape()}, {"bytes", t.nbytes()}});
       if (t.is_quantized()) list.back()["quantized"] = quantizer_json(t);
+      if (t.is_sparse())
+        list.back()["sparse"] = {
+            {"layout", SparseParts::layout_name(t.sparse()->layout)},
+            {"nnz", t.sparse()->values.dim() ? t.sparse()->values.size(0) : 0}};
     }
     const Value values = cat.values();
     out["values"] = nlohmann::ordered_json::parse(to_json(values.is_none() ? Value::dict() : values));

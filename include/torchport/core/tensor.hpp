@@ -66,6 +66,7 @@ Shape contiguous_strides(std::span<const std::int64_t> shape);
 std::string shape_to_string(std::span<const std::int64_t> shape);
 
 struct Quantization;  // defined after Tensor
+struct SparseParts;   // defined after Tensor
 
 /// A typed, strided view of a `Storage` (torch's tensor without autograd).
 ///
@@ -213,6 +214,25 @@ class Tensor {
   /// \throws Error(invalid_argument) when the tensor is not quantized.
   Tensor dequantize() const;
   ///@}
+
+  /// \name Sparse tensors
+  /// A sparse tensor (COO, CSR, CSC, BSR, BSC) has the dtype of its values
+  /// and the dense shape, and no dense storage: its index and value tensors
+  /// are `sparse()`, its elements `to_dense()`. Reading its bytes (`bytes()`,
+  /// `contiguous()`, `to()`, ...) is an Error(unsupported) naming `to_dense()`.
+  ///@{
+  /// The parts of a sparse tensor, or null for a dense one.
+  const std::shared_ptr<const SparseParts>& sparse() const noexcept { return sparse_; }
+  /// True when `sparse()` is set.
+  bool is_sparse() const noexcept { return sparse_ != nullptr; }
+  /// The sparse tensor of `parts` (checked when `to_dense()` reads them).
+  /// \throws Error(invalid_argument) when `parts` has no values.
+  static Tensor sparse_tensor(std::shared_ptr<const SparseParts> parts);
+  /// The dense tensor, contiguous and owned, as torch's `to_dense()` (COO
+  /// duplicates are summed); a dense tensor returns itself.
+  /// \throws Error(corrupt) when indices and values do not fit the shape.
+  Tensor to_dense() const;
+  ///@}
   /// "F32[3, 4]".
   std::string description() const;
 
@@ -227,6 +247,7 @@ class Tensor {
   std::int64_t numel_ = 0;
   std::shared_ptr<Storage> storage_;
   std::shared_ptr<const Quantization> quant_;
+  std::shared_ptr<const SparseParts> sparse_;
 };
 
 /// torch's affine quantizers (`Tensor::quantization()`).
@@ -248,6 +269,21 @@ struct Quantization {
   static std::string_view qdtype_name(DType int_dtype) noexcept;
   /// "per_tensor_affine", "per_channel_affine", "per_channel_affine_float_qparams".
   static std::string_view scheme_name(Scheme s) noexcept;
+};
+
+/// The parts torch saves of a sparse tensor (`Tensor::sparse()`).
+struct SparseParts {
+  /// torch.layout.
+  enum class Layout { coo, csr, csc, bsr, bsc };
+  Layout layout = Layout::coo;  ///< which layout
+  Shape size;                   ///< the dense shape
+  Tensor indices;               ///< COO: I64 [sparse_dim, nnz]
+  Tensor compressed_indices;    ///< CSR/BSR: crow_indices; CSC/BSC: ccol_indices
+  Tensor plain_indices;         ///< CSR/BSR: col_indices; CSC/BSC: row_indices
+  /// COO: [nnz, dense dims...]; CSR/CSC: [nnz]; BSR/BSC: [nnz, block rows, block columns].
+  Tensor values;
+  /// torch's name: "sparse_coo", "sparse_csr", ...
+  static std::string_view layout_name(Layout l) noexcept;
 };
 
 template <class T>
