@@ -200,6 +200,7 @@ class Tensor {
   /// make new views or copies (`to`, `clone`, `reshape`, ...) give the
   /// plain integer representation.
   ///@{
+
   /// The quantizer, or null for a tensor that is not quantized.
   const std::shared_ptr<const Quantization>& quantization() const noexcept { return quant_; }
   /// True when `quantization()` is set.
@@ -221,6 +222,7 @@ class Tensor {
   /// are `sparse()`, its elements `to_dense()`. Reading its bytes (`bytes()`,
   /// `contiguous()`, `to()`, ...) is an Error(unsupported) naming `to_dense()`.
   ///@{
+
   /// The parts of a sparse tensor, or null for a dense one.
   const std::shared_ptr<const SparseParts>& sparse() const noexcept { return sparse_; }
   /// True when `sparse()` is set.
