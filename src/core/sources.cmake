@@ -5,6 +5,8 @@ target_sources(torchport_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/error.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hash.cpp
   ${CMAKE_CURRENT_LIST_DIR}/parallel_copy.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/quantization.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sparse.cpp
   ${CMAKE_CURRENT_LIST_DIR}/storage.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor.cpp
   ${CMAKE_CURRENT_LIST_DIR}/value.cpp

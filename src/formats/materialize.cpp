@@ -16,7 +16,7 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence,
   std::vector<const std::shared_ptr<Storage>*> order;
   std::unordered_map<const Storage*, std::shared_ptr<Storage>> replaced;
   for (const auto& t : catalog.tensors())
-    if (replaced.emplace(t.tensor.storage().get(), nullptr).second)
+    if (!t.tensor.is_sparse() && replaced.emplace(t.tensor.storage().get(), nullptr).second)
       order.push_back(&t.tensor.storage());
 
   constexpr std::uint64_t kAlign = 64;
@@ -55,8 +55,13 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence,
   out.reserve(catalog.size());
   for (const auto& t : catalog.tensors()) {
     const Tensor& x = t.tensor;
+    if (x.is_sparse()) {  // no dense storage; its parts stay as they are
+      out.push_back(t);
+      continue;
+    }
     out.push_back({t.name, Tensor(x.dtype(), x.shape(), x.strides(), x.storage_offset(),
-                                  replaced[x.storage().get()])});
+                                  replaced[x.storage().get()])
+                               .with_quantization(x.quantization())});
   }
   return TensorCatalog::from_tensors(catalog.format(), std::move(out), catalog.metadata());
 } catch (...) {

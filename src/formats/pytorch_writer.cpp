@@ -15,6 +15,7 @@
 // OrderedDict(), dtype) with ('storage', torch.UntypedStorage, key, 'cpu',
 // nbytes); we do the same (torch/_tensor.py `_reduce_ex_internal`).
 
+#include <cstring>
 #include <unordered_map>
 
 #include "torchport/core/error.hpp"
@@ -45,6 +46,7 @@ constexpr char kBinInt = 'J';
 constexpr char kLong1 = '\x8a';
 constexpr char kBinUnicode = 'X';
 constexpr char kNewFalse = '\x89';
+constexpr char kBinFloat = 'G';
 constexpr char kSetItems = 'u';
 constexpr char kStop = '.';
 
@@ -100,6 +102,14 @@ class Pickler {
     }
   }
 
+  // BINFLOAT: an IEEE double, big-endian.
+  void real(double d) {
+    op(kBinFloat);
+    std::uint64_t bits;
+    std::memcpy(&bits, &d, 8);
+    for (int i = 7; i >= 0; --i) out_.push_back(static_cast<char>((bits >> (8 * i)) & 0xFF));
+  }
+
   void str(std::string_view s) {
     op(kBinUnicode);
     le(s.size(), 4);
@@ -152,6 +162,7 @@ struct Record {
   std::string key;
   DType dtype = DType::U8;  // the storage's element type
   bool typed = true;        // a legacy typed storage class exists and fits
+  bool quantized = false;   // viewed by quantized tensors: QInt8Storage, ...
 };
 
 // The legacy typed storage class torch pickles for `d`, or "" for the dtypes
@@ -170,14 +181,136 @@ std::string archive_name(const std::filesystem::path& target) {
   return name.empty() ? "archive" : name;
 }
 
+// torch._utils._rebuild_tensor_v2(storage, offset, size, stride, False,
+// OrderedDict()), or _v3(..., dtype) over an untyped storage.
+void plain_tensor(Pickler& p, const Tensor& t, const Record& r) {
+  p.global("torch._utils", r.typed ? "_rebuild_tensor_v2" : "_rebuild_tensor_v3");
+  p.op(kMark);
+  // The persistent id: ('storage', class, key, 'cpu', numel).
+  p.op(kMark);
+  p.str("storage");
+  if (r.typed) {
+    p.global("torch", std::string(legacy_storage_class(r.dtype)));
+    p.str(r.key);
+    p.str("cpu");
+    p.integer(static_cast<std::int64_t>(r.storage->nbytes() / dtype_size(r.dtype)));
+  } else {
+    p.global("torch", "UntypedStorage");
+    p.str(r.key);
+    p.str("cpu");
+    p.integer(static_cast<std::int64_t>(r.storage->nbytes()));
+  }
+  p.op(kTuple);
+  p.op(kBinPersId);
+  p.integer(t.storage_offset());
+  p.int_tuple(t.shape());
+  p.int_tuple(t.strides());
+  p.op(kNewFalse);   // requires_grad
+  p.ordered_dict();  // backward hooks
+  if (!r.typed) p.global("torch", std::string(dtype_torch_name(t.dtype())));
+  p.op(kTuple);
+  p.op(kReduce);
+}
+
+// torch._utils._rebuild_qtensor(storage, offset, size, stride,
+// quantizer_params, False, OrderedDict()) over a QInt8Storage (QUInt8,
+// QInt32), as torch/_tensor.py `_reduce_ex_internal` writes it.
+void quantized_tensor(Pickler& p, const Tensor& t, const Record& r,
+                      const std::vector<Record>& records,
+                      const std::unordered_map<const Storage*, std::size_t>& record_of) {
+  const Quantization& q = *t.quantization();
+  p.global("torch._utils", "_rebuild_qtensor");
+  p.op(kMark);
+  p.op(kMark);
+  p.str("storage");
+  const std::string_view qd = Quantization::qdtype_name(r.dtype);
+  p.global("torch", qd == "qint8"    ? "QInt8Storage"
+                    : qd == "quint8" ? "QUInt8Storage"
+                                     : "QInt32Storage");
+  p.str(r.key);
+  p.str("cpu");
+  p.integer(static_cast<std::int64_t>(r.storage->nbytes() / dtype_size(r.dtype)));
+  p.op(kTuple);
+  p.op(kBinPersId);
+  p.integer(t.storage_offset());
+  p.int_tuple(t.shape());
+  p.int_tuple(t.strides());
+  if (q.scheme == Quantization::Scheme::per_tensor_affine) {
+    p.global("torch", "per_tensor_affine");
+    p.real(q.scale);
+    p.integer(q.zero_point);
+    p.op(kTuple3);
+  } else {
+    p.op(kMark);
+    p.global("torch", std::string(Quantization::scheme_name(q.scheme)));
+    plain_tensor(p, q.scales, records[record_of.at(q.scales.storage().get())]);
+    plain_tensor(p, q.zero_points, records[record_of.at(q.zero_points.storage().get())]);
+    p.integer(q.axis);
+    p.op(kTuple);
+  }
+  p.op(kNewFalse);   // requires_grad
+  p.ordered_dict();  // backward hooks
+  p.op(kTuple);
+  p.op(kReduce);
+}
+
+// torch._utils._rebuild_sparse_tensor(layout, (indices, values, size)) for
+// COO and _rebuild_sparse_csr_tensor(layout, (crow, col, values, size)) for
+// CSR, as torch 1.13 writes them, the layout as
+// torch.serialization._get_layout('torch.sparse_coo'). CSC, BSR and BSC
+// (which 1.13 cannot save) go through _rebuild_sparse_tensor as torch 2.x
+// writes them.
+void sparse_tensor(Pickler& p, const Tensor& t, const std::vector<Record>& records,
+                   const std::unordered_map<const Storage*, std::size_t>& record_of) {
+  const SparseParts& sp = *t.sparse();
+  auto part = [&](const Tensor& x) {
+    plain_tensor(p, x, records[record_of.at(x.storage().get())]);
+  };
+  p.global("torch._utils", sp.layout == SparseParts::Layout::csr ? "_rebuild_sparse_csr_tensor"
+                                                                 : "_rebuild_sparse_tensor");
+  p.global("torch.serialization", "_get_layout");
+  p.str("torch." + std::string(SparseParts::layout_name(sp.layout)));
+  p.op(kTuple1);
+  p.op(kReduce);
+  p.op(kMark);
+  if (sp.layout == SparseParts::Layout::coo) {
+    part(sp.indices);
+  } else {
+    part(sp.compressed_indices);
+    part(sp.plain_indices);
+  }
+  part(sp.values);
+  p.global("torch", "Size");
+  p.int_tuple(sp.size);
+  p.op(kTuple1);
+  p.op(kReduce);
+  p.op(kTuple);
+  p.op(kTuple2);
+  p.op(kReduce);
+}
+
 }  // namespace
 
 std::uint64_t pytorch_data_bytes(const std::vector<NamedTensor>& tensors) {
   std::unordered_map<const Storage*, bool> seen;
   std::uint64_t n = 0;
-  for (const auto& t : tensors)
-    if (t.tensor.defined() && seen.emplace(t.tensor.storage().get(), true).second)
-      n += t.tensor.storage()->nbytes();
+  auto add = [&](const Tensor& t) {
+    if (t.defined() && seen.emplace(t.storage().get(), true).second) n += t.storage()->nbytes();
+  };
+  for (const auto& t : tensors) {
+    if (t.tensor.is_sparse()) {  // its parts are the records
+      const SparseParts& sp = *t.tensor.sparse();
+      for (const Tensor* part :
+           {&sp.indices, &sp.compressed_indices, &sp.plain_indices, &sp.values})
+        add(*part);
+      continue;
+    }
+    add(t.tensor);
+    if (t.tensor.is_quantized()) {  // per-channel scales and zero points are records too
+      add(t.tensor.quantization()->scales);
+      add(t.tensor.quantization()->zero_points);
+    }
+  }
   return n;
 }
 
@@ -187,17 +320,45 @@ void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStrea
   std::vector<Record> records;
   std::unordered_map<const Storage*, std::size_t> record_of;
   std::vector<std::size_t> tensor_record(tensors.size());
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const auto& [name, t] = tensors[i];
-    if (!t.defined()) throw Error(ErrorCode::invalid_argument, "undefined tensor", name, std::nullopt, where);
-    check_name(name, "a pickle");
+  auto record_for = [&](const Tensor& t) {
     auto [it, fresh] = record_of.emplace(t.storage().get(), records.size());
     if (fresh) records.push_back({t.storage(), std::to_string(records.size()), t.dtype(), true});
     Record& r = records[it->second];
     // torch refuses to save one storage under two dtypes; we fall back to
     // an untyped storage that each view reinterprets (v3 rebuild).
     if (r.dtype != t.dtype()) r.typed = false;
-    tensor_record[i] = it->second;
+    return it->second;
+  };
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
+    if (!t.defined())
+      throw Error(ErrorCode::invalid_argument, "undefined tensor", name, std::nullopt, where);
+    check_name(name, "a pickle");
+    if (t.is_sparse()) {  // no storage of its own: its parts are records
+      const SparseParts& sp = *t.sparse();
+      for (const Tensor* part :
+           {&sp.indices, &sp.compressed_indices, &sp.plain_indices, &sp.values})
+        if (part->defined()) record_for(*part);
+      tensor_record[i] = SIZE_MAX;
+      continue;
+    }
+    tensor_record[i] = record_for(t);
+    if (t.is_quantized()) {
+      records[tensor_record[i]].quantized = true;
+      if (t.quantization()->scheme != Quantization::Scheme::per_tensor_affine) {
+        record_for(t.quantization()->scales);
+        record_for(t.quantization()->zero_points);
+      }
+    }
+  }
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (tensor_record[i] == SIZE_MAX) continue;  // sparse
+    const Record& r = records[tensor_record[i]];
+    if (r.quantized && (!tensors[i].tensor.is_quantized() || !r.typed))
+      throw Error(ErrorCode::invalid_argument,
+                  "a quantized tensor shares its storage with a tensor that is not quantized "
+                  "(or of another dtype); torch cannot save that",
+                  tensors[i].name, std::nullopt, where);
   }
   for (Record& r : records)
     r.typed = r.typed && !legacy_storage_class(r.dtype).empty() &&
@@ -210,34 +371,13 @@ void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStrea
     p.op(kMark);
     for (std::size_t i = start; i < std::min(tensors.size(), start + kBatch); ++i) {
       const auto& [name, t] = tensors[i];
-      const Record& r = records[tensor_record[i]];
       p.str(name);
-      p.global("torch._utils", r.typed ? "_rebuild_tensor_v2" : "_rebuild_tensor_v3");
-      p.op(kMark);
-      // The persistent id: ('storage', class, key, 'cpu', numel).
-      p.op(kMark);
-      p.str("storage");
-      if (r.typed) {
-        p.global("torch", std::string(legacy_storage_class(r.dtype)));
-        p.str(r.key);
-        p.str("cpu");
-        p.integer(static_cast<std::int64_t>(r.storage->nbytes() / dtype_size(r.dtype)));
-      } else {
-        p.global("torch", "UntypedStorage");
-        p.str(r.key);
-        p.str("cpu");
-        p.integer(static_cast<std::int64_t>(r.storage->nbytes()));
-      }
-      p.op(kTuple);
-      p.op(kBinPersId);
-      p.integer(t.storage_offset());
-      p.int_tuple(t.shape());
-      p.int_tuple(t.strides());
-      p.op(kNewFalse);  // requires_grad
-      p.ordered_dict();  // backward hooks
-      if (!r.typed) p.global("torch", std::string(dtype_torch_name(t.dtype())));
-      p.op(kTuple);
-      p.op(kReduce);
+      if (t.is_sparse())
+        sparse_tensor(p, t, records, record_of);
+      else if (t.is_quantized())
+        quantized_tensor(p, t, records[tensor_record[i]], records, record_of);
+      else
+        plain_tensor(p, t, records[tensor_record[i]]);
     }
     p.op(kSetItems);
   }

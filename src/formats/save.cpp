@@ -15,6 +15,8 @@
 #include "materialize_limit.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
+#include "torchport/formats/densify.hpp"
+#include "torchport/formats/quantize.hpp"
 #include "torchport/formats/save.hpp"
 #include "writers.hpp"
 
@@ -132,6 +134,8 @@ SaveResult save(TensorCatalog catalog, const fs::path& path, SaveFormat format,
                 const SaveOptions& options) try {
   // Take the tensors out and drop the catalogue (its root holds them too),
   // so each tensor dies as soon as the writer is done with it.
+  if (format == SaveFormat::safetensors) refuse_quantized(catalog, "safetensors");
+  if (format == SaveFormat::safetensors) refuse_sparse(catalog, "safetensors");
   std::vector<NamedTensor> tensors = catalog.tensors();
   const std::map<std::string, std::string> metadata = catalog.metadata();
   catalog = TensorCatalog();

@@ -2,12 +2,15 @@
 target_sources(torchport_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/catalog.cpp
   ${CMAKE_CURRENT_LIST_DIR}/materialize.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/numpy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pytorch_legacy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pytorch_tar.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pytorch_writer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/quantized.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pytorch_zip.cpp
   ${CMAKE_CURRENT_LIST_DIR}/safetensors.cpp
   ${CMAKE_CURRENT_LIST_DIR}/scan.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sparse.cpp
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_writer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/save.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sharded.cpp

@@ -8,6 +8,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "numpy.hpp"
+#include "quantized.hpp"
+#include "sparse.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
 
@@ -23,6 +26,7 @@ DType storage_class_dtype(const Value& storage_type) {
   if (g.module == "torch" || g.module == "torch.cuda") {
     if (g.name == "UntypedStorage") return DType::U8;
     if (auto d = dtype_from_storage_class(g.name)) return *d;
+    if (auto d = quantized::storage_dtype(g.name)) return *d;  // a quantized tensor's integers
   }
   throw Error(ErrorCode::unsupported, "storage class " + g.qualified() +
                                           " (quantized and other special storages are not read)");
@@ -412,6 +416,10 @@ std::optional<Tensor> tensor_of_call(const Global& g, const Value& args, Inner&&
       throw Error(ErrorCode::corrupt, "_get_layout(" + n.repr(2) + "): not a layout torch has");
     return std::nullopt;
   }
+  if (utils && g.name == "_rebuild_qtensor")
+    return quantized::rebuild(args, [&](const Value& v) -> Value { return inner(v); });
+  if (utils && (g.name == "_rebuild_sparse_tensor" || g.name == "_rebuild_sparse_csr_tensor"))
+    return sparse::rebuild(args, [&](const Value& v) -> Value { return inner(v); });
   if (utils && g.name.starts_with("_rebuild_"))
     throw Error(ErrorCode::unsupported, not_read(g, args));
   return std::nullopt;
@@ -507,6 +515,7 @@ class Rebuilder {
       case Value::Kind::Object: {
         const Object& o = v.as_object();
         if (auto t = tensor_call(o, path)) return Value::tensor(*t);
+        if (auto n = numpy_value(o, path)) return *n;
         Value out = Value::object(o.cls, walk(o.args, path));
         if (!o.state.is_none()) out.set_state(walk(o.state, path));
         return out;
@@ -529,6 +538,15 @@ class Rebuilder {
       throw Error(e.code(), e.message(), e.key().empty() ? path : e.key(),
                   e.offset() ? e.offset() : std::optional<std::uint64_t>(o.offset),
                   e.where().empty() ? where_ : e.where());
+    }
+  }
+
+  // numpy arrays (tensors) and scalars (numbers); see numpy.hpp.
+  std::optional<Value> numpy_value(const Object& o, const std::string& path) {
+    try {
+      return numpy::value_of(o);
+    } catch (const Error& e) {
+      throw Error(e.code(), e.message(), path, o.offset, where_);
     }
   }
 
@@ -612,7 +630,7 @@ Value run_torch_pickle(ByteReader& reader, const OpenOptions& options,
     throw;
   }
   check_globals(stats, options, reader.what());
-  return calls.failed ? rebuild_tensors(v, reader.what(), &storages) : v;
+  return calls.failed || numpy::referenced(stats) ? rebuild_tensors(v, reader.what(), &storages) : v;
 }
 
 void check_globals(const pickle::Stats& stats, const OpenOptions& options, std::string_view where) {

@@ -118,6 +118,26 @@ constexpr std::string_view kAllowedExact[] = {
     "torch.sparse.IntTensor",
     "torch.sparse.LongTensor",
     "torch.sparse.ShortTensor",
+    // numpy arrays, dtypes and scalars (read as data; numpy 1.x and 2.x spellings)
+    "numpy.ndarray",
+    "numpy.dtype",
+    "numpy.core.multiarray._reconstruct",
+    "numpy.core.multiarray.scalar",
+    "numpy.core.numeric._frombuffer",
+    "numpy._core.multiarray._reconstruct",
+    "numpy._core.multiarray.scalar",
+    "numpy._core.numeric._frombuffer",
+    // quantized tensors: their rebuild call, storages and quantizer schemes
+    "torch.qint8",
+    "torch.quint8",
+    "torch.qint32",
+    // sparse tensors: their rebuild calls and layouts (_get_layout only maps a
+    // layout's name to the layout object)
+    "torch.sparse_coo",
+    "torch.sparse_csr",
+    "torch.sparse_csc",
+    "torch.sparse_bsr",
+    "torch.sparse_bsc",
 };
 
 // Modules whose every member can reach the OS, the interpreter, the network,

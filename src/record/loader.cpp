@@ -296,6 +296,17 @@ void Loader::tensor(const Value* node, const std::string& path, Tensor& field) {
     return;
   }
   if (trial_) return;
+  if (t.is_sparse()) t = t.to_dense();  // the field is dense: its values are unambiguous
+  if (t.is_quantized()) {
+    if (!settings_.dequantize)
+      throw Error(ErrorCode::dtype_mismatch,
+                  "the file holds a quantized tensor (" +
+                      std::string(Quantization::qdtype_name(t.dtype())) + ", " +
+                      std::string(Quantization::scheme_name(t.quantization()->scheme)) +
+                      ") here; LoadArgs::dequantize() loads its real values",
+                  path);
+    t = t.dequantize();
+  }
   DType target;
   if (settings_.precision) target = precision_dtype(*settings_.precision, t.dtype());
   else if (field.defined()) target = field.dtype();
@@ -417,6 +428,7 @@ PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args) {
   LoadSettings settings;
   settings.precision = args.precision();
   settings.residence = args.residence();
+  settings.dequantize = args.dequantize();
   // Our records hold our layout, unless they were converted from a PyTorch
   // checkpoint without a module to adapt to (they then say so).
   const auto layout = catalog.metadata().find("torchport.layout");

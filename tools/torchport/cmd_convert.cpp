@@ -1,6 +1,6 @@
 // torchport convert IN OUT [--format F] [--dtype D] [--top-level-key K]
 //   [--remap PATTERN REPLACEMENT]... [--include RE]... [--exclude RE]...
-//   [--max-shard-size S] [--max-materialized-bytes S]
+//   [--max-shard-size S] [--max-materialized-bytes S] [--dequantize | --keep-quantized] [--densify]
 
 #include <chrono>
 #include <memory>
@@ -12,7 +12,9 @@
 #include "format.hpp"
 #include "progress.hpp"
 #include "torchport/core/error.hpp"
+#include "torchport/formats/densify.hpp"
 #include "torchport/formats/open.hpp"
+#include "torchport/formats/quantize.hpp"
 #include "torchport/formats/save.hpp"
 #include "torchport/formats/transform.hpp"
 #include "torchport/record/remap.hpp"
@@ -34,6 +36,9 @@ struct ConvertArgs {
   std::vector<std::string> excludes;
   std::string max_shard_size;
   std::string max_materialized_bytes;
+  bool dequantize = false;
+  bool keep_quantized = false;
+  bool densify = false;
 };
 
 int run_convert(const ConvertArgs& a) {
@@ -64,6 +69,8 @@ int run_convert(const ConvertArgs& a) {
     if (recorder && !a.max_shard_size.empty())
       throw Error(ErrorCode::invalid_argument,
                   "--max-shard-size applies to safetensors and PyTorch output only");
+    if (a.dequantize && a.keep_quantized)
+      throw Error(ErrorCode::invalid_argument, "--dequantize and --keep-quantized exclude each other");
     if (!a.dtype.empty()) {
       t.dtype = dtype_parse(a.dtype);
       if (!t.dtype)
@@ -88,6 +95,16 @@ int run_convert(const ConvertArgs& a) {
   // The opened catalogue is a temporary: once transformed, only the result
   // holds the tensors, and save() releases each as it is written.
   TensorCatalog cat = transform(open(a.in), t);
+  if (a.densify)
+    cat = densify_tensors(cat);
+  else if (format != SaveFormat::pytorch)
+    refuse_sparse(cat, format ? "safetensors" : "a torchport record");
+  if (a.dequantize)
+    cat = dequantize_tensors(cat);
+  else if (a.keep_quantized)
+    cat = split_quantized(cat);
+  else if (format != SaveFormat::pytorch)
+    refuse_quantized(cat, format ? "safetensors" : "a torchport record");
   const std::size_t count = cat.size();
   if (count == 0)
     fmt::print(
@@ -159,6 +176,14 @@ Command add_convert(CLI::App& app) {
   sub->add_option(
       "--max-shard-size", args->max_shard_size,
       "Write Hugging Face shards of at most this size (5GB, 500MB, 2GiB) plus an index");
+  sub->add_flag("--dequantize", args->dequantize,
+                "Write quantized tensors as their real values (F32, as torch's dequantize())");
+  sub->add_flag(
+      "--keep-quantized", args->keep_quantized,
+      "Write quantized tensors as their integers plus NAME.q_scale/.q_zero_point (per channel: "
+      ".q_per_channel_scales/_zero_points/_axis) tensors");
+  sub->add_flag("--densify", args->densify,
+                "Write sparse tensors dense (safetensors and records have no sparse layout)");
   sub->footer(
       "Filters match the names after --top-level-key, before --remap.\n"
       "Examples:\n"

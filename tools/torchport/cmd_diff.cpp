@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <memory>
 #include <unordered_set>
@@ -104,6 +105,15 @@ int run_diff(const DiffArgs& args) {
 
   std::vector<std::string> only_a, only_b;
   std::vector<TensorDiff> diffs;
+  // Quantized tensors compare by their real values (dequantize()): a
+  // changed scale is a difference; sparse ones by to_dense(). A deque
+  // keeps the pointers stable.
+  std::deque<Tensor> real;
+  auto values = [&real](const Tensor& t) -> const Tensor* {
+    if (!t.is_quantized() && !t.is_sparse()) return &t;
+    real.push_back(t.is_sparse() ? t.to_dense() : t.dequantize());
+    return &real.back();
+  };
   for (const auto& [name, t] : ca.tensors()) {
     const Tensor* other = cb.find(name);
     if (other == nullptr) {
@@ -112,8 +122,8 @@ int run_diff(const DiffArgs& args) {
     }
     TensorDiff d;
     d.name = name;
-    d.a = &t;
-    d.b = other;
+    d.a = values(t);
+    d.b = values(*other);
     d.comparable = t.shape() == other->shape() && is_complex(t.dtype()) == is_complex(other->dtype());
     diffs.push_back(std::move(d));
   }

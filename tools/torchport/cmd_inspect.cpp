@@ -209,6 +209,31 @@ int run_shard(const TensorCatalog& cat, const InspectArgs& a) {
   return 0;
 }
 
+// The dtype column: torch's quantized dtype ("qint8") for a quantized
+// tensor, whose elements are that dtype's integers.
+std::string dtype_label(const Tensor& t) {
+  if (t.is_sparse())
+    return std::string(dtype_name(t.dtype())) + " " +
+           std::string(SparseParts::layout_name(t.sparse()->layout)).substr(7);  // "F32 coo"
+  return t.is_quantized() ? std::string(Quantization::qdtype_name(t.dtype()))
+                          : std::string(dtype_name(t.dtype()));
+}
+
+// A quantized tensor's quantizer, for --json.
+nlohmann::ordered_json quantizer_json(const Tensor& t) {
+  const Quantization& q = *t.quantization();
+  nlohmann::ordered_json j = {{"qdtype", Quantization::qdtype_name(t.dtype())},
+                              {"scheme", Quantization::scheme_name(q.scheme)}};
+  if (q.scheme == Quantization::Scheme::per_tensor_affine) {
+    j["scale"] = q.scale;
+    j["zero_point"] = q.zero_point;
+  } else {
+    j["axis"] = q.axis;
+    j["channels"] = q.scales.numel();
+  }
+  return j;
+}
+
 int run_inspect(const InspectArgs& a) {
   TensorCatalog cat = open(a.file);
   if (!a.top_level_key.empty()) cat = cat.select(a.top_level_key);
@@ -222,11 +247,15 @@ int run_inspect(const InspectArgs& a) {
     nlohmann::ordered_json out;
     out["format"] = cat.format();
     auto& list = out["tensors"] = nlohmann::ordered_json::array();
-    for (const auto& [name, t] : cat.tensors())
-      list.push_back({{"name", name},
-                      {"dtype", std::string(dtype_name(t.dtype()))},
-                      {"shape", t.shape()},
-                      {"bytes", t.nbytes()}});
+    for (const auto& [name, t] : cat.tensors()) {
+      list.push_back({{"name", name}, {"dtype", std::string(dtype_name(t.dtype()))},
+                      {"shape", t.shape()}, {"bytes", t.nbytes()}});
+      if (t.is_quantized()) list.back()["quantized"] = quantizer_json(t);
+      if (t.is_sparse())
+        list.back()["sparse"] = {
+            {"layout", SparseParts::layout_name(t.sparse()->layout)},
+            {"nnz", t.sparse()->values.dim() ? t.sparse()->values.size(0) : 0}};
+    }
     const Value values = cat.values();
     out["values"] =
         nlohmann::ordered_json::parse(to_json(values.is_none() ? Value::dict() : values));
@@ -253,7 +282,7 @@ int run_inspect(const InspectArgs& a) {
     fmt::print("\n{:<{}}  {:<11}  {:<{}}  {:>12}\n", "name", wname, "dtype", "shape", wshape,
                "bytes");
     for (const auto& [name, t] : cat.tensors())
-      fmt::print("{:<{}}  {:<11}  {:<{}}  {:>12}\n", name, wname, dtype_name(t.dtype()),
+      fmt::print("{:<{}}  {:<11}  {:<{}}  {:>12}\n", name, wname, dtype_label(t),
                  shape_to_string(t.shape()), wshape, grouped(t.nbytes()));
   }
   const Value values = cat.values();

@@ -67,6 +67,9 @@ Shape contiguous_strides(std::span<const std::int64_t> shape);
 /// "[3, 4]".
 std::string shape_to_string(std::span<const std::int64_t> shape);
 
+struct Quantization;  // defined after Tensor
+struct SparseParts;   // defined after Tensor
+
 /// A typed, strided view of a `Storage` (torch's tensor without autograd).
 ///
 /// A `Tensor` is a small value: copying it copies the view, not the bytes; the
@@ -186,8 +189,54 @@ class Tensor {
   /// A view of `length` entries of dimension `d` starting at `start` (no copy).
   Tensor narrow(std::int64_t d, std::int64_t start, std::int64_t length) const;
 
-  /// Same dtype, same shape, same elements (bitwise).
+  /// Same dtype, same shape, same elements (bitwise). The quantizer is not
+  /// compared.
   bool equal(const Tensor& other) const;
+
+  /// \name Quantized tensors
+  /// A quantized tensor (torch.quantize_per_tensor, quantize_per_channel,
+  /// torch.ao.quantization models) is its integer representation (what
+  /// torch's `int_repr()` gives: I8 for qint8, U8 for quint8, I32 for
+  /// qint32) plus the affine quantizer that maps it to real numbers. The
+  /// quantizer travels with copies of this `Tensor` object; the methods that
+  /// make new views or copies (`to`, `clone`, `reshape`, ...) give the
+  /// plain integer representation.
+  ///@{
+
+  /// The quantizer, or null for a tensor that is not quantized.
+  const std::shared_ptr<const Quantization>& quantization() const noexcept { return quant_; }
+  /// True when `quantization()` is set.
+  bool is_quantized() const noexcept { return quant_ != nullptr; }
+  /// This view with quantizer `q` (null removes it). \throws Error(invalid_argument)
+  /// when the dtype is not I8, U8 or I32, or a per-channel quantizer's axis
+  /// or parameter counts do not fit the shape.
+  Tensor with_quantization(std::shared_ptr<const Quantization> q) const;
+  /// The real values, as torch's `dequantize()` computes them, contiguous F32:
+  /// per tensor `float(q - zero_point) * float(scale)`, per channel
+  /// `float(double(q - zero_points[c]) * scales[c])`.
+  /// \throws Error(invalid_argument) when the tensor is not quantized.
+  Tensor dequantize() const;
+  ///@}
+
+  /// \name Sparse tensors
+  /// A sparse tensor (COO, CSR, CSC, BSR, BSC) has the dtype of its values
+  /// and the dense shape, and no dense storage: its index and value tensors
+  /// are `sparse()`, its elements `to_dense()`. Reading its bytes (`bytes()`,
+  /// `contiguous()`, `to()`, ...) is an Error(unsupported) naming `to_dense()`.
+  ///@{
+
+  /// The parts of a sparse tensor, or null for a dense one.
+  const std::shared_ptr<const SparseParts>& sparse() const noexcept { return sparse_; }
+  /// True when `sparse()` is set.
+  bool is_sparse() const noexcept { return sparse_ != nullptr; }
+  /// The sparse tensor of `parts` (checked when `to_dense()` reads them).
+  /// \throws Error(invalid_argument) when `parts` has no values.
+  static Tensor sparse_tensor(std::shared_ptr<const SparseParts> parts);
+  /// The dense tensor, contiguous and owned, as torch's `to_dense()` (COO
+  /// duplicates are summed); a dense tensor returns itself.
+  /// \throws Error(corrupt) when indices and values do not fit the shape.
+  Tensor to_dense() const;
+  ///@}
   /// "F32[3, 4]".
   std::string description() const;
 
@@ -201,6 +250,44 @@ class Tensor {
   std::int64_t offset_ = 0;
   std::int64_t numel_ = 0;
   std::shared_ptr<Storage> storage_;
+  std::shared_ptr<const Quantization> quant_;
+  std::shared_ptr<const SparseParts> sparse_;
+};
+
+/// torch's affine quantizers (`Tensor::quantization()`).
+struct Quantization {
+  /// torch.qscheme.
+  enum class Scheme {
+    per_tensor_affine,                ///< one scale and zero point
+    per_channel_affine,               ///< a scale and zero point per index of `axis`
+    per_channel_affine_float_qparams  ///< as per_channel_affine, float zero points (embeddings)
+  };
+  Scheme scheme = Scheme::per_tensor_affine;  ///< which quantizer
+  double scale = 1.0;                         ///< per tensor: the scale
+  std::int64_t zero_point = 0;                ///< per tensor: the zero point
+  Tensor scales;       ///< per channel: F64 (F32 for float qparams) [size(axis)]
+  Tensor zero_points;  ///< per channel: I64 (F32 for float qparams) [size(axis)]
+  std::int64_t axis = 0;  ///< per channel: the channel dimension
+  /// torch's name of the quantized dtype of `int_dtype`: "qint8", "quint8",
+  /// "qint32", or "" for others.
+  static std::string_view qdtype_name(DType int_dtype) noexcept;
+  /// "per_tensor_affine", "per_channel_affine", "per_channel_affine_float_qparams".
+  static std::string_view scheme_name(Scheme s) noexcept;
+};
+
+/// The parts torch saves of a sparse tensor (`Tensor::sparse()`).
+struct SparseParts {
+  /// torch.layout.
+  enum class Layout { coo, csr, csc, bsr, bsc };
+  Layout layout = Layout::coo;  ///< which layout
+  Shape size;                   ///< the dense shape
+  Tensor indices;               ///< COO: I64 [sparse_dim, nnz]
+  Tensor compressed_indices;    ///< CSR/BSR: crow_indices; CSC/BSC: ccol_indices
+  Tensor plain_indices;         ///< CSR/BSR: col_indices; CSC/BSC: row_indices
+  /// COO: [nnz, dense dims...]; CSR/CSC: [nnz]; BSR/BSC: [nnz, block rows, block columns].
+  Tensor values;
+  /// torch's name: "sparse_coo", "sparse_csr", ...
+  static std::string_view layout_name(Layout l) noexcept;
 };
 
 template <class T>

@@ -115,6 +115,11 @@ class LoadArgs {
   /// `LoadReport::shard` names what the rank read.
   /// \throws Error(invalid_argument) unless 0 <= rank < world.
   LoadArgs& shard(int rank, int world, ShardPlan plan);
+  /// Quantized tensors (qint8, quint8, qint32) fill tensor fields with their
+  /// `Tensor::dequantize()` (F32, then the field's dtype). Without it a
+  /// quantized tensor is an Error(dtype_mismatch): its integers are not the
+  /// values the field expects.
+  LoadArgs& dequantize(bool on = true) { dequantize_ = on; return *this; }
 
   /// \name Getters
   /// What the setters above set.
@@ -137,6 +142,7 @@ class LoadArgs {
   const std::shared_ptr<const ShardPlan>& shard_plan() const noexcept { return shard_plan_; }
   int shard_rank() const noexcept { return shard_rank_; }    ///< this rank (0 when not sharded)
   int shard_world() const noexcept { return shard_world_; }  ///< the number of ranks (1 when not sharded)
+  bool dequantize() const noexcept { return dequantize_; }  ///< quantized tensors are dequantized
   ///@}
 
  private:
@@ -154,6 +160,7 @@ class LoadArgs {
   std::shared_ptr<const ShardPlan> shard_plan_;
   int shard_rank_ = 0;
   int shard_world_ = 1;
+  bool dequantize_ = false;
 };
 
 inline LoadArgs& LoadArgs::shard(int rank, int world, ShardPlan plan) {

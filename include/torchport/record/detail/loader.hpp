@@ -32,6 +32,7 @@ struct LoadSettings {
   std::optional<Precision> precision;
   Residence residence = Residence::mapped;
   AdapterChain adapters;
+  bool dequantize = false;  ///< LoadArgs::dequantize
 };
 
 /// Walks the file's tree alongside a module, filling fields and recording

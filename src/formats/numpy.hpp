@@ -1,0 +1,31 @@
+#pragma once
+// numpy values in pickles, read without numpy: arrays
+// (`numpy.core.multiarray._reconstruct` + BUILD with the ndarray state,
+// protocol 5's `numpy.core.numeric._frombuffer`) become tensors, scalars
+// (`numpy.core.multiarray.scalar`) become numbers. numpy 2's `numpy._core`
+// spellings are read too. Nothing is imported or run: the dtype, shape and
+// bytes are taken from the pickled arguments and checked against each other
+// as numpy's `array_setstate` checks them.
+
+#include <optional>
+
+#include "torchport/core/value.hpp"
+#include "torchport/pickle/unpickler.hpp"
+
+namespace torchport::formats::numpy {
+
+/// True when the pickle referenced a numpy global this reader turns into
+/// data (so the tree needs a pass that converts them).
+bool referenced(const pickle::Stats& stats);
+
+/// The value the inert numpy object `o` stands for: a tensor for a numeric
+/// or bool array, a number for a numeric scalar; nothing for what stays an
+/// inert object (object, string, datetime and structured arrays, ndarray
+/// subclasses, a `numpy.dtype` itself, calls of other globals).
+/// \throws Error(corrupt) for a state numpy would refuse (shape and byte
+///         count disagree, an unknown dtype code, object dtype where bytes
+///         are needed, a malformed tuple), Error(unsupported) for a numeric
+///         dtype torchport has no element type for (float128).
+std::optional<Value> value_of(const Object& o);
+
+}  // namespace torchport::formats::numpy

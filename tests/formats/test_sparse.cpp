@@ -1,0 +1,131 @@
+// Sparse tensors (tests/fixtures/sparse/make_sparse_fixtures.py, torch
+// 1.13): COO and CSR read with their parts and dense shape; to_dense() as
+// torch's (duplicates summed); CSC, BSR and BSC (which 1.13 cannot save)
+// built by hand against torch's to_dense(); written back to .pt as torch
+// writes them; safetensors only with densify; bad parts refused.
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "support/fixtures.hpp"
+#include "torchport/core/error.hpp"
+#include "torchport/formats/densify.hpp"
+#include "torchport/formats/open.hpp"
+#include "torchport/formats/save.hpp"
+
+namespace fs = std::filesystem;
+using namespace torchport;
+using torchport::test::fixture;
+
+namespace {
+
+void check_catalog(const TensorCatalog& cat, const nlohmann::json& want) {
+  ASSERT_EQ(cat.size(), want["tensors"].size());
+  for (const auto& w : want["tensors"]) {
+    const std::string name = w["name"];
+    SCOPED_TRACE(name);
+    const Tensor* t = cat.find(name);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->shape(), w["shape"].get<Shape>());
+    EXPECT_EQ(dtype_name(t->dtype()), w["dtype"].get<std::string>());
+    if (w["layout"] == "strided") {
+      EXPECT_FALSE(t->is_sparse());
+    } else {
+      ASSERT_TRUE(t->is_sparse());
+      EXPECT_EQ(SparseParts::layout_name(t->sparse()->layout), w["layout"].get<std::string>());
+      EXPECT_EQ(t->sparse()->values.size(0), w["nnz"].get<std::int64_t>());
+    }
+    EXPECT_EQ(test::tensor_sha256(t->to_dense()), w["dense_sha256"].get<std::string>());
+  }
+}
+
+TEST(Sparse, MatchesTorch) {
+  const auto want = test::read_json(fixture("sparse/sparse.expected.json"));
+  const TensorCatalog cat = open(fixture("sparse/sparse.pt"));
+  check_catalog(cat, want);
+  check_catalog(materialize(cat, Residence::owned), want);
+  const fs::path dir = test::temp_dir("sparse_pt");
+  save(open(fixture("sparse/sparse.pt")), dir / "out.pt", SaveFormat::pytorch);
+  check_catalog(open(dir / "out.pt"), want);
+}
+
+TEST(Sparse, ElementsOnlyThroughToDense) {
+  const TensorCatalog cat = open(fixture("sparse/sparse.pt"));
+  const Tensor* t = cat.find("coo");
+  ASSERT_NE(t, nullptr);
+  try {
+    (void)t->contiguous();
+    FAIL() << "a sparse tensor's elements were read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("to_dense()"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Sparse, HandBuiltLayoutsMatchTorch) {
+  const auto want = test::read_json(fixture("sparse/sparse.expected.json"));
+  for (const auto& h : want["hand"]) {
+    SCOPED_TRACE(h["layout"].get<std::string>());
+    auto p = std::make_shared<SparseParts>();
+    const std::string layout = h["layout"];
+    p->layout = layout == "sparse_csc"   ? SparseParts::Layout::csc
+                : layout == "sparse_bsr" ? SparseParts::Layout::bsr
+                                         : SparseParts::Layout::bsc;
+    p->size = h["shape"].get<Shape>();
+    const auto comp = h["compressed"].get<std::vector<std::int64_t>>();
+    const auto plain = h["plain"].get<std::vector<std::int64_t>>();
+    const auto vals = h["values"].get<std::vector<float>>();
+    p->compressed_indices =
+        Tensor::from(std::span<const std::int64_t>(comp), {static_cast<std::int64_t>(comp.size())});
+    p->plain_indices = Tensor::from(std::span<const std::int64_t>(plain),
+                                    {static_cast<std::int64_t>(plain.size())});
+    p->values = Tensor::from(std::span<const float>(vals), h["values_shape"].get<Shape>());
+    const Tensor d = Tensor::sparse_tensor(p).to_dense();
+    const auto dense = h["dense"].get<std::vector<float>>();
+    EXPECT_EQ(std::vector<float>(d.span<float>().begin(), d.span<float>().end()), dense);
+    // Written to .pt and read back (torch 2.x's form for these layouts).
+    const fs::path dir = test::temp_dir("sparse_hand");
+    save(TensorCatalog::from_tensors("x", {{"s", Tensor::sparse_tensor(p)}}), dir / "s.pt",
+         SaveFormat::pytorch);
+    const TensorCatalog back = open(dir / "s.pt");
+    ASSERT_TRUE(back.find("s")->is_sparse());
+    EXPECT_TRUE(back.find("s")->to_dense().equal(d));
+  }
+}
+
+TEST(Sparse, SafetensorsOnlyDense) {
+  const fs::path dir = test::temp_dir("sparse_st");
+  const TensorCatalog cat = open(fixture("sparse/sparse.pt"));
+  try {
+    save(cat, dir / "a.safetensors", SaveFormat::safetensors);
+    FAIL() << "sparse tensors written to safetensors";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("--densify"), std::string::npos) << e.what();
+  }
+  save(densify_tensors(cat), dir / "d.safetensors", SaveFormat::safetensors);
+  const TensorCatalog d = open(dir / "d.safetensors");
+  for (const auto& t : cat.tensors())
+    EXPECT_TRUE(d.find(t.name)->equal(t.tensor.to_dense())) << t.name;
+}
+
+TEST(Sparse, BadPartsAreRefused) {
+  auto p = std::make_shared<SparseParts>();
+  p->layout = SparseParts::Layout::coo;
+  p->size = {2, 2};
+  p->indices = Tensor::from<std::int64_t>({0, 5}, {2, 1});  // row 0, column 5 of 2
+  p->values = Tensor::from({1.f}, {1});
+  EXPECT_THROW(Tensor::sparse_tensor(p).to_dense(), Error);
+  p->indices = Tensor::from<std::int64_t>({0, 1}, {2, 1});
+  p->values = Tensor::from({1.f, 2.f}, {2});  // two values, one index
+  EXPECT_THROW(Tensor::sparse_tensor(p).to_dense(), Error);
+  auto c = std::make_shared<SparseParts>();
+  c->layout = SparseParts::Layout::csr;
+  c->size = {2, 2};
+  c->compressed_indices = Tensor::from<std::int64_t>({0, 2, 1}, {3});  // decreasing
+  c->plain_indices = Tensor::from<std::int64_t>({0, 1}, {2});
+  c->values = Tensor::from({1.f, 2.f}, {2});
+  EXPECT_THROW(Tensor::sparse_tensor(c).to_dense(), Error);
+}
+
+}  // namespace

@@ -1,0 +1,162 @@
+// torch 1.13 and numpy against torchport convert for the values beyond
+// plain tensors: quantized tensors written to .pt load in torch with equal
+// int_repr(), scales, zero points and axis; numpy arrays (from torch
+// checkpoints and plain pickles) written to .pt load as equal tensors.
+// The other direction (files torch and numpy wrote, read by torchport) is
+// tests/formats/test_quantized.cpp and test_numpy.cpp.
+
+#include <gtest/gtest.h>
+
+#include "support/fixtures.hpp"
+
+namespace fs = std::filesystem;
+using torchport::test::fixture;
+using torchport::test::run_command;
+
+namespace {
+
+const std::string kPython = TORCHPORT_PYTHON;
+
+std::string q(const fs::path& p) {
+  return "'" + p.string() + "'";
+}
+
+void convert(const std::string& args, int want_rc = 0, std::string* out = nullptr) {
+  std::string o;
+  EXPECT_EQ(run_command(std::string(TORCHPORT_TOOL) + " convert " + args, &o), want_rc) << o;
+  if (out) *out = o;
+}
+
+std::string tool_output(const std::string& args) {
+  std::string o;
+  EXPECT_EQ(run_command(std::string(TORCHPORT_TOOL) + " " + args, &o), 0) << args << "\n" << o;
+  return o;
+}
+
+void python_check(const fs::path& script, const fs::path& out, const fs::path& ref) {
+  std::string o;
+  EXPECT_EQ(
+      run_command(kPython + " -W ignore " + q(script) + " check " + q(out) + " " + q(ref), &o), 0)
+      << o;
+}
+
+TEST(InteropSpecial, QuantizedRoundTripThroughPt) {
+  const fs::path dir = torchport::test::temp_dir("interop_quantized");
+  for (const char* name : {"quantized", "quantized_legacy", "quantized_linear"}) {
+    SCOPED_TRACE(name);
+    const fs::path in = fixture(std::string("quantized/") + name + ".pt");
+    convert(q(in) + " " + q(dir / (std::string(name) + "_out.pt")));
+    python_check(fixture("quantized/make_quantized_fixtures.py"),
+                 dir / (std::string(name) + "_out.pt"), in);
+  }
+}
+
+TEST(InteropSpecial, QuantizedToSafetensorsNeedsAnOption) {
+  const fs::path dir = torchport::test::temp_dir("interop_quantized_st");
+  const fs::path in = fixture("quantized/quantized.pt");
+  std::string out;
+  convert(q(in) + " " + q(dir / "a.safetensors"), 2, &out);
+  EXPECT_NE(out.find("--dequantize"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir / "a.safetensors"));
+  convert(q(in) + " " + q(dir / "a.safetensors") + " --dequantize --keep-quantized", 2, &out);
+  convert(q(in) + " " + q(dir / "a.safetensors") + " --dequantize");
+  convert(q(in) + " " + q(dir / "b.safetensors") + " --keep-quantized");
+  // torch reads the dequantized file as the fixture's dequantize().
+  const std::string script =
+      "import torch,sys,json,struct\n"
+      "def st(p):\n"
+      "  b=open(p,'rb').read(); n=struct.unpack('<Q',b[:8])[0]; h=json.loads(b[8:8+n]); d=b[8+n:]\n"
+      "  "
+      "D={'F32':torch.float32,'F64':torch.float64,'I8':torch.int8,'U8':torch.uint8,'I32':torch."
+      "int32,'I64':torch.int64}\n"
+      "  return {k:torch.frombuffer(bytearray(d[v['data_offsets'][0]:v['data_offsets'][1]]) or "
+      "bytearray(1),dtype=D[v['dtype']])[:torch.Size(v['shape']).numel()].reshape(v['shape']) for "
+      "k,v in h.items() if k!='__metadata__'}\n"
+      "ref=torch.load(sys.argv[1]); a=st(sys.argv[2]); b=st(sys.argv[3])\n"
+      "for k,t in ref.items():\n"
+      "  if t.is_quantized:\n"
+      "    assert torch.equal(a[k],t.dequantize()),k\n"
+      "    assert torch.equal(b[k],t.int_repr()),k\n"
+      "  else: assert torch.equal(a[k],t),k\n"
+      "assert b['pt_qint8.q_scale'].item()==ref['pt_qint8'].q_scale()\n"
+      "assert "
+      "torch.equal(b['pc_qint8.q_per_channel_zero_points'],ref['pc_qint8'].q_per_channel_zero_"
+      "points())\n"
+      "print('ok')\n";
+  torchport::test::write_bytes(
+      dir / "check.py",
+      std::vector<std::byte>(reinterpret_cast<const std::byte*>(script.data()),
+                             reinterpret_cast<const std::byte*>(script.data()) + script.size()));
+  std::string o;
+  EXPECT_EQ(run_command(kPython + " -W ignore " + q(dir / "check.py") + " " + q(in) + " " +
+                            q(dir / "a.safetensors") + " " + q(dir / "b.safetensors"),
+                        &o),
+            0)
+      << o;
+}
+
+TEST(InteropSpecial, SparseRoundTripThroughPt) {
+  const fs::path dir = torchport::test::temp_dir("interop_sparse");
+  const fs::path in = fixture("sparse/sparse.pt");
+  convert(q(in) + " " + q(dir / "out.pt"));
+  python_check(fixture("sparse/make_sparse_fixtures.py"), dir / "out.pt", in);
+  std::string out;
+  convert(q(in) + " " + q(dir / "a.safetensors"), 2, &out);
+  EXPECT_NE(out.find("--densify"), std::string::npos) << out;
+  convert(q(in) + " " + q(dir / "a.safetensors") + " --densify");
+  const std::string d = tool_output("inspect " + q(in));
+  EXPECT_NE(d.find("F32 coo"), std::string::npos) << d;
+}
+
+TEST(InteropSpecial, NumpyArraysToPt) {
+  const fs::path dir = torchport::test::temp_dir("interop_numpy");
+  for (const char* name :
+       {"training_numpy.pt", "training_numpy_legacy.pt", "detectron2_style.pkl"}) {
+    SCOPED_TRACE(name);
+    const fs::path in = fixture(std::string("numpy/") + name);
+    convert(q(in) + " " + q(dir / (std::string(name) + ".out.pt")));
+    python_check(fixture("numpy/make_numpy_fixtures.py"), dir / (std::string(name) + ".out.pt"),
+                 in);
+  }
+}
+
+std::string tool(const std::string& args, int want_rc = 0) {
+  std::string o;
+  EXPECT_EQ(run_command(std::string(TORCHPORT_TOOL) + " " + args, &o), want_rc) << args << "\n"
+                                                                                << o;
+  return o;
+}
+
+TEST(InteropSpecial, InspectAndDiffShowThem) {
+  const std::string qt = q(fixture("quantized/quantized.pt"));
+  EXPECT_NE(tool("inspect " + qt).find("pc_quint8_axis1  quint8"), std::string::npos);
+  const std::string js = tool("inspect --json " + qt);
+  EXPECT_NE(js.find("\"scheme\": \"per_channel_affine\""), std::string::npos) << js;
+  EXPECT_NE(js.find("\"zero_point\": 3"), std::string::npos) << js;
+  const std::string np = tool("inspect --json " + q(fixture("numpy/training_numpy.pt")));
+  EXPECT_NE(np.find("\"best_acc\": 0.93"), std::string::npos) << np;
+  EXPECT_NE(np.find("\"name\": \"arr\""), std::string::npos) << np;
+  // Same integers, different scale: diff compares real values.
+  const fs::path dir = torchport::test::temp_dir("interop_diff");
+  std::string o;
+  ASSERT_EQ(
+      run_command(kPython + " -W ignore -c \"import torch; x=torch.load('" +
+                      fixture("quantized/quantized.pt").string() +
+                      "'); s={k: v for k, v in x.items() if k != 'pt_transposed'}; "
+                      "torch.save(s, '" +
+                      (dir / "a.pt").string() +
+                      "'); s['pt_qint8'] = "
+                      "torch._make_per_tensor_quantized_tensor(s['pt_qint8'].int_repr(), 0.5, 3); "
+                      "torch.save(s, '" +
+                      (dir / "b.pt").string() + "')\"",
+                  &o),
+      0)
+      << o;
+  tool("diff " + q(dir / "a.pt") + " " + q(dir / "a.pt"));
+  const std::string d = tool("diff " + q(dir / "a.pt") + " " + q(dir / "b.pt"), 1);
+  EXPECT_NE(d.find("pt_qint8"), std::string::npos) << d;
+  tool("diff " + q(fixture("numpy/training_numpy.pt")) + " " +
+       q(fixture("numpy/training_numpy_legacy.pt")));
+}
+
+}  // namespace
