@@ -466,6 +466,18 @@ void Machine::global(std::string module, std::string name) {
       name = std::move(renamed.second);
     }
   }
+  // Python's find_class resolves a dotted name attribute by attribute only
+  // from protocol 4 on; below it looks the whole name up as one attribute
+  // and fails (so does torch.load). From protocol 4 on, an allowed whole
+  // ("torch" / "_utils._rebuild_tensor_v2": torch's weights_only loader
+  // matches globals by their full path) is named by its module and name,
+  // so that every reader knows it.
+  const bool dotted = name.find('.') != std::string::npos;
+  if (dotted && stats_.protocol >= 4 && classify_global(module, name) == GlobalClass::allowed) {
+    const auto dot = name.rfind('.');
+    module += "." + name.substr(0, dot);
+    name.erase(0, dot + 1);
+  }
   const std::string key = module + "." + name;
   auto [it, fresh] = global_index_.emplace(key, stats_.globals.size());
   if (fresh) {
@@ -479,6 +491,11 @@ void Machine::global(std::string module, std::string name) {
     stats_.globals.push_back(std::move(use));
   }
   ++stats_.globals[it->second].count;
+  // (A dangerous one is left to the global policy, which names it.)
+  if (dotted && stats_.protocol < 4 && stats_.globals[it->second].klass != GlobalClass::dangerous)
+    fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " '" + module + "' '" + name +
+                                 "': a dotted name, which Python resolves only from pickle "
+                                 "protocol 4 on (below it, loading fails)");
   push(Value::global(std::move(module), std::move(name)));
 }
 

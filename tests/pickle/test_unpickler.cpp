@@ -114,6 +114,30 @@ TEST(Unpickler, DangerousGlobalsAreOnlyReferences) {
   EXPECT_EQ(stats.globals[0].first_offset, 2u);
 }
 
+TEST(Unpickler, DottedGlobalNamesResolveAsPythonResolvesThem) {
+  // Below protocol 4, Python looks a dotted name up as one attribute and
+  // fails: refused, not read as an inert object (which dropped a tensor).
+  refused("\x80\x02" "ctorch\n_utils._rebuild_tensor_v2\n.", ErrorCode::corrupt,
+          "resolves only from pickle protocol 4 on");
+  refused("ctorch\n_utils._rebuild_tensor_v2\n.", ErrorCode::corrupt, "a dotted name");
+  // A dangerous one is left to the global policy, which names it.
+  pickle::Stats danger;
+  run("\x80\x02" "ctorch\nos.system\n.", {}, &danger);
+  EXPECT_EQ(danger.globals[0].klass, pickle::GlobalClass::dangerous);
+  // From protocol 4 on, an allowed whole is named by its module and name.
+  pickle::Stats stats;
+  const Value g = run("\x80\x04" "ctorch\n_utils._rebuild_tensor_v2\n.", {}, &stats);
+  ASSERT_TRUE(g.is(Value::Kind::Global));
+  EXPECT_EQ(g.as_global().qualified(), "torch._utils._rebuild_tensor_v2");
+  EXPECT_EQ(g.as_global().module, "torch._utils");
+  EXPECT_EQ(stats.globals[0].klass, pickle::GlobalClass::allowed);
+  // ... and any other dotted name stays as written (an attribute chain).
+  pickle::Stats chain;
+  const Value c = run("\x80\x04" "ctorch\nos.system\n.", {}, &chain);
+  EXPECT_EQ(c.as_global().module, "torch");
+  EXPECT_EQ(chain.globals[0].klass, pickle::GlobalClass::dangerous);
+}
+
 TEST(Unpickler, GlobalClassification) {
   using pickle::classify_global;
   using pickle::GlobalClass;
