@@ -119,6 +119,15 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options)
                     "as the archive name)",
                 first, entries.front().header_offset, source.name());
   archive->prefix = first.substr(0, slash + 1);
+  // torch.load lists every record (get_all_records, to tell TorchScript) and
+  // refuses an archive with one outside that folder, comparing bytes with
+  // case: "file in archive is not in a subdirectory".
+  for (const auto& e : entries)
+    if (!e.name.starts_with(archive->prefix))
+      throw Error(ErrorCode::corrupt,
+                  "record '" + e.name + "' is not in the archive's folder '" + archive->prefix +
+                      "' (case counts); torch's reader refuses such archives",
+                  e.name, e.header_offset, source.name());
   if (options.verify_crc)
     for (const auto& e : entries) archive->zip.verify_crc(e);
 

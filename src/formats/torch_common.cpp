@@ -425,13 +425,30 @@ std::optional<Tensor> tensor_of_call(const Global& g, const Value& args, Inner&&
   return std::nullopt;
 }
 
+// Whether the tensor a rebuild call makes requires grad (a leaf that torch's
+// in-place set_ then refuses to re-view). The call was checked already.
+bool call_requires_grad(const Global& g, const Value& args) {
+  const auto flag = [&](std::size_t i, bool otherwise) {
+    return i < args.size() && args.items()[i].is(Value::Kind::Bool) ? args.items()[i].as_bool()
+                                                                    : otherwise;
+  };
+  if (g.module == "torch._utils" && (g.name == "_rebuild_tensor_v2" || g.name == "_rebuild_tensor_v3"))
+    return flag(4, false);
+  if (g.module == "torch._utils" && g.name.starts_with("_rebuild_parameter")) return flag(1, false);
+  if (g.module == "torch.nn.parameter" && g.name == "Parameter") return flag(1, true);
+  if (g.module == "torch._tensor" && g.name == "_rebuild_from_type_v2" && args.size() == 4 &&
+      args.items()[0].is(Value::Kind::Global) && args.items()[2].is(Value::Kind::Tuple))
+    return call_requires_grad(args.items()[0].as_global(), args.items()[2]);
+  return false;
+}
+
 // Tensor.__setstate__(state), which Python's BUILD calls on a tensor:
 //   4 items: set_(storage, offset, size, stride)   (legacy Tensor)
 //   5 items: data = state[0], then (state[3], _, state[2]) (legacy Variable)
 //   3 items: requires_grad, _, _backward_hooks = state
 // Any other state makes torch raise. The view must lie inside its storage.
 Tensor set_state(const Tensor& target, const Value& target_value, const Value& state,
-                 const StorageSet* storages) {
+                 const StorageSet* storages, bool target_requires_grad) {
   if (storages != nullptr && storages->contains(target_value))
     throw Error(ErrorCode::unsupported, "BUILD on a storage, which torch never writes");
   if (!state.is(Value::Kind::Tuple) && !state.is(Value::Kind::List))
@@ -440,6 +457,10 @@ Tensor set_state(const Tensor& target, const Value& target_value, const Value& s
                     " state; torch's Tensor.__setstate__ takes a tuple of 3, 4 or 5 items");
   const auto& s = state.items();
   if (s.size() == 4) {
+    if (target_requires_grad)
+      throw Error(ErrorCode::corrupt,
+                  "BUILD re-views (set_) a tensor that requires grad: torch refuses it (a leaf "
+                  "Variable that requires grad is being used in an in-place operation)");
     const Tensor& st = storage_arg(s[0], storages, "tensor re-viewed by BUILD (set_)");
     if (st.dtype() != target.dtype())
       throw Error(ErrorCode::corrupt, "BUILD re-views a " +
@@ -531,7 +552,7 @@ class Rebuilder {
           o.cls, o.args, [&](const Value& v) { return walk(v, path); }, storages_);
       if (t && !o.state.is_none()) {
         const Value as_value = Value::tensor(*t);
-        t = set_state(*t, as_value, walk(o.state, path), storages_);
+        t = set_state(*t, as_value, walk(o.state, path), storages_, call_requires_grad(o.cls, o.args));
       }
       return t;
     } catch (const Error& e) {
@@ -567,14 +588,18 @@ class TensorCalls {
       return std::nullopt;
     try {
       if (auto t = tensor_of_call(
-              g, args, [](const Value& v) -> const Value& { return v; }, storages_))
-        return Value::tensor(std::move(*t));
+              g, args, [](const Value& v) -> const Value& { return v; }, storages_)) {
+        Value v = Value::tensor(std::move(*t));
+        if (call_requires_grad(g, args)) requires_grad.add(v);
+        return v;
+      }
     } catch (const Error&) {
       failed = true;
     }
     return std::nullopt;
   }
   bool failed = false;
+  StorageSet requires_grad;  ///< the tensors made that require grad (by identity)
 
  private:
   const StorageSet* storages_;
@@ -616,7 +641,7 @@ Value run_torch_pickle(ByteReader& reader, const OpenOptions& options,
     };
   TensorCalls calls(&storages);
   pickle::BuildHook build = [&](const Value& target, const Value& state, std::uint64_t) {
-    return set_state(target.as_tensor(), target, state, &storages);
+    return set_state(target.as_tensor(), target, state, &storages, calls.requires_grad.contains(target));
   };
   pickle::Stats stats;
   Value v;

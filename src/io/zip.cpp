@@ -38,6 +38,9 @@ constexpr std::uint64_t kLocalLen = 30;    // 4.3.7, without name and extra
 constexpr std::uint32_t kMax32 = 0xFFFFFFFFu;
 constexpr std::uint16_t kMax16 = 0xFFFFu;
 constexpr std::uint16_t kFlagEncrypted = 1u << 0;
+// What miniz refuses to extract as "unsupported encryption": encrypted,
+// compressed patch data, strong encryption (APPNOTE 4.4.4 bits 0, 5, 6).
+constexpr std::uint16_t kFlagsNotExtracted = kFlagEncrypted | (1u << 5) | (1u << 6);
 constexpr std::uint16_t kFlagDescriptor = 1u << 3;  // sizes and CRC follow the data
 
 template <class T>
@@ -424,8 +427,12 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits) {
                   {}, d.offset + pos, where);
     ZipEntry& e = z.entries_[i];
     pos += read_central(dir, pos, d.offset + pos, e, flags[i], where);
-    if (flags[i] & kFlagEncrypted)
-      throw Error(ErrorCode::unsupported, "entry is encrypted", e.name, std::nullopt, where);
+    if (flags[i] & kFlagsNotExtracted)
+      throw Error(ErrorCode::unsupported,
+                  (flags[i] & kFlagEncrypted) ? "entry is encrypted"
+                                              : "entry is flagged as patch data or strongly encrypted "
+                                                "(general purpose bits 5, 6), which torch's reader refuses",
+                  e.name, std::nullopt, where);
     if (e.method != 0 && e.method != Z_DEFLATED)
       throw Error(
           ErrorCode::unsupported,

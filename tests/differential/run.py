@@ -135,8 +135,12 @@ def compare_tensors(tt, pt, strict_layout=True):
     for t in tt:
         p = pmap[t["name"]]
         n = t["name"]
-        if "layout" in t:
-            diffs.append(("layout", f"{n}: torch {t['layout']}"))
+        if "layout" in t or "layout" in p:
+            # sparse: the layout, dtype, dense shape and dense values
+            for aspect in ("layout", "dtype", "shape", "sha256"):
+                if t.get(aspect) != p.get(aspect):
+                    diffs.append((aspect if aspect != "sha256" else "values",
+                                  f"{n}: torch {t.get(aspect)} vs torchport {p.get(aspect)}"))
             continue
         for aspect in ("dtype", "shape") + (("strides", "offset") if strict_layout else ()):
             tk = {"strides": "strides", "offset": "offset"}.get(aspect, aspect)

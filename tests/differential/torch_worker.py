@@ -108,7 +108,11 @@ def tensor_json(name, t, first):
     t = t.detach()
     j = {"name": name, "dtype": str(t.dtype)[6:], "shape": list(t.shape)}
     if t.layout != torch.strided:
+        # Sparse: compared by layout and dense values.
         j["layout"] = str(t.layout)
+        d = t.to_dense().contiguous().reshape(-1)
+        raw = b"" if d.numel() == 0 else d.view(torch.uint8).numpy().tobytes()
+        j["sha256"] = hashlib.sha256(raw).hexdigest()
         return j
     j["strides"] = list(t.stride())
     j["offset"] = t.storage_offset()
