@@ -56,26 +56,13 @@ const Value* at_path(const Value& root, const std::string& dotted) {
   }
 }
 
-void check_catalog(const TensorCatalog& cat, const nlohmann::json& want) {
-  ASSERT_EQ(cat.size(), want["tensors"].size());
-  for (std::size_t i = 0; i < cat.size(); ++i) {
-    const auto& t = cat.tensors()[i];
-    const auto& w = want["tensors"][i];
-    SCOPED_TRACE(t.name);
-    EXPECT_EQ(t.name, w["name"].get<std::string>());
-    EXPECT_EQ(dtype_name(t.tensor.dtype()), w["dtype"].get<std::string>());
-    EXPECT_EQ(t.tensor.shape(), w["shape"].get<Shape>());
-    EXPECT_EQ(test::tensor_sha256(t.tensor), w["sha256"].get<std::string>());
-  }
-}
-
 class NumpyFixture : public ::testing::TestWithParam<fs::path> {};
 
 TEST_P(NumpyFixture, MatchesNumpy) {
   const auto want = test::read_json(GetParam());
   const TensorCatalog cat = open(data_file(GetParam()));
   EXPECT_EQ(cat.format(), want["format"].get<std::string>());
-  check_catalog(cat, want);
+  test::expect_tensors(cat, want);
   if (want.contains("values"))
     for (const auto& [key, value] : want["values"].items()) {
       SCOPED_TRACE(key);
@@ -97,7 +84,7 @@ TEST_P(NumpyFixture, MatchesNumpy) {
       ASSERT_NE(v, nullptr) << key;
       EXPECT_TRUE(v->is(Value::Kind::Object)) << key << ": " << v->repr(3);
     }
-  check_catalog(materialize(cat, Residence::owned), want);
+  test::expect_tensors(materialize(cat, Residence::owned), want);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, NumpyFixture, ::testing::ValuesIn(expectation_files()),

@@ -68,29 +68,6 @@ void check_value(const Value& v, const nlohmann::json& want, const std::string& 
   else FAIL() << "unexpected expectation " << want;
 }
 
-void check_catalog(const TensorCatalog& cat, const nlohmann::json& want) {
-  ASSERT_EQ(cat.size(), want["tensors"].size());
-  for (std::size_t i = 0; i < cat.size(); ++i) {
-    const auto& t = cat.tensors()[i];
-    const auto& w = want["tensors"][i];
-    SCOPED_TRACE(t.name);
-    EXPECT_EQ(t.name, w["name"].get<std::string>());
-    EXPECT_EQ(dtype_name(t.tensor.dtype()), w["dtype"].get<std::string>());
-    EXPECT_EQ(t.tensor.shape(), w["shape"].get<Shape>());
-    EXPECT_EQ(test::tensor_sha256(t.tensor), w["sha256"].get<std::string>());
-  }
-  if (want.contains("shared"))
-    for (const auto& group : want["shared"]) {
-      const Tensor* first = cat.find(group[0].get<std::string>());
-      ASSERT_NE(first, nullptr);
-      for (const auto& n : group) {
-        const Tensor* t = cat.find(n.get<std::string>());
-        ASSERT_NE(t, nullptr) << n;
-        EXPECT_EQ(t->storage().get(), first->storage().get()) << n << " should share storage";
-      }
-    }
-}
-
 class Fixture : public ::testing::TestWithParam<fs::path> {};
 
 TEST_P(Fixture, MatchesTorch) {
@@ -100,7 +77,7 @@ TEST_P(Fixture, MatchesTorch) {
   const auto want = test::read_json(expected);
   const TensorCatalog cat = open(file);
   EXPECT_EQ(cat.format(), want["format"].get<std::string>());
-  check_catalog(cat, want);
+  test::expect_tensors(cat, want);
   if (want.contains("values"))
     for (const auto& [key, value] : want["values"].items()) {
       const Value* v = at_path(cat.root(), key);
@@ -108,8 +85,8 @@ TEST_P(Fixture, MatchesTorch) {
       check_value(*v, value, key);
     }
   // Materialised catalogues hold the same bytes, sharing the same storages.
-  check_catalog(materialize(cat, Residence::owned), want);
-  check_catalog(materialize(cat, Residence::mapped), want);
+  test::expect_tensors(materialize(cat, Residence::owned), want);
+  test::expect_tensors(materialize(cat, Residence::mapped), want);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Fixture, ::testing::ValuesIn(expectation_files()),

@@ -35,26 +35,7 @@ std::vector<std::string> expectation_names() {
 }
 
 void check_catalog(const TensorCatalog& cat, const nlohmann::json& want, bool values = true) {
-  ASSERT_EQ(cat.size(), want["tensors"].size());
-  for (std::size_t i = 0; i < cat.size(); ++i) {
-    const auto& t = cat.tensors()[i];
-    const auto& w = want["tensors"][i];
-    SCOPED_TRACE(t.name);
-    EXPECT_EQ(t.name, w["name"].get<std::string>());
-    EXPECT_EQ(dtype_name(t.tensor.dtype()), w["dtype"].get<std::string>());
-    EXPECT_EQ(t.tensor.shape(), w["shape"].get<Shape>());
-    EXPECT_EQ(test::tensor_sha256(t.tensor), w["sha256"].get<std::string>());
-  }
-  if (want.contains("shared"))
-    for (const auto& group : want["shared"]) {
-      const Tensor* first = cat.find(group[0].get<std::string>());
-      ASSERT_NE(first, nullptr);
-      for (const auto& n : group) {
-        const Tensor* t = cat.find(n.get<std::string>());
-        ASSERT_NE(t, nullptr) << n;
-        EXPECT_EQ(t->storage().get(), first->storage().get()) << n << " should share storage";
-      }
-    }
+  test::expect_tensors(cat, want);
   if (values && want.contains("values"))
     for (const auto& [key, value] : want["values"].items()) {
       const Value* v = cat.root().find(key);

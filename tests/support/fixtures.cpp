@@ -1,11 +1,13 @@
 #include "support/fixtures.hpp"
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
-#include <sys/wait.h>
-#include <unistd.h>
+
+#include <gtest/gtest.h>
 
 #include "support/sha256.hpp"
 
@@ -32,7 +34,8 @@ std::vector<std::byte> read_bytes(const std::filesystem::path& path) {
 
 void write_bytes(const std::filesystem::path& path, const std::vector<std::byte>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   if (!out) throw std::runtime_error("cannot write " + path.string());
 }
 
@@ -59,6 +62,29 @@ int run_command(const std::string& command, std::string* output) {
   const int status = ::pclose(p);
   if (output) *output = std::move(out);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void expect_tensors(const TensorCatalog& cat, const nlohmann::json& want) {
+  ASSERT_EQ(cat.size(), want["tensors"].size());
+  for (std::size_t i = 0; i < cat.size(); ++i) {
+    const auto& t = cat.tensors()[i];
+    const auto& w = want["tensors"][i];
+    SCOPED_TRACE(t.name);
+    EXPECT_EQ(t.name, w["name"].get<std::string>());
+    EXPECT_EQ(dtype_name(t.tensor.dtype()), w["dtype"].get<std::string>());
+    EXPECT_EQ(t.tensor.shape(), w["shape"].get<Shape>());
+    EXPECT_EQ(tensor_sha256(t.tensor), w["sha256"].get<std::string>());
+  }
+  if (want.contains("shared"))
+    for (const auto& group : want["shared"]) {
+      const Tensor* first = cat.find(group[0].get<std::string>());
+      ASSERT_NE(first, nullptr);
+      for (const auto& n : group) {
+        const Tensor* t = cat.find(n.get<std::string>());
+        ASSERT_NE(t, nullptr) << n;
+        EXPECT_EQ(t->storage().get(), first->storage().get()) << n << " should share storage";
+      }
+    }
 }
 
 }  // namespace torchport::test

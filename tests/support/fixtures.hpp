@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "torchport/core/tensor.hpp"
+#include "torchport/formats/catalog.hpp"
 
 namespace torchport::test {
 
@@ -21,6 +22,11 @@ std::vector<std::byte> read_bytes(const std::filesystem::path& path);
 void write_bytes(const std::filesystem::path& path, const std::vector<std::byte>& bytes);
 /// SHA-256 of a tensor's elements in C order (what the fixture script hashes).
 std::string tensor_sha256(const Tensor& t);
+/// Expects the catalogue to hold exactly `want["tensors"]` (in order: name,
+/// dtype name, shape, SHA-256 of the elements) and, when `want` has
+/// "shared", each listed group of names to share one storage (the form the
+/// fixture scripts write into their *.expected.json files).
+void expect_tensors(const TensorCatalog& cat, const nlohmann::json& want);
 /// A fresh empty directory under the system temp dir, for one test.
 std::filesystem::path temp_dir(const std::string& name);
 /// Runs a shell command; returns its exit status and fills `output` with
