@@ -286,7 +286,8 @@ TEST(Cost, LegacyStorageViewsAreLimited) {
   std::array<std::string, 3> outcome;
   for (int i = 0; i < 3; ++i) {
     try {
-      const TensorCatalog cat = open(borrow(legacy_with_views(4 * kScales[i]), "views.pt"), o);
+      const std::string file = legacy_with_views(4 * kScales[i]);  // borrowed: must outlive cat
+      const TensorCatalog cat = open(borrow(file, "views.pt"), o);
       (void)materialize(cat, Residence::owned);
       outcome[i] = "ok";
     } catch (const Error& e) {
