@@ -61,6 +61,13 @@ void strided_copy(const std::byte* base, std::size_t elem, const Shape& shape, c
   }
 }
 
+// A meta tensor's elements were never saved.
+[[noreturn]] void no_data(const Tensor& t) {
+  throw Error(ErrorCode::unsupported, "the elements of " + t.description() +
+                                          ": a meta tensor has no data (torch saved it from device "
+                                          "'meta': dtype and shape only)");
+}
+
 }  // namespace
 
 std::int64_t shape_numel(std::span<const std::int64_t> shape) {
@@ -177,6 +184,7 @@ bool Tensor::is_contiguous() const noexcept {
 
 std::span<const std::byte> Tensor::bytes() const& {
   if (!defined()) throw Error(ErrorCode::invalid_argument, "undefined tensor");
+  if (meta_) no_data(*this);
   if (!is_contiguous())
     throw Error(ErrorCode::invalid_argument,
                 "bytes() of a non-contiguous view " + description() + "; call contiguous() first");
@@ -188,6 +196,7 @@ std::span<const std::byte> Tensor::bytes() const& {
 
 std::span<std::byte> Tensor::mutable_bytes() {
   if (!defined()) throw Error(ErrorCode::invalid_argument, "undefined tensor");
+  if (meta_) no_data(*this);
   if (!is_contiguous())
     throw Error(ErrorCode::invalid_argument, "mutable_bytes() of a non-contiguous view");
   auto all = storage_->mutable_bytes();
@@ -212,6 +221,7 @@ void Tensor::fail_count(std::size_t got, std::int64_t want) {
 }
 
 void Tensor::copy_to(std::span<std::byte> out) const {
+  if (meta_) no_data(*this);
   if (out.size() != nbytes())
     throw Error(ErrorCode::invalid_argument, "copy_to: destination has " +
                                                  std::to_string(out.size()) + " bytes, tensor " +
@@ -328,7 +338,40 @@ bool Tensor::equal(const Tensor& other) const {
 
 std::string Tensor::description() const {
   if (!defined()) return "undefined";
-  return std::string(dtype_name(dtype_)) + join(shape_);
+  return std::string(dtype_name(dtype_)) + join(shape_) + (meta_ ? " meta" : "");
+}
+
+Tensor Tensor::meta(DType dtype, Shape shape, Shape strides) {
+  if (shape.size() != strides.size())
+    throw Error(ErrorCode::corrupt, "meta tensor: sizes " + join(shape) + " and strides " +
+                                        join(strides) + " have different lengths");
+  // The view must be one torch could make (empty_strided checks the same),
+  // so the checks of a view over a storage of the view's extent apply; the
+  // storage itself holds nothing and refuses to be read.
+  const std::int64_t numel = shape_numel(shape);
+  std::int64_t last = 0;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    std::int64_t step;
+    if (strides[i] < 0)
+      throw Error(ErrorCode::corrupt, "meta tensor: negative stride in " + join(strides));
+    if (numel > 0 &&
+        (!detail::mul_ok(shape[i] - 1, strides[i], step) || !detail::add_ok(last, step, last)))
+      throw Error(ErrorCode::corrupt, "meta tensor: sizes " + join(shape) + " strides " +
+                                          join(strides) + " overflow 64 bits");
+  }
+  auto none = Storage::deferred(0, []() -> std::shared_ptr<Storage> {
+    throw Error(
+        ErrorCode::unsupported,
+        "a meta tensor has no data (torch saved it from device 'meta': dtype and shape only)");
+  });
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.strides_ = std::move(strides);
+  t.numel_ = numel;
+  t.storage_ = std::move(none);
+  t.meta_ = true;
+  return t;
 }
 
 }  // namespace torchport

@@ -16,7 +16,7 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence,
   std::vector<const std::shared_ptr<Storage>*> order;
   std::unordered_map<const Storage*, std::shared_ptr<Storage>> replaced;
   for (const auto& t : catalog.tensors())
-    if (!t.tensor.is_sparse() && replaced.emplace(t.tensor.storage().get(), nullptr).second)
+    if (!t.tensor.is_sparse() && !t.tensor.is_meta() && replaced.emplace(t.tensor.storage().get(), nullptr).second)
       order.push_back(&t.tensor.storage());
 
   constexpr std::uint64_t kAlign = 64;
@@ -55,7 +55,7 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence,
   out.reserve(catalog.size());
   for (const auto& t : catalog.tensors()) {
     const Tensor& x = t.tensor;
-    if (x.is_sparse()) {  // no dense storage; its parts stay as they are
+    if (x.is_sparse() || x.is_meta()) {  // no dense storage (sparse: its parts stay as they are)
       out.push_back(t);
       continue;
     }

@@ -289,6 +289,19 @@ void sparse_tensor(Pickler& p, const Tensor& t, const std::vector<Record>& recor
   p.op(kReduce);
 }
 
+// torch._utils._rebuild_meta_tensor_no_storage(dtype, size, stride,
+// requires_grad), as torch writes a tensor of device "meta": no record.
+void meta_tensor(Pickler& p, const Tensor& t) {
+  p.global("torch._utils", "_rebuild_meta_tensor_no_storage");
+  p.op(kMark);
+  p.global("torch", std::string(dtype_torch_name(t.dtype())));
+  p.int_tuple(t.shape());
+  p.int_tuple(t.strides());
+  p.op(kNewFalse);
+  p.op(kTuple);
+  p.op(kReduce);
+}
+
 }  // namespace
 
 std::uint64_t pytorch_data_bytes(const std::vector<NamedTensor>& tensors) {
@@ -298,6 +311,7 @@ std::uint64_t pytorch_data_bytes(const std::vector<NamedTensor>& tensors) {
     if (t.defined() && seen.emplace(t.storage().get(), true).second) n += t.storage()->nbytes();
   };
   for (const auto& t : tensors) {
+    if (t.tensor.is_meta()) continue;  // no data, no record
     if (t.tensor.is_sparse()) {  // its parts are the records
       const SparseParts& sp = *t.tensor.sparse();
       for (const Tensor* part :
@@ -334,6 +348,10 @@ void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStrea
     if (!t.defined())
       throw Error(ErrorCode::invalid_argument, "undefined tensor", name, std::nullopt, where);
     check_name(name, "a pickle");
+    if (t.is_meta()) {  // no data, no record
+      tensor_record[i] = SIZE_MAX;
+      continue;
+    }
     if (t.is_sparse()) {  // no storage of its own: its parts are records
       const SparseParts& sp = *t.sparse();
       for (const Tensor* part :
@@ -352,7 +370,7 @@ void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStrea
     }
   }
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    if (tensor_record[i] == SIZE_MAX) continue;  // sparse
+    if (tensor_record[i] == SIZE_MAX) continue;  // sparse or meta
     const Record& r = records[tensor_record[i]];
     if (r.quantized && (!tensors[i].tensor.is_quantized() || !r.typed))
       throw Error(ErrorCode::invalid_argument,
@@ -372,7 +390,9 @@ void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStrea
     for (std::size_t i = start; i < std::min(tensors.size(), start + kBatch); ++i) {
       const auto& [name, t] = tensors[i];
       p.str(name);
-      if (t.is_sparse())
+      if (t.is_meta())
+        meta_tensor(p, t);
+      else if (t.is_sparse())
         sparse_tensor(p, t, records, record_of);
       else if (t.is_quantized())
         quantized_tensor(p, t, records[tensor_record[i]], records, record_of);

@@ -1,12 +1,20 @@
 // torch.save's zip format (torch/serialization.py `_save`/`_load`, and
 // caffe2/serialize/inline_container.cc for the archive layout): every record
 // lives under one top-level folder (the archive name), `data.pkl` is the
-// pickled object, tensor storages are `data/<key>` records, `byteorder`
-// (newer releases) says how their bytes are ordered. TorchScript archives
-// (torch.jit.save) add `constants.pkl` with storages under `constants/` and
-// `code/`, which we never read.
+// pickled object, tensor storages are `data/<key>` records, and
+// `version` (or `.data/version`) is the archive's format version, which
+// every torch reader checks. torch 2.x adds `byteorder` (how storage bytes
+// are ordered; 2.x byte-swaps "big" files, 1.13 predates the record),
+// `.format_version` and `.storage_alignment` (how its writer ordered and
+// aligned the storage records: our reader takes each record where the
+// directory says it is, so any alignment reads), and `.data/serialization_id`
+// (an identifier of the save). TorchScript archives (torch.jit.save) add
+// `constants.pkl` with storages under `constants/` and `code/`, which we
+// never read.
 
 #include <algorithm>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <unordered_map>
 
@@ -25,9 +33,60 @@ struct Archive {
   bool big_endian = false;
 };
 
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
+// The text of a record (its first `max` bytes).
+std::string record_text(const ZipArchive& zip, const ZipEntry& e, std::size_t max) {
+  const Source rec = zip.read(e);
+  return std::string(reinterpret_cast<const char*>(rec.bytes().data()),
+                     std::min<std::size_t>(rec.size(), max));
+}
+
+// torch's readers accept archive versions 1..10 (caffe2/serialize/versions.h:
+// kMinSupportedFileFormatVersion, kMaxSupportedFileFormatVersion; torch.save
+// writes 3, TorchScript up to 10).
+constexpr std::uint64_t kMinVersion = 1, kMaxVersion = 10;
+
+// The archive version as PyTorchStreamReader::init reads it: `.data/version`
+// when present, else `version` (required), parsed as std::stoull parses
+// (leading white space, an optional sign, decimal digits, anything after
+// them ignored; a minus negates modulo 2^64), then range-checked.
+std::uint64_t archive_version(const ZipArchive& zip, const std::string& prefix,
+                              const std::string& file) {
+  const ZipEntry* e = zip.find(prefix + ".data/version");
+  if (e == nullptr) e = zip.find(prefix + "version");
+  if (e == nullptr)
+    throw Error(ErrorCode::corrupt,
+                "the archive has no '" + prefix + "version' record; torch's reader requires it", {},
+                std::nullopt, file);
+  const std::string text = record_text(zip, *e, SIZE_MAX);  // torch reads it whole
+  std::size_t i = 0;
+  while (i < text.size() && (text[i] == ' ' || (text[i] >= '\t' && text[i] <= '\r'))) ++i;
+  bool negative = false;
+  if (i < text.size() && (text[i] == '+' || text[i] == '-')) negative = text[i++] == '-';
+  std::uint64_t v = 0;
+  bool digits = false, overflow = false;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    digits = true;
+    const std::uint64_t d = static_cast<std::uint64_t>(text[i] - '0');
+    if (v > (~std::uint64_t{0} - d) / 10) overflow = true;
+    v = v * 10 + d;
+  }
+  const auto printable = [&] {
+    std::string p;
+    for (char c : text.substr(0, 32)) p += (c >= 0x20 && c < 0x7f) ? c : '?';
+    return text.size() > 32 ? p + "..." : p;
+  };
+  if (!digits || overflow)
+    throw Error(
+        ErrorCode::corrupt,
+        "the archive's version record '" + printable() + "' is not a version number torch reads",
+        e->name, e->data_offset, file);
+  if (negative) v = ~v + 1;
+  if (v < kMinVersion || v > kMaxVersion)
+    throw Error(v > kMaxVersion ? ErrorCode::unsupported : ErrorCode::corrupt,
+                "the archive's format version is " + std::to_string(v) + "; torch reads versions " +
+                    std::to_string(kMinVersion) + " to " + std::to_string(kMaxVersion),
+                e->name, e->data_offset, file);
+  return v;
 }
 
 // Resolves storage references of one pickle to records under `dir`.
@@ -88,9 +147,10 @@ class StorageResolver {
 Value read_pickle(const std::shared_ptr<const Archive>& a, const ZipEntry& entry,
                   const std::string& storage_dir, const OpenOptions& options) {
   if (entry.size > options.limits.max_pickle_bytes)
-    throw Error(ErrorCode::limit_exceeded,
-                "pickle of " + std::to_string(entry.size) + " bytes exceeds Limits::max_pickle_bytes",
-                {}, entry.data_offset, entry.name);
+    throw Error(
+        ErrorCode::limit_exceeded,
+        "pickle of " + std::to_string(entry.size) + " bytes exceeds Limits::max_pickle_bytes", {},
+        entry.data_offset, entry.name);
   const Source pkl = a->zip.read(entry);
   ByteReader r(pkl.bytes(), a->zip.source().name() + ":" + entry.name,
                entry.method == 0 ? entry.data_offset : 0);
@@ -105,7 +165,8 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options)
   archive->zip = ZipArchive::open(source, options.limits);
   const auto& entries = archive->zip.entries();
   if (entries.empty())
-    throw Error(ErrorCode::not_a_checkpoint, "the zip archive is empty", {}, std::nullopt, source.name());
+    throw Error(ErrorCode::not_a_checkpoint, "the zip archive is empty", {}, std::nullopt,
+                source.name());
   // As torch's reader (PyTorchFileReader::init) does: the folder of the
   // first record in the directory names the archive, and every record is
   // looked up under it (miniz ignoring ASCII case); a first record outside
@@ -115,7 +176,8 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options)
   if (slash == std::string::npos)
     throw Error(ErrorCode::corrupt,
                 "the zip's first record '" + first +
-                    "' is not in a folder; torch's reader refuses such archives (it takes the first record's folder "
+                    "' is not in a folder; torch's reader refuses such archives (it takes the "
+                    "first record's folder "
                     "as the archive name)",
                 first, entries.front().header_offset, source.name());
   archive->prefix = first.substr(0, slash + 1);
@@ -131,15 +193,31 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options)
   if (options.verify_crc)
     for (const auto& e : entries) archive->zip.verify_crc(e);
 
+  archive_version(archive->zip, archive->prefix, source.name());
+  // As torch 2.x's _load: the record says exactly "little" or "big"
+  // (anything else is a ValueError there); big-endian storages are swapped.
   if (const ZipEntry* bo = archive->zip.find(archive->prefix + "byteorder")) {
-    const Source rec = archive->zip.read(*bo);
-    const std::string order = trim(std::string(reinterpret_cast<const char*>(rec.bytes().data()),
-                                               std::min<std::size_t>(rec.size(), 16)));
-    if (order == "big") archive->big_endian = true;
+    const std::string order = record_text(archive->zip, *bo, 8);
+    if (order == "big")
+      archive->big_endian = true;
     else if (order != "little")
-      throw Error(ErrorCode::corrupt, "byteorder record says '" + order + "'", {}, bo->data_offset,
-                  source.name());
+      throw Error(ErrorCode::corrupt,
+                  "the byteorder record is not \"little\" or \"big\" (torch 2.x refuses it: "
+                  "unknown endianness)",
+                  bo->name, bo->data_offset, source.name());
   }
+  // Informative records of torch 2.x, kept as the catalogue's metadata
+  // (printable, at most 64 bytes each); nothing depends on them.
+  std::map<std::string, std::string> metadata;
+  for (const auto& [rec, key] : {std::pair{".data/serialization_id", "pytorch.serialization_id"},
+                                 std::pair{".format_version", "pytorch.format_version"},
+                                 std::pair{".storage_alignment", "pytorch.storage_alignment"}})
+    if (const ZipEntry* e = archive->zip.find(archive->prefix + rec)) {
+      std::string text = record_text(archive->zip, *e, 64);
+      for (char& c : text)
+        if (c < 0x20 || c >= 0x7f) c = '?';
+      metadata[key] = std::move(text);
+    }
 
   const ZipEntry* data = archive->zip.find(archive->prefix + "data.pkl");
   if (data == nullptr)
@@ -152,8 +230,8 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options)
 
   std::shared_ptr<const Archive> a = archive;
   const char* format = torchscript ? "torchscript" : "pytorch-zip";
-  TensorCatalog cat = TensorCatalog::from_value(
-      format, read_pickle(a, *data, "data/", options), options.limits);
+  TensorCatalog cat = TensorCatalog::from_value(format, read_pickle(a, *data, "data/", options),
+                                                options.limits, metadata);
   if (!torchscript) return cat;
   // Constants are tensors baked into the TorchScript code; a frozen module
   // keeps all of its weights there. They follow the module's own tensors.
@@ -162,7 +240,7 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options)
   if (consts.empty()) return cat;
   std::vector<NamedTensor> all = cat.tensors();
   for (const auto& t : consts.tensors()) all.push_back({"constants." + t.name, t.tensor});
-  return TensorCatalog::from_tensors(format, std::move(all), {}, cat.root());
+  return TensorCatalog::from_tensors(format, std::move(all), std::move(metadata), cat.root());
 }
 
 }  // namespace torchport::formats

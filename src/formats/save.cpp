@@ -136,6 +136,7 @@ SaveResult save(TensorCatalog catalog, const fs::path& path, SaveFormat format,
   // so each tensor dies as soon as the writer is done with it.
   if (format == SaveFormat::safetensors) refuse_quantized(catalog, "safetensors");
   if (format == SaveFormat::safetensors) refuse_sparse(catalog, "safetensors");
+  if (format == SaveFormat::safetensors) refuse_meta(catalog, "safetensors");
   std::vector<NamedTensor> tensors = catalog.tensors();
   const std::map<std::string, std::string> metadata = catalog.metadata();
   catalog = TensorCatalog();

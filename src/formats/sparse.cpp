@@ -78,6 +78,16 @@ Tensor rebuild(const Value& args, const std::function<Value(const Value&)>& inne
   return Tensor::sparse_tensor(std::move(p));
 }
 
+void refuse_meta(const TensorCatalog& catalog, std::string_view target) {
+  for (const auto& t : catalog.tensors())
+    if (t.tensor.is_meta())
+      throw Error(ErrorCode::invalid_argument,
+                  "tensor is a meta tensor (" + t.tensor.description() +
+                      "): a dtype and shape without data, which " + std::string(target) +
+                      " cannot hold (a .pt file keeps it as torch saved it)",
+                  t.name);
+}
+
 }  // namespace torchport::formats::sparse
 
 namespace torchport {
@@ -103,6 +113,16 @@ void refuse_sparse(const TensorCatalog& catalog, std::string_view target) {
                       std::string(SparseParts::layout_name(t.tensor.sparse()->layout)) + ") and " +
                       std::string(target) +
                       " has no sparse layout: pass --densify (write it dense, densify_tensors)",
+                  t.name);
+}
+
+void refuse_meta(const TensorCatalog& catalog, std::string_view target) {
+  for (const auto& t : catalog.tensors())
+    if (t.tensor.is_meta())
+      throw Error(ErrorCode::invalid_argument,
+                  "tensor is a meta tensor (" + t.tensor.description() +
+                      "): a dtype and shape without data, which " + std::string(target) +
+                      " cannot hold (a .pt file keeps it as torch saved it)",
                   t.name);
 }
 

@@ -299,9 +299,18 @@ std::string not_read(const Global& g, const Value& args) {
   }
   if (n == "_rebuild_qtensor")
     return g.qualified() + ": a quantized tensor; quantized tensors are not read yet";
-  if (n == "_rebuild_meta_tensor_no_storage")
-    return g.qualified() + ": a meta tensor (no data) is not read yet";
-  return g.qualified() + " (sparse, quantized, meta, nested and device tensors are not read)";
+  if (n == "_rebuild_wrapper_subclass")
+    return g.qualified() +
+           ": a tensor subclass without storage of its own (a DTensor, a fake or functional tensor, "
+           "an XLA or other device tensor); its data is not in the file as torch.load reads it, "
+           "and such tensors are not read";
+  if (n == "_rebuild_nested_tensor")
+    return g.qualified() + ": a nested tensor (torch.nested, a list of tensors of different "
+                           "shapes); nested tensors are not read";
+  if (n == "_rebuild_device_tensor_from_numpy" || n == "_rebuild_device_tensor_from_cpu_tensor" ||
+      n == "_rebuild_xla_tensor" || n == "_rebuild_mps_tensor")
+    return g.qualified() + ": a tensor of a device other than the CPU saved without a storage; not read";
+  return g.qualified() + ": a tensor rebuild function torchport does not read";
 }
 
 // The storage a rebuild reads: a value persistent_load gave (torch's
@@ -415,6 +424,15 @@ std::optional<Tensor> tensor_of_call(const Global& g, const Value& args, Inner&&
     if (!n.is(Value::Kind::Str) || !layout_names().count(n.as_str()))
       throw Error(ErrorCode::corrupt, "_get_layout(" + n.repr(2) + "): not a layout torch has");
     return std::nullopt;
+  }
+  if (utils && g.name == "_rebuild_meta_tensor_no_storage") {
+    // (dtype, size, stride, requires_grad): torch.empty_strided on device
+    // "meta", which torch >= 1.12 writes for a tensor of that device (a
+    // model built on "meta" and saved before its weights were loaded).
+    arity(g, args, 4, 4);
+    const DType dtype = dtype_global(arg(g, args, 0));
+    requires_grad(arg(g, args, 3), dtype, g.name.c_str());
+    return Tensor::meta(dtype, int_list(arg(g, args, 1), "size"), int_list(arg(g, args, 2), "stride"));
   }
   if (utils && g.name == "_rebuild_qtensor")
     return quantized::rebuild(args, [&](const Value& v) -> Value { return inner(v); });

@@ -51,6 +51,7 @@ constexpr std::string_view kAllowedExact[] = {
     "torch._utils._rebuild_sparse_tensor",
     "torch._utils._rebuild_meta_tensor_no_storage",
     "torch._utils._rebuild_wrapper_subclass",
+    "torch._utils._rebuild_nested_tensor",
     "torch._utils._rebuild_device_tensor_from_numpy",
     "torch._utils._rebuild_device_tensor_from_cpu_tensor",
     // torch 1.13's CSR rebuild (2.x folded it into _rebuild_sparse_tensor):

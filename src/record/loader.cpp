@@ -296,6 +296,11 @@ void Loader::tensor(const Value* node, const std::string& path, Tensor& field) {
     return;
   }
   if (trial_) return;
+  if (t.is_meta())
+    throw Error(ErrorCode::unsupported,
+                "the file holds a meta tensor here (" + t.description() +
+                    "): torch saved it from device 'meta', with a dtype and shape but no data",
+                path);
   if (t.is_sparse()) t = t.to_dense();  // the field is dense: its values are unambiguous
   if (t.is_quantized()) {
     if (!settings_.dequantize)

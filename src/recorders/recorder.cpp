@@ -8,6 +8,7 @@
 #include "formats/materialize_limit.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
+#include "torchport/formats/densify.hpp"
 #include "torchport/io/atomic_file.hpp"
 #include "torchport/io/gzip.hpp"
 #include "torchport/open/format.hpp"
@@ -99,6 +100,7 @@ void write_record(const Value& tree, const std::filesystem::path& path, const Re
 
 void write_record(const TensorCatalog& catalog, const std::filesystem::path& path,
                   const Recorder& recorder, const Limits& limits) {
+  refuse_meta(catalog, "a torchport record");
   // A record has no views: each tensor is written whole.
   std::uint64_t whole = 0, distinct = 0;
   std::unordered_set<const Storage*> seen;

@@ -212,6 +212,7 @@ int run_shard(const TensorCatalog& cat, const InspectArgs& a) {
 // The dtype column: torch's quantized dtype ("qint8") for a quantized
 // tensor, whose elements are that dtype's integers.
 std::string dtype_label(const Tensor& t) {
+  if (t.is_meta()) return std::string(dtype_name(t.dtype())) + " meta";  // no data
   if (t.is_sparse())
     return std::string(dtype_name(t.dtype())) + " " +
            std::string(SparseParts::layout_name(t.sparse()->layout)).substr(7);  // "F32 coo"
@@ -251,6 +252,7 @@ int run_inspect(const InspectArgs& a) {
       list.push_back({{"name", name}, {"dtype", std::string(dtype_name(t.dtype()))},
                       {"shape", t.shape()}, {"bytes", t.nbytes()}});
       if (t.is_quantized()) list.back()["quantized"] = quantizer_json(t);
+      if (t.is_meta()) list.back()["meta"] = true;
       if (t.is_sparse())
         list.back()["sparse"] = {
             {"layout", SparseParts::layout_name(t.sparse()->layout)},

@@ -237,7 +237,23 @@ class Tensor {
   /// \throws Error(corrupt) when indices and values do not fit the shape.
   Tensor to_dense() const;
   ///@}
-  /// "F32[3, 4]".
+  /// \name Meta tensors
+  /// A meta tensor (torch's device "meta": a model built with
+  /// `device="meta"`, saved as `_rebuild_meta_tensor_no_storage`) has a
+  /// dtype, sizes and strides but no data. Reading its elements (`bytes()`,
+  /// `clone()`, `to()`, a copy, ...) is an Error(unsupported) saying so.
+  ///@{
+
+  /// A meta tensor of `dtype` with sizes `shape` and strides `strides`, as
+  /// torch's `empty_strided(..., device="meta")`.
+  /// \throws Error(corrupt) on negative sizes or strides, lengths that differ,
+  /// or an extent that overflows 64 bits.
+  static Tensor meta(DType dtype, Shape shape, Shape strides);
+  /// True for a meta tensor (no data).
+  bool is_meta() const noexcept { return meta_; }
+  ///@}
+
+  /// "F32[3, 4]" ("F32[3, 4] meta" for a meta tensor).
   std::string description() const;
 
  private:
@@ -252,6 +268,7 @@ class Tensor {
   std::shared_ptr<Storage> storage_;
   std::shared_ptr<const Quantization> quant_;
   std::shared_ptr<const SparseParts> sparse_;
+  bool meta_ = false;
 };
 
 /// torch's affine quantizers (`Tensor::quantization()`).

@@ -1,0 +1,179 @@
+// Records of torch 2.x's zip writer and meta tensors
+// (tests/fixtures/torch2/make_torch2_fixtures.py): the layout torch >= 2.1
+// writes (.format_version, .storage_alignment, byteorder, .data/version,
+// .data/serialization_id, records aligned to 64 or 4096 bytes) reads as
+// torch reads it; a "big" byteorder swaps the storages as torch 2.x does;
+// the archive version is checked as every torch reader checks it; meta
+// tensors list dtype, shape and strides without data, are written back to
+// .pt as torch writes them and refused by formats that hold data only.
+
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "support/fixtures.hpp"
+#include "torchport/core/error.hpp"
+#include "torchport/formats/open.hpp"
+#include "torchport/formats/save.hpp"
+#include "torchport/record/fields.hpp"
+#include "torchport/record/load.hpp"
+#include "torchport/recorders/recorder.hpp"
+
+namespace fs = std::filesystem;
+using namespace torchport;
+using torchport::test::fixture;
+
+namespace {
+
+void expect_fixture(const TensorCatalog& cat, const std::string& name) {
+  const auto want = test::read_json(fixture("torch2/" + name + ".expected.json"));
+  ASSERT_EQ(cat.size(), want["tensors"].size());
+  for (std::size_t i = 0; i < cat.size(); ++i) {
+    const auto& [tname, t] = cat.tensors()[i];
+    const auto& w = want["tensors"][i];
+    SCOPED_TRACE(tname);
+    EXPECT_EQ(tname, w["name"].get<std::string>());
+    EXPECT_EQ(t.dtype(), dtype_from_torch_name(w["dtype"].get<std::string>()));
+    EXPECT_EQ(t.shape(), w["shape"].get<Shape>());
+    EXPECT_EQ(t.strides(), w["strides"].get<Shape>());
+    EXPECT_EQ(t.is_meta(), w.value("meta", false));
+    if (!t.is_meta()) {
+      EXPECT_EQ(test::tensor_sha256(t), w["sha256"].get<std::string>());
+    }
+  }
+}
+
+Error open_error(const std::string& name) {
+  try {
+    open(fixture("torch2/" + name + ".pt"));
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << name << " was read";
+  return Error(ErrorCode::internal, "read");
+}
+
+class Torch2Layout : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Torch2Layout, ReadsAsTorchReadsIt) {
+  const TensorCatalog cat = open(fixture("torch2/" + GetParam() + ".pt"));
+  EXPECT_EQ(cat.format(), "pytorch-zip");
+  expect_fixture(cat, GetParam());
+  expect_fixture(materialize(cat, Residence::owned), GetParam());
+  // The view keeps sharing its base's storage.
+  EXPECT_EQ(cat.find("view")->storage(), cat.find("linear.weight")->storage());
+  // The informative records are the catalogue's metadata.
+  EXPECT_EQ(cat.metadata().at("pytorch.format_version"), "1");
+  EXPECT_EQ(cat.metadata().at("pytorch.serialization_id").size(), 40u);
+  EXPECT_EQ(cat.metadata().at("pytorch.storage_alignment"),
+            GetParam() == "torch2_align4096" ? "4096" : "64");
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Torch2Layout,
+                         ::testing::Values("torch2_layout", "torch2_align4096",
+                                           "torch2_data_version", "torch2_big"));
+
+TEST(Torch2Layout, BigEndianGivesTheLittleEndianValues) {
+  const TensorCatalog big = open(fixture("torch2/torch2_big.pt"));
+  const TensorCatalog little = open(fixture("torch2/torch2_layout.pt"));
+  for (const auto& [name, t] : little.tensors()) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(big.find(name)->contiguous().equal(t.contiguous()));
+  }
+}
+
+TEST(Torch2Layout, VersionIsCheckedAsTorchChecksIt) {
+  const Error missing = open_error("bad_version_missing");
+  EXPECT_EQ(missing.code(), ErrorCode::corrupt);
+  EXPECT_NE(std::string(missing.what()).find("no 'bad_version_missing/version' record"),
+            std::string::npos)
+      << missing.what();
+  const Error eleven = open_error("bad_version_11");
+  EXPECT_EQ(eleven.code(), ErrorCode::unsupported);
+  EXPECT_NE(std::string(eleven.what()).find("format version is 11; torch reads versions 1 to 10"),
+            std::string::npos)
+      << eleven.what();
+  const Error text = open_error("bad_version_text");
+  EXPECT_EQ(text.code(), ErrorCode::corrupt);
+  EXPECT_NE(std::string(text.what()).find("'three?' is not a version number"), std::string::npos)
+      << text.what();
+}
+
+TEST(Torch2Layout, ByteorderMustBeLittleOrBig) {
+  const Error e = open_error("bad_byteorder");
+  EXPECT_EQ(e.code(), ErrorCode::corrupt);
+  EXPECT_NE(std::string(e.what()).find("byteorder record is not"), std::string::npos) << e.what();
+  EXPECT_EQ(e.key(), "bad_byteorder/byteorder");
+}
+
+TEST(MetaTensors, ListedWithoutData) {
+  for (const std::string name : {"meta", "meta_linear"}) {
+    SCOPED_TRACE(name);
+    const TensorCatalog cat = open(fixture("torch2/" + name + ".pt"));
+    expect_fixture(cat, name);
+    expect_fixture(materialize(cat, Residence::owned), name);
+  }
+  const TensorCatalog cat = open(fixture("torch2/meta.pt"));
+  const Tensor* w = cat.find("meta_weight");
+  ASSERT_TRUE(w && w->is_meta());
+  EXPECT_EQ(w->description(), "F32[3, 4] meta");
+  try {
+    (void)w->bytes();
+    FAIL() << "a meta tensor gave bytes";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("no data"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)w->clone(), Error);
+  EXPECT_THROW((void)cat.find("meta_strided")->contiguous(), Error);
+}
+
+TEST(MetaTensors, WrittenBackToPtAndRefusedByDataOnlyFormats) {
+  const fs::path dir = test::temp_dir("torch2_meta");
+  save(open(fixture("torch2/meta.pt")), dir / "out.pt", SaveFormat::pytorch);
+  expect_fixture(open(dir / "out.pt"), "meta");
+  try {
+    save(open(fixture("torch2/meta.pt")), dir / "out.safetensors", SaveFormat::safetensors);
+    FAIL() << "meta tensors written to safetensors";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_EQ(e.key(), "meta_weight");
+    EXPECT_NE(std::string(e.what()).find("meta tensor"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir / "out.safetensors"));
+  EXPECT_THROW(write_record(open(fixture("torch2/meta.pt")), dir / "out.tpb",
+                            Recorder{RecordFormat::compact_bin, false}),
+               Error);
+  EXPECT_FALSE(fs::exists(dir / "out.tpb"));
+}
+
+struct Lin {
+  Tensor weight, bias;
+  TORCHPORT_FIELDS(weight, bias)
+};
+
+TEST(MetaTensors, TypedLoadingSaysTheFileHasNoData) {
+  Lin m;
+  m.weight = Tensor::zeros(DType::F32, {3, 4});
+  m.bias = Tensor::zeros(DType::F32, {3});
+  try {
+    load(m, fixture("torch2/meta_linear.pt"));
+    FAIL() << "loaded a meta tensor";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("meta tensor"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MetaTensors, BadCallsAreRefused) {
+  EXPECT_THROW(Tensor::meta(DType::F32, {2, 3}, {1}), Error);
+  EXPECT_THROW(Tensor::meta(DType::F32, {2, -3}, {3, 1}), Error);
+  EXPECT_THROW(Tensor::meta(DType::F32, {2, 3}, {-1, 1}), Error);
+  EXPECT_THROW(Tensor::meta(DType::F32, {1 << 30, 1 << 30}, {std::int64_t{1} << 62, 1}), Error);
+  const Tensor ok = Tensor::meta(DType::F32, {0, 3}, {3, 1});
+  EXPECT_TRUE(ok.is_meta());
+  EXPECT_EQ(ok.numel(), 0);
+}
+
+}  // namespace
