@@ -268,8 +268,9 @@ inline std::string_view run(ByteReader& r, const OpInfo& op, std::uint64_t at, s
 }  // namespace detail_ops
 
 // Reads the argument of opcode `op` from `r`, positioned just after the
-// opcode byte (which it read), and leaves `r` after the argument. A length-prefixed run longer than
-// `max_run` bytes (the VM's Limits::max_string_bytes) is refused.
+// opcode byte (which it read), and leaves `r` after the argument. A
+// length-prefixed run longer than `max_run` bytes (the VM passes
+// Limits::max_string_bytes) is refused.
 //
 // Errors: Error(truncated) when the argument runs past the end (its field
 // named: "BININT1", "GLOBAL name", "BINUNICODE length"; a run's "BINUNICODE

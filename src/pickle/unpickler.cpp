@@ -1,6 +1,7 @@
 // The pickle VM. Opcode semantics follow CPython's Lib/pickle.py (the
 // reference unpickler) and torch/_weights_only_unpickler.py (which targets to
-// allow); every deviation is a refusal, never a guess.
+// allow); every deviation is a refusal, never a guess. The opcodes, their
+// argument layouts and the decoder of arguments are in opcodes.hpp.
 
 #include "torchport/pickle/unpickler.hpp"
 
