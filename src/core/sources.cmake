@@ -10,4 +10,6 @@ target_sources(torchport_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/storage.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tensor.cpp
   ${CMAKE_CURRENT_LIST_DIR}/value.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/value_json.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/value_repr.cpp
 )

@@ -22,6 +22,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "pickle/opcodes.hpp"
 #include "readers.hpp"
 #include "strict_json.hpp"
 #include "torchport/core/error.hpp"
@@ -32,6 +33,8 @@
 
 namespace torchport {
 namespace {
+
+namespace ops = pickle::ops;
 
 // How deep archives inside archives are followed, and how many bytes of
 // members one scan inflates or copies in all.
@@ -146,154 +149,72 @@ std::vector<WalkedGlobal> walk_globals(ByteReader r, std::uint64_t max_ops) {
     for (std::uint64_t n = 0; n < max_ops; ++n) {
       const std::uint64_t at = r.file_offset();
       const std::uint8_t op = r.u8("opcode");
+      const pickle::OpInfo* info = pickle::opcode_info(op);
+      if (info == nullptr) return out;  // not an opcode: Python stops here too
+      const pickle::Operand a = pickle::read_operand(r, *info);
       switch (op) {
-        case '.':
+        case ops::STOP:
           return out;
-        case 'c':
-        case 'i': {
-          std::string module(r.line("module")), name(r.line("name"));
+        case ops::GLOBAL:
+        case ops::INST: {
+          std::string module(a.text), name(a.second);
           if (!utf8(module) || !utf8(name)) return out;  // Python's decode fails here
-          out.push_back({std::move(module), std::move(name), op, at, op == 'i'});
+          out.push_back({std::move(module), std::move(name), op, at, op == ops::INST});
           push(std::nullopt);
           break;
         }
-        case 0x93: {  // STACK_GLOBAL
+        case ops::STACK_GLOBAL: {
           const auto name = strings.size() >= 1 ? strings.back() : std::nullopt;
           const auto module = strings.size() >= 2 ? strings.front() : std::nullopt;
           out.push_back({module.value_or("?"), name.value_or("?"), op, at, false});
           push(std::nullopt);
           break;
         }
-        case 'R':
-        case 0x81:
-        case 0x92:
-        case 'o':
-        case 'b':
+        case ops::REDUCE:
+        case ops::NEWOBJ:
+        case ops::NEWOBJ_EX:
+        case ops::OBJ:
+        case ops::BUILD:
           for (auto& g : out) g.called = true;  // conservatively: any global seen so far
           push(std::nullopt);
           break;
-        case 'S':
-        case 'V': {
-          push(std::string(r.line("string")));
+        case ops::STRING:
+        case ops::UNICODE:
+        case ops::SHORT_BINUNICODE:
+        case ops::SHORT_BINSTRING:
+        case ops::BINUNICODE:
+        case ops::BINSTRING:
+        case ops::BINUNICODE8:
+          push(std::string(a.text));
           break;
-        }
-        case 0x8c:
-        case 'U':
-          push(std::string(r.take_str(r.u8("length"), "string")));
-          break;
-        case 'X':
-        case 'T':
-          push(std::string(r.take_str(r.u32("length"), "string")));
-          break;
-        case 0x8d:
-          push(std::string(r.take_str(r.u64("length"), "string")));
-          break;
-        case 'p': {
-          const auto line = r.line("PUT");
+        case ops::PUT:
+        case ops::GET: {
           std::uint64_t i = 0;
-          for (char c : line)
+          for (char c : a.text)
             if (c >= '0' && c <= '9') i = i * 10 + static_cast<std::uint64_t>(c - '0');
-          put(i);
+          if (op == ops::PUT)
+            put(i);
+          else
+            get(i);
           break;
         }
-        case 'q':
-          put(r.u8("BINPUT"));
+        case ops::BINPUT:
+        case ops::LONG_BINPUT:
+          put(a.number);
           break;
-        case 'r':
-          put(r.u32("LONG_BINPUT"));
-          break;
-        case 0x94:
+        case ops::MEMOIZE:
           put(memo_count++);
           break;
-        case 'g': {
-          const auto line = r.line("GET");
-          std::uint64_t i = 0;
-          for (char c : line)
-            if (c >= '0' && c <= '9') i = i * 10 + static_cast<std::uint64_t>(c - '0');
-          get(i);
+        case ops::BINGET:
+        case ops::LONG_BINGET:
+          get(a.number);
           break;
-        }
-        case 'h':
-          get(r.u8("BINGET"));
+        case ops::BINFLOAT:
+        case ops::FRAME:
           break;
-        case 'j':
-          get(r.u32("LONG_BINGET"));
-          break;
-        case 'I':
-        case 'L':
-        case 'F':
-        case 'P':
-          r.line("arg");
+        default:  // any other value or operation: not a string
           push(std::nullopt);
           break;
-        case 0x80:
-        case 'K':
-        case 0x82:
-          r.skip(1, "arg");
-          push(std::nullopt);
-          break;
-        case 'M':
-        case 0x83:
-          r.skip(2, "arg");
-          push(std::nullopt);
-          break;
-        case 'J':
-        case 0x84:
-          r.skip(4, "arg");
-          push(std::nullopt);
-          break;
-        case 'G':
-        case 0x95:
-          r.skip(8, "arg");
-          break;
-        case 0x8a:
-        case 'C':
-          r.skip(r.u8("length"), "arg");
-          push(std::nullopt);
-          break;
-        case 'B':
-          r.skip(r.u32("length"), "arg");
-          push(std::nullopt);
-          break;
-        case 0x8b:
-          r.skip(r.u32("length"), "arg");
-          push(std::nullopt);
-          break;
-        case 0x8e:
-        case 0x96:
-          r.skip(r.u64("length"), "arg");
-          push(std::nullopt);
-          break;
-        case '(':
-        case '0':
-        case '1':
-        case '2':
-        case 'N':
-        case 'Q':
-        case 'a':
-        case 'd':
-        case '}':
-        case 'e':
-        case 'l':
-        case ']':
-        case 's':
-        case 't':
-        case ')':
-        case 'u':
-        case 0x85:
-        case 0x86:
-        case 0x87:
-        case 0x88:
-        case 0x89:
-        case 0x8f:
-        case 0x90:
-        case 0x91:
-        case 0x97:
-        case 0x98:
-          push(std::nullopt);
-          break;
-        default:
-          return out;  // not an opcode: Python stops here too
       }
     }
   } catch (const Error&) {
@@ -802,8 +723,11 @@ ScanReport scan_source(const Source& source, const OpenOptions& options, int dep
   ScanReport r;
   r.path = source.name();
   Scanner s(r, options, depth);
-  const std::optional<Format> format = options.format.empty() ? sniff(source) : parse_format(options.format);
-  r.format = !options.format.empty() ? options.format : format ? std::string(format_name(*format)) : std::string();
+  const std::optional<Format> format =
+      options.format.empty() ? sniff(source) : parse_format(options.format);
+  r.format = !options.format.empty() ? options.format
+             : format                ? std::string(format_name(*format))
+                                     : std::string();
   bool container_only = false;
   if (format == Format::pytorch_zip || format == Format::torchscript) {
     s.scan_zip(source);

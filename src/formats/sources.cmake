@@ -3,6 +3,7 @@ target_sources(torchport_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/catalog.cpp
   ${CMAKE_CURRENT_LIST_DIR}/materialize.cpp
   ${CMAKE_CURRENT_LIST_DIR}/numpy.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/prune.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pytorch_legacy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pytorch_tar.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pytorch_writer.cpp

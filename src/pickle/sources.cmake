@@ -1,5 +1,6 @@
 # Sources of the pickle layer.
 target_sources(torchport_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/globals.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/opcodes.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unpickler.cpp
 )

@@ -5,6 +5,7 @@
 #include "torchport/core/error.hpp"
 #include "torchport/core/tensor.hpp"
 #include "torchport/core/value.hpp"
+#include "torchport/formats/prune.hpp"
 
 using namespace torchport;
 
@@ -45,13 +46,15 @@ TEST(Tensor, ViewsMustFitTheirStorage) {
   EXPECT_THROW(Tensor(DType::F64, {3}, {1}, 0, x.storage()), Error);
   EXPECT_THROW(Tensor(DType::F32, {2}, {-1}, 1, x.storage()), Error);
   EXPECT_THROW(Tensor(DType::F32, {1ll << 40, 1ll << 40}, {1, 1}, 0, x.storage()), Error);
-  EXPECT_NO_THROW(Tensor(DType::F32, {0, 100}, {100, 1}, 0, x.storage()));  // empty: reaches nothing
+  EXPECT_NO_THROW(
+      Tensor(DType::F32, {0, 100}, {100, 1}, 0, x.storage()));  // empty: reaches nothing
   try {
     Tensor(DType::F32, {2, 3}, {3, 1}, 0, x.storage());
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::corrupt);
-    EXPECT_NE(std::string(e.what()).find("needs 6 elements but its storage has 16 bytes"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("needs 6 elements but its storage has 16 bytes"),
+              std::string::npos)
         << e.what();
   }
 }

@@ -2,6 +2,10 @@
 /// \file
 /// `Value`: the inert data tree a pickle (or a JSON header, or a record file)
 /// describes. Nothing in it can run.
+///
+/// The model and Python key equality are in src/core/value.cpp, `repr` in
+/// value_repr.cpp, `to_json` in value_json.cpp; the "values" view that hides
+/// tensors (`prune_tensors`) is in torchport/formats/prune.hpp.
 
 #include <cstdint>
 #include <memory>
@@ -164,7 +168,7 @@ class Value {
   template <class N>
   N& node_as(Kind k) const;
   void absorb(const Value& child);
-  friend struct ValueAccess;  // hashing and printing in value.cpp
+  friend struct ValueAccess;  // key hashing and equality in value.cpp
 
   Kind kind_ = Kind::None;
   union {
@@ -184,11 +188,6 @@ struct Object {
   /// Byte offset of the opcode that made the object, in the file, for messages.
   std::uint64_t offset = 0;
 };
-
-/// Lines of Python-like text for a value tree with tensors hidden: dict
-/// entries and list items that hold only tensors are dropped. This is what
-/// `torchport inspect` shows as "values". Returns None when nothing is left.
-Value prune_tensors(const Value& v);
 
 /// Bounds of `to_json`'s output.
 struct JsonBudget {

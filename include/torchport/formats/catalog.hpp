@@ -11,6 +11,7 @@
 #include "torchport/core/limits.hpp"
 #include "torchport/core/tensor.hpp"
 #include "torchport/core/value.hpp"
+#include "torchport/formats/prune.hpp"
 
 namespace torchport {
 
