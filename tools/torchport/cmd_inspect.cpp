@@ -15,6 +15,7 @@
 #include "torchport/formats/module_tree.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/record/shard_plan.hpp"
+#include "torchport/record/shard_reads.hpp"
 
 namespace torchport::cli {
 namespace {
@@ -81,12 +82,6 @@ void print_tree(const TensorCatalog& cat, int max_depth) {
 
 // --shard RANK/WORLD --plan FILE: what each tensor's rule gives the rank,
 // and the bytes every rank reads (a tensor no rule matches is read whole).
-struct ShardLine {
-  std::string name, kind, rule;
-  Shape shape, part;
-  std::uint64_t bytes = 0, whole = 0;
-};
-
 std::pair<int, int> parse_shard(const std::string& s) {
   const auto slash = s.find('/');
   int rank = -1, world = 0;
@@ -106,36 +101,14 @@ std::pair<int, int> parse_shard(const std::string& s) {
   return {rank, world};
 }
 
-std::vector<ShardLine> shard_lines(const TensorCatalog& cat, const ShardPlan& plan, int rank,
-                                   int world) {
-  std::vector<ShardLine> out;
-  for (const auto& [name, t] : cat.tensors()) {
-    const ShardSlice s = plan.resolve(name, t.shape(), rank, world);
-    ShardLine l{name,
-                std::string(shard_kind_name(s.kind)),
-                s.rule,
-                t.shape(),
-                s.shape(t.shape()),
-                t.nbytes(),
-                t.nbytes()};
-    if (s.kind != ShardKind::replicate) l.bytes = slice_nbytes(t, s.dim, s.ranges);
-    out.push_back(std::move(l));
-  }
-  return out;
-}
-
 int run_shard(const TensorCatalog& cat, const InspectArgs& a) {
   if (a.plan.empty())
     throw torchport::Error(torchport::ErrorCode::invalid_argument, "--shard needs --plan FILE");
   const auto [rank, world] = parse_shard(a.shard);
   const ShardPlan plan = ShardPlan::read_file(a.plan);
-  const std::vector<ShardLine> lines = shard_lines(cat, plan, rank, world);
-  std::vector<std::uint64_t> per_rank;
-  for (int r = 0; r < world; ++r) {
-    std::uint64_t n = 0;
-    for (const auto& l : r == rank ? lines : shard_lines(cat, plan, r, world)) n += l.bytes;
-    per_rank.push_back(n);
-  }
+  const ShardReads reads = shard_reads(cat, plan, rank, world);
+  const std::vector<LoadReport::ShardRead>& lines = reads.reads;
+  const std::vector<std::uint64_t>& per_rank = reads.bytes_per_rank;
   const std::uint64_t total = cat.total_bytes();
   if (a.json) {
     nlohmann::ordered_json out;
@@ -144,14 +117,14 @@ int run_shard(const TensorCatalog& cat, const InspectArgs& a) {
     out["world"] = world;
     auto& list = out["tensors"] = nlohmann::ordered_json::array();
     for (const auto& l : lines)
-      list.push_back({{"name", l.name},
+      list.push_back({{"name", l.key},
                       {"kind", l.kind},
                       {"rule", l.rule},
-                      {"shape", l.shape},
-                      {"part", l.part},
+                      {"shape", l.file_shape},
+                      {"part", l.shape},
                       {"bytes", l.bytes},
-                      {"file_bytes", l.whole}});
-    out["bytes"] = per_rank[static_cast<std::size_t>(rank)];
+                      {"file_bytes", l.file_bytes}});
+    out["bytes"] = reads.bytes();
     out["total_bytes"] = total;
     out["bytes_per_rank"] = per_rank;
     fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
@@ -161,19 +134,20 @@ int run_shard(const TensorCatalog& cat, const InspectArgs& a) {
              cat.size(), human_bytes(total), rank, world, a.plan, plan.rules().size());
   std::size_t wname = 4, wshape = 5;
   for (const auto& l : lines) {
-    wname = std::max(wname, l.name.size());
-    wshape = std::max(wshape, shape_to_string(l.shape).size() + 4 + shape_to_string(l.part).size());
+    wname = std::max(wname, l.key.size());
+    wshape = std::max(wshape,
+                      shape_to_string(l.file_shape).size() + 4 + shape_to_string(l.shape).size());
   }
   wname = std::min<std::size_t>(wname, 80);
   if (!lines.empty()) {
     fmt::print("\n{:<{}}  {:<9}  {:<{}}  {:>12}  {}\n", "name", wname, "split",
                "shape -> rank's part", wshape, "bytes read", "rule");
     for (const auto& l : lines)
-      fmt::print("{:<{}}  {:<9}  {:<{}}  {:>12}  {}\n", l.name, wname, l.kind,
-                 shape_to_string(l.shape) + " -> " + shape_to_string(l.part), wshape,
+      fmt::print("{:<{}}  {:<9}  {:<{}}  {:>12}  {}\n", l.key, wname, l.kind,
+                 shape_to_string(l.file_shape) + " -> " + shape_to_string(l.shape), wshape,
                  grouped(l.bytes), l.rule.empty() ? "(no rule: whole)" : l.rule);
   }
-  const std::uint64_t mine = per_rank[static_cast<std::size_t>(rank)];
+  const std::uint64_t mine = reads.bytes();
   fmt::print("\nrank {} reads {} of {} ({:.1f}%)\n", rank, human_bytes(mine), human_bytes(total),
              total ? 100.0 * static_cast<double>(mine) / static_cast<double>(total) : 0.0);
   fmt::print("bytes per rank:");
