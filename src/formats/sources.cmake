@@ -1,7 +1,9 @@
 # Sources of the formats layer.
 target_sources(torchport_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/catalog.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/compare.cpp
   ${CMAKE_CURRENT_LIST_DIR}/materialize.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/module_tree.cpp
   ${CMAKE_CURRENT_LIST_DIR}/numpy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/prune.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pytorch_legacy.cpp

@@ -10,6 +10,7 @@
 #include "torchport/open/format.hpp"
 #include "torchport/record/load.hpp"
 
+#include "torchport/formats/module_tree.hpp"
 #include "torchport/formats/slice.hpp"
 #include "torchport/version.hpp"
 
@@ -73,69 +74,43 @@ bool numeric_items(const Value& node, std::vector<std::pair<std::size_t, const V
   return true;
 }
 
-// Dotted keys to a tree: segments become dict levels; a level whose keys are
-// all integers becomes a list, in increasing order, gaps closed (fc.0, fc.2,
-// fc.4 -> fc[0], fc[1], fc[2], as nn.Sequential with activations leaves them).
+// Dotted keys to a tree: segments become dict levels (split as NameTree
+// splits them); a level whose keys are all integers becomes a list, in
+// increasing order, gaps closed (fc.0, fc.2, fc.4 -> fc[0], fc[1], fc[2], as
+// nn.Sequential with activations leaves them).
 class Trie {
  public:
   void insert(const std::string& key, Value leaf) {
-    std::size_t node = 0;
-    std::size_t start = 0;
-    for (;;) {
-      const auto dot = key.find('.', start);
-      const std::string seg = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-      if (nodes_[node].leaf)
-        throw Error(ErrorCode::corrupt, "key is both a value and the prefix of '" + key + "'",
-                    key.substr(0, start == 0 ? 0 : start - 1));
-      auto& kids = nodes_[node].children;
-      auto it = std::find_if(kids.begin(), kids.end(), [&](const auto& c) { return c.first == seg; });
-      std::size_t next;
-      if (it == kids.end()) {
-        next = nodes_.size();
-        kids.emplace_back(seg, next);  // may reallocate nodes_ below; index stays valid
-        nodes_.emplace_back();
-      } else {
-        next = it->second;
-      }
-      node = next;
-      if (dot == std::string::npos) break;
-      start = dot + 1;
-    }
-    if (nodes_[node].leaf || !nodes_[node].children.empty())
+    const std::size_t node = names_.insert(key, leaves_.size());
+    // The shallowest value whose key is a prefix of this one.
+    std::size_t prefix = NameTree::npos;
+    for (std::size_t p = names_.node(node).parent; p != NameTree::npos; p = names_.node(p).parent)
+      if (names_.node(p).leaf != NameTree::npos) prefix = p;
+    if (prefix != NameTree::npos)
+      throw Error(ErrorCode::corrupt, "key is both a value and the prefix of '" + key + "'",
+                  names_.path(prefix));
+    if (names_.node(node).leaf != leaves_.size() || !names_.node(node).children.empty())
       throw Error(ErrorCode::corrupt, "two values for the same key (after remapping)", key);
-    nodes_[node].leaf = std::move(leaf);
+    leaves_.push_back(std::move(leaf));
   }
 
   Value build(std::size_t node = 0) const {
-    const Node& n = nodes_[node];
-    if (n.leaf) return *n.leaf;
-    std::vector<std::pair<std::size_t, std::size_t>> numeric;
-    bool all_numeric = !n.children.empty();
-    for (const auto& [seg, child] : n.children) {
-      std::size_t i;
-      if (!parse_index(seg, i)) {
-        all_numeric = false;
-        break;
-      }
-      numeric.emplace_back(i, child);
-    }
-    if (all_numeric) {
-      std::sort(numeric.begin(), numeric.end());
+    const NameTree::Node& n = names_.node(node);
+    if (n.leaf != NameTree::npos) return leaves_[n.leaf];
+    if (const auto items = names_.indexed_children(node)) {
       Value list = Value::list();
-      for (const auto& [i, child] : numeric) list.append(build(child));
+      for (const auto& [i, child] : *items) list.append(build(child));
       return list;
     }
     Value dict = Value::dict();
-    for (const auto& [seg, child] : n.children) dict.insert(Value::str(seg), build(child));
+    for (const std::size_t child : n.children)
+      dict.insert(Value::str(names_.node(child).name), build(child));
     return dict;
   }
 
  private:
-  struct Node {
-    std::vector<std::pair<std::string, std::size_t>> children;
-    std::optional<Value> leaf;
-  };
-  std::vector<Node> nodes_{Node{}};
+  NameTree names_;
+  std::vector<Value> leaves_;
 };
 
 // Scalars of the root reachable through dicts and lists (configs and

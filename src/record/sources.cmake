@@ -7,5 +7,6 @@ target_sources(torchport_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/remap.cpp
   ${CMAKE_CURRENT_LIST_DIR}/report.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shard_plan.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/shard_reads.cpp
   ${CMAKE_CURRENT_LIST_DIR}/save.cpp
 )

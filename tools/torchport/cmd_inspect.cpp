@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <memory>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -13,8 +12,10 @@
 #include "commands.hpp"
 #include "format.hpp"
 #include "torchport/core/error.hpp"
+#include "torchport/formats/module_tree.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/record/shard_plan.hpp"
+#include "torchport/record/shard_reads.hpp"
 
 namespace torchport::cli {
 namespace {
@@ -29,61 +30,20 @@ struct InspectArgs {
   std::string plan;   // the plan file
 };
 
-// The names unflattened at their dots: the nested module structure, each
-// subtree with its parameter count and bytes, children in file order.
-struct Node {
-  std::string name;
-  std::uint64_t params = 0;
-  std::uint64_t bytes = 0;
-  const Tensor* tensor = nullptr;  // leaves
-  std::vector<std::unique_ptr<Node>> children;
-  std::unordered_map<std::string, std::size_t> index;
-
-  Node& child(std::string_view part) {
-    const auto [it, fresh] = index.try_emplace(std::string(part), children.size());
-    if (fresh) {
-      children.push_back(std::make_unique<Node>());
-      children.back()->name = std::string(part);
-    }
-    return *children[it->second];
-  }
-};
-
-Node build_tree(const TensorCatalog& cat) {
-  Node root;
-  for (const auto& [name, t] : cat.tensors()) {
-    Node* n = &root;
-    const auto numel = static_cast<std::uint64_t>(t.numel());
-    root.params += numel;
-    root.bytes += t.nbytes();
-    std::size_t start = 0;
-    for (;;) {
-      const std::size_t dot = name.find('.', start);
-      n = &n->child(std::string_view(name).substr(
-          start, dot == std::string::npos ? std::string::npos : dot - start));
-      n->params += numel;
-      n->bytes += t.nbytes();
-      if (dot == std::string::npos) break;
-      start = dot + 1;
-    }
-    n->tensor = &t;
-  }
-  return root;
-}
-
 struct TreeLine {
   std::string label;  // prefix + name
-  const Node* node;
+  std::size_t node;
 };
 
-void collect(const Node& n, const std::string& prefix, int level, int max_depth,
-             std::vector<TreeLine>& out) {
-  for (std::size_t i = 0; i < n.children.size(); ++i) {
-    const Node& c = *n.children[i];
-    const bool last = i + 1 == n.children.size();
-    out.push_back({prefix + (last ? "└─ " : "├─ ") + c.name, &c});
+void collect(const ModuleTree& tree, std::size_t node, const std::string& prefix, int level,
+             int max_depth, std::vector<TreeLine>& out) {
+  const auto& children = tree.nodes[node].children;
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    const std::size_t c = children[i];
+    const bool last = i + 1 == children.size();
+    out.push_back({prefix + (last ? "└─ " : "├─ ") + tree.nodes[c].name, c});
     if (max_depth == 0 || level + 1 < max_depth)
-      collect(c, prefix + (last ? "   " : "│  "), level + 1, max_depth, out);
+      collect(tree, c, prefix + (last ? "   " : "│  "), level + 1, max_depth, out);
   }
 }
 
@@ -96,24 +56,25 @@ std::size_t columns(std::string_view s) {
 
 void print_tree(const TensorCatalog& cat, int max_depth) {
   const bool colour = colour_enabled(1);
-  const Node root = build_tree(cat);
+  const ModuleTree tree = module_tree(cat);
   std::vector<TreeLine> lines;
-  collect(root, "", 0, max_depth, lines);
+  collect(tree, 0, "", 0, max_depth, lines);
   std::size_t width = 5;  // "(all)"
   for (const auto& l : lines) width = std::max(width, columns(l.label));
   fmt::print("\n{}{}  {:>14}  {:>10}\n", styled("(all)", Style::bold, colour),
-             std::string(width - 5, ' '), grouped(root.params), human_bytes(root.bytes));
+             std::string(width - 5, ' '), grouped(tree.root().params),
+             human_bytes(tree.root().bytes));
   for (const auto& l : lines) {
-    const Node& n = *l.node;
+    const ModuleTree::Node& n = tree.nodes[l.node];
+    const Tensor* t = n.tensor == ModuleTree::npos ? nullptr : &cat.tensors()[n.tensor].tensor;
     std::string label = l.label;
-    if (n.tensor == nullptr) {
+    if (t == nullptr) {
       const auto cut = label.size() - n.name.size();
       label = label.substr(0, cut) + styled(n.name, Style::bold, colour);
     }
     std::string detail;
-    if (n.tensor != nullptr)
-      detail =
-          fmt::format("  {} {}", dtype_name(n.tensor->dtype()), shape_to_string(n.tensor->shape()));
+    if (t != nullptr)
+      detail = fmt::format("  {} {}", dtype_name(t->dtype()), shape_to_string(t->shape()));
     fmt::print("{}{}  {:>14}  {:>10}{}\n", label, std::string(width - columns(l.label), ' '),
                grouped(n.params), human_bytes(n.bytes), styled(detail, Style::dim, colour));
   }
@@ -121,12 +82,6 @@ void print_tree(const TensorCatalog& cat, int max_depth) {
 
 // --shard RANK/WORLD --plan FILE: what each tensor's rule gives the rank,
 // and the bytes every rank reads (a tensor no rule matches is read whole).
-struct ShardLine {
-  std::string name, kind, rule;
-  Shape shape, part;
-  std::uint64_t bytes = 0, whole = 0;
-};
-
 std::pair<int, int> parse_shard(const std::string& s) {
   const auto slash = s.find('/');
   int rank = -1, world = 0;
@@ -146,29 +101,14 @@ std::pair<int, int> parse_shard(const std::string& s) {
   return {rank, world};
 }
 
-std::vector<ShardLine> shard_lines(const TensorCatalog& cat, const ShardPlan& plan, int rank, int world) {
-  std::vector<ShardLine> out;
-  for (const auto& [name, t] : cat.tensors()) {
-    const ShardSlice s = plan.resolve(name, t.shape(), rank, world);
-    ShardLine l{name, std::string(shard_kind_name(s.kind)), s.rule, t.shape(), s.shape(t.shape()), t.nbytes(),
-                t.nbytes()};
-    if (s.kind != ShardKind::replicate) l.bytes = slice_nbytes(t, s.dim, s.ranges);
-    out.push_back(std::move(l));
-  }
-  return out;
-}
-
 int run_shard(const TensorCatalog& cat, const InspectArgs& a) {
-  if (a.plan.empty()) throw torchport::Error(torchport::ErrorCode::invalid_argument, "--shard needs --plan FILE");
+  if (a.plan.empty())
+    throw torchport::Error(torchport::ErrorCode::invalid_argument, "--shard needs --plan FILE");
   const auto [rank, world] = parse_shard(a.shard);
   const ShardPlan plan = ShardPlan::read_file(a.plan);
-  const std::vector<ShardLine> lines = shard_lines(cat, plan, rank, world);
-  std::vector<std::uint64_t> per_rank;
-  for (int r = 0; r < world; ++r) {
-    std::uint64_t n = 0;
-    for (const auto& l : r == rank ? lines : shard_lines(cat, plan, r, world)) n += l.bytes;
-    per_rank.push_back(n);
-  }
+  const ShardReads reads = shard_reads(cat, plan, rank, world);
+  const std::vector<LoadReport::ShardRead>& lines = reads.reads;
+  const std::vector<std::uint64_t>& per_rank = reads.bytes_per_rank;
   const std::uint64_t total = cat.total_bytes();
   if (a.json) {
     nlohmann::ordered_json out;
@@ -177,34 +117,42 @@ int run_shard(const TensorCatalog& cat, const InspectArgs& a) {
     out["world"] = world;
     auto& list = out["tensors"] = nlohmann::ordered_json::array();
     for (const auto& l : lines)
-      list.push_back({{"name", l.name}, {"kind", l.kind}, {"rule", l.rule}, {"shape", l.shape}, {"part", l.part},
-                      {"bytes", l.bytes}, {"file_bytes", l.whole}});
-    out["bytes"] = per_rank[static_cast<std::size_t>(rank)];
+      list.push_back({{"name", l.key},
+                      {"kind", l.kind},
+                      {"rule", l.rule},
+                      {"shape", l.file_shape},
+                      {"part", l.shape},
+                      {"bytes", l.bytes},
+                      {"file_bytes", l.file_bytes}});
+    out["bytes"] = reads.bytes();
     out["total_bytes"] = total;
     out["bytes_per_rank"] = per_rank;
     fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
     return 0;
   }
-  fmt::print("{}: {}, {} tensors, {}; rank {} of {} by {} ({} rules)\n", a.file, cat.format(), cat.size(),
-             human_bytes(total), rank, world, a.plan, plan.rules().size());
+  fmt::print("{}: {}, {} tensors, {}; rank {} of {} by {} ({} rules)\n", a.file, cat.format(),
+             cat.size(), human_bytes(total), rank, world, a.plan, plan.rules().size());
   std::size_t wname = 4, wshape = 5;
   for (const auto& l : lines) {
-    wname = std::max(wname, l.name.size());
-    wshape = std::max(wshape, shape_to_string(l.shape).size() + 4 + shape_to_string(l.part).size());
+    wname = std::max(wname, l.key.size());
+    wshape = std::max(wshape,
+                      shape_to_string(l.file_shape).size() + 4 + shape_to_string(l.shape).size());
   }
   wname = std::min<std::size_t>(wname, 80);
   if (!lines.empty()) {
-    fmt::print("\n{:<{}}  {:<9}  {:<{}}  {:>12}  {}\n", "name", wname, "split", "shape -> rank's part", wshape,
-               "bytes read", "rule");
+    fmt::print("\n{:<{}}  {:<9}  {:<{}}  {:>12}  {}\n", "name", wname, "split",
+               "shape -> rank's part", wshape, "bytes read", "rule");
     for (const auto& l : lines)
-      fmt::print("{:<{}}  {:<9}  {:<{}}  {:>12}  {}\n", l.name, wname, l.kind, shape_to_string(l.shape) + " -> " +
-                 shape_to_string(l.part), wshape, grouped(l.bytes), l.rule.empty() ? "(no rule: whole)" : l.rule);
+      fmt::print("{:<{}}  {:<9}  {:<{}}  {:>12}  {}\n", l.key, wname, l.kind,
+                 shape_to_string(l.file_shape) + " -> " + shape_to_string(l.shape), wshape,
+                 grouped(l.bytes), l.rule.empty() ? "(no rule: whole)" : l.rule);
   }
-  const std::uint64_t mine = per_rank[static_cast<std::size_t>(rank)];
+  const std::uint64_t mine = reads.bytes();
   fmt::print("\nrank {} reads {} of {} ({:.1f}%)\n", rank, human_bytes(mine), human_bytes(total),
              total ? 100.0 * static_cast<double>(mine) / static_cast<double>(total) : 0.0);
   fmt::print("bytes per rank:");
-  for (int r = 0; r < world; ++r) fmt::print(" {}={}", r, grouped(per_rank[static_cast<std::size_t>(r)]));
+  for (int r = 0; r < world; ++r)
+    fmt::print(" {}={}", r, grouped(per_rank[static_cast<std::size_t>(r)]));
   fmt::print("\n");
   return 0;
 }
@@ -240,7 +188,8 @@ int run_inspect(const InspectArgs& a) {
   if (!a.top_level_key.empty()) cat = cat.select(a.top_level_key);
   if (!a.shard.empty() || !a.plan.empty()) {
     if (a.shard.empty())
-      throw torchport::Error(torchport::ErrorCode::invalid_argument, "--plan needs --shard RANK/WORLD");
+      throw torchport::Error(torchport::ErrorCode::invalid_argument,
+                             "--plan needs --shard RANK/WORLD");
     return run_shard(cat, a);
   }
 
@@ -249,8 +198,10 @@ int run_inspect(const InspectArgs& a) {
     out["format"] = cat.format();
     auto& list = out["tensors"] = nlohmann::ordered_json::array();
     for (const auto& [name, t] : cat.tensors()) {
-      list.push_back({{"name", name}, {"dtype", std::string(dtype_name(t.dtype()))},
-                      {"shape", t.shape()}, {"bytes", t.nbytes()}});
+      list.push_back({{"name", name},
+                      {"dtype", std::string(dtype_name(t.dtype()))},
+                      {"shape", t.shape()},
+                      {"bytes", t.nbytes()}});
       if (t.is_quantized()) list.back()["quantized"] = quantizer_json(t);
       if (t.is_meta()) list.back()["meta"] = true;
       if (t.is_sparse())
@@ -311,12 +262,14 @@ Command add_inspect(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--top-level-key", args->top_level_key,
                   "Show only what lies under this key (e.g. state_dict)");
-  sub->add_option("--shard", args->shard,
-                  "RANK/WORLD: with --plan, show what this rank of a tensor-parallel model reads of each "
-                  "tensor, and the bytes every rank reads");
-  sub->add_option("--plan", args->plan,
-                  "Sharding plan file: one rule a line, 'REGEX -> column(DIM) | row(DIM) | replicate' "
-                  "(see docs/guide/11-tensor-parallel.md)")
+  sub->add_option(
+      "--shard", args->shard,
+      "RANK/WORLD: with --plan, show what this rank of a tensor-parallel model reads of each "
+      "tensor, and the bytes every rank reads");
+  sub->add_option(
+         "--plan", args->plan,
+         "Sharding plan file: one rule a line, 'REGEX -> column(DIM) | row(DIM) | replicate' "
+         "(see docs/guide/11-tensor-parallel.md)")
       ->check(CLI::ExistingFile);
   sub->footer(
       "Examples:\n  torchport inspect resnet18.pt --top-level-key state_dict\n"
