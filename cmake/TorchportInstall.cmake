@@ -49,7 +49,16 @@ install(FILES ${PROJECT_BINARY_DIR}/torchportConfig.cmake ${PROJECT_BINARY_DIR}/
         DESTINATION ${TORCHPORT_CMAKE_DIR} COMPONENT development)
 
 # pkg-config: torchport-<component>.pc, each requiring the components it
-# builds on, and torchport.pc requiring them all.
+# builds on, and torchport.pc requiring them all. The prefix is found from
+# the .pc file's own place, so an installed tree can be moved (and
+# `cmake --install --prefix` works).
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+else()
+  file(RELATIVE_PATH pc_up /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
+  string(REGEX REPLACE "/$" "" pc_up "${pc_up}")
+  set(PC_PREFIX "\${pcfiledir}/${pc_up}")
+endif()
 function(torchport_pkg_config name description requires requires_private libs libs_private cflags)
   set(PC_NAME ${name})
   set(PC_DESCRIPTION ${description})

@@ -65,7 +65,7 @@ if [ "$mode" = find_package ]; then
   # The read component alone, found with pkg-config unavailable: its package
   # must not look for PCRE2 or OpenBLAS.
   cmake -S "$here/find_package_read_consumer" -B "$work/build-read" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
-    -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON > /dev/null
+    -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON --no-warn-unused-cli > /dev/null
   cmake --build "$work/build-read" > /dev/null
   for exe in read_consumer read_consumer_shared; do
     run_read "$work/build-read/$exe"
