@@ -2,6 +2,7 @@
 # Builds and runs consumer projects against torchport:
 #   run.sh find_package  SOURCE_DIR BUILD_DIR WORK_DIR FIXTURE
 #   run.sh subdirectory  SOURCE_DIR BUILD_DIR WORK_DIR FIXTURE
+#   run.sh read_only     SOURCE_DIR BUILD_DIR WORK_DIR FIXTURE EXE   (EXE built in BUILD_DIR)
 # Each builds a program that loads a module (all components) and one that
 # only reads (the read component), runs them, and checks that the read-only
 # programs link neither PCRE2 nor OpenBLAS (nor the record and nn
@@ -46,7 +47,10 @@ run_read() {
   grep -q '^fc1.weight ' "$out.txt" || fail "$(basename "$1") did not list fc1.weight"
 }
 
-if [ "$mode" = find_package ]; then
+if [ "$mode" = read_only ]; then
+  run_read "$6"
+  check_read_only "$6" ""
+elif [ "$mode" = find_package ]; then
   cmake --install "$build" --prefix "$work/prefix" > /dev/null
   prefix=$work/prefix
   # Only public headers are installed.
