@@ -18,7 +18,7 @@ install(FILES ${PROJECT_BINARY_DIR}/include/torchport/version.hpp
 
 # One export set per component (torchport-<component>-targets.cmake), and
 # one for the umbrella targets.
-foreach(component read record recorders nn)
+foreach(component IN LISTS torchport_built_components)
   set(targets torchport_${component})
   if(TARGET torchport_${component}_shared)
     list(APPEND targets torchport_${component}_shared)
@@ -30,13 +30,15 @@ foreach(component read record recorders nn)
   install(EXPORT torchport-${component}-targets NAMESPACE torchport:: DESTINATION ${TORCHPORT_CMAKE_DIR}
           COMPONENT development)
 endforeach()
-set(torchport_umbrella_targets torchport)
-if(TARGET torchport_shared)
-  list(APPEND torchport_umbrella_targets torchport_shared)
+if(TARGET torchport)
+  set(torchport_umbrella_targets torchport)
+  if(TARGET torchport_shared)
+    list(APPEND torchport_umbrella_targets torchport_shared)
+  endif()
+  install(TARGETS ${torchport_umbrella_targets} EXPORT torchport-targets)
+  install(EXPORT torchport-targets NAMESPACE torchport:: DESTINATION ${TORCHPORT_CMAKE_DIR}
+          COMPONENT development)
 endif()
-install(TARGETS ${torchport_umbrella_targets} EXPORT torchport-targets)
-install(EXPORT torchport-targets NAMESPACE torchport:: DESTINATION ${TORCHPORT_CMAKE_DIR}
-        COMPONENT development)
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/torchportConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/torchportConfig.cmake
@@ -75,14 +77,23 @@ set(pc_libdir "-L\${libdir}")
 set(v " = ${PROJECT_VERSION}")
 torchport_pkg_config(torchport-read "torchport: reading and writing checkpoints (core, io, pickle, formats, open)"
                      "" "zlib" "${pc_libdir} -ltorchport-read" "-lpthread" "-I\${includedir} -std=c++20")
-torchport_pkg_config(torchport-record "torchport: typed loading and saving of modules" "torchport-read${v}"
-                     "libpcre2-8" "${pc_libdir} -ltorchport-record" "" "")
-torchport_pkg_config(torchport-recorders "torchport: modules in torchport's record files" "torchport-record${v}"
-                     "" "" "" "")
-torchport_pkg_config(torchport-nn "torchport: the CPU backend and the module records" "torchport-record${v}"
-                     "openblas" "${pc_libdir} -ltorchport-nn" "" "")
-torchport_pkg_config(torchport "PyTorch checkpoints in C++, without libtorch or Python"
-                     "torchport-read${v}, torchport-record${v}, torchport-recorders${v}, torchport-nn${v}" "" "" "" "")
+if(TARGET torchport_record)
+  torchport_pkg_config(torchport-record "torchport: typed loading and saving of modules" "torchport-read${v}"
+                       "libpcre2-8" "${pc_libdir} -ltorchport-record" "" "")
+endif()
+if(TARGET torchport_recorders)
+  torchport_pkg_config(torchport-recorders "torchport: modules in torchport's record files"
+                       "torchport-record${v}" "" "" "" "")
+endif()
+if(TARGET torchport_nn)
+  torchport_pkg_config(torchport-nn "torchport: the CPU backend and the module records" "torchport-record${v}"
+                       "openblas" "${pc_libdir} -ltorchport-nn" "" "")
+endif()
+if(TARGET torchport)
+  torchport_pkg_config(torchport "PyTorch checkpoints in C++, without libtorch or Python"
+                       "torchport-read${v}, torchport-record${v}, torchport-recorders${v}, torchport-nn${v}" "" ""
+                       "" "")
+endif()
 
 if(TARGET torchport_cli)
   install(TARGETS torchport_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)

@@ -7,7 +7,9 @@
 # only reads (the read component), runs them, and checks that the read-only
 # programs link neither PCRE2 nor OpenBLAS (nor the record and nn
 # components): on the link line, in the shared libraries they load (ldd),
-# and in their symbols (nm).
+# and in their symbols (nm). The read component is also found alone
+# (find_package COMPONENTS read) and built alone (TORCHPORT_COMPONENTS=read),
+# both with pkg-config unavailable.
 set -euo pipefail
 mode=$1 src=$2 build=$3 work=$4 fixture=$5
 rm -rf "$work" && mkdir -p "$work"
@@ -102,5 +104,14 @@ else
   for exe in read_consumer read_consumer_shared; do
     run_read "$work/build/$exe"
     check_read_only "$work/build/$exe" "$(link_line "$work/build" $exe)"
+  done
+  # Vendored for reading only (TORCHPORT_COMPONENTS=read), with pkg-config
+  # unavailable: nothing looks for PCRE2 or OpenBLAS.
+  cmake -S "$here/subdirectory_read_consumer" -B "$work/build-read" -G Ninja -DTORCHPORT_SOURCE_DIR="$src" \
+    -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON --no-warn-unused-cli > /dev/null
+  cmake --build "$work/build-read" > /dev/null
+  for exe in read_consumer read_consumer_shared; do
+    run_read "$work/build-read/$exe"
+    check_read_only "$work/build-read/$exe" "$(link_line "$work/build-read" $exe)"
   done
 fi
