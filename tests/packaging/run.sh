@@ -43,7 +43,8 @@ check_read_only() {
 
 # run_read EXE: prints the fixture's tensors, writes and reads them back.
 run_read() {
-  local out="$work/out-$(basename "$1")"
+  local out
+  out="$work/out-$(basename "$1")"
   mkdir -p "$out"
   "$1" "$fixture" "$out" | tee "$out.txt"
   grep -q '^fc1.weight ' "$out.txt" || fail "$(basename "$1") did not list fc1.weight"
