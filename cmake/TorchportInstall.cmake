@@ -1,26 +1,44 @@
-# Install rules: headers, the static and shared libraries, the CLI, a CMake
-# package (torchportConfig.cmake with a version file and namespaced targets)
-# and a pkg-config file.
+# Install rules: the public headers, each component's static and shared
+# libraries with its own exported targets, the CLI, a CMake package
+# (torchportConfig.cmake with a version file; `find_package(torchport
+# COMPONENTS read)` loads and requires only what read needs) and one
+# pkg-config file per component plus torchport.pc for all of them.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(TORCHPORT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/torchport)
 
+# include/torchport/detail/ holds internals of the sources (checked
+# arithmetic, seeded hashes, parallel copies, work counters) that no public
+# header includes: it is not installed.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/torchport DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        COMPONENT development)
+        COMPONENT development REGEX "/include/torchport/detail$" EXCLUDE)
 install(FILES ${PROJECT_BINARY_DIR}/include/torchport/version.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/torchport COMPONENT development)
 
-set(torchport_install_targets torchport)
-if(TARGET torchport_shared)
-  list(APPEND torchport_install_targets torchport_shared)
+# One export set per component (torchport-<component>-targets.cmake), and
+# one for the umbrella targets.
+foreach(component IN LISTS torchport_built_components)
+  set(targets torchport_${component})
+  if(TARGET torchport_${component}_shared)
+    list(APPEND targets torchport_${component}_shared)
+  endif()
+  install(TARGETS ${targets} EXPORT torchport-${component}-targets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT development
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime
+          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+  install(EXPORT torchport-${component}-targets NAMESPACE torchport:: DESTINATION ${TORCHPORT_CMAKE_DIR}
+          COMPONENT development)
+endforeach()
+if(TARGET torchport)
+  set(torchport_umbrella_targets torchport)
+  if(TARGET torchport_shared)
+    list(APPEND torchport_umbrella_targets torchport_shared)
+  endif()
+  install(TARGETS ${torchport_umbrella_targets} EXPORT torchport-targets)
+  install(EXPORT torchport-targets NAMESPACE torchport:: DESTINATION ${TORCHPORT_CMAKE_DIR}
+          COMPONENT development)
 endif()
-install(TARGETS ${torchport_install_targets} EXPORT torchportTargets
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT development
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime
-        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
-install(EXPORT torchportTargets NAMESPACE torchport:: DESTINATION ${TORCHPORT_CMAKE_DIR}
-        COMPONENT development)
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/torchportConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/torchportConfig.cmake
@@ -32,9 +50,50 @@ install(FILES ${PROJECT_BINARY_DIR}/torchportConfig.cmake ${PROJECT_BINARY_DIR}/
         ${PROJECT_SOURCE_DIR}/cmake/TorchportEmbed.cmake
         DESTINATION ${TORCHPORT_CMAKE_DIR} COMPONENT development)
 
-configure_file(${PROJECT_SOURCE_DIR}/cmake/torchport.pc.in ${PROJECT_BINARY_DIR}/torchport.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/torchport.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig
-        COMPONENT development)
+# pkg-config: torchport-<component>.pc, each requiring the components it
+# builds on, and torchport.pc requiring them all. The prefix is found from
+# the .pc file's own place, so an installed tree can be moved (and
+# `cmake --install --prefix` works).
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+else()
+  file(RELATIVE_PATH pc_up /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
+  string(REGEX REPLACE "/$" "" pc_up "${pc_up}")
+  set(PC_PREFIX "\${pcfiledir}/${pc_up}")
+endif()
+function(torchport_pkg_config name description requires requires_private libs libs_private cflags)
+  set(PC_NAME ${name})
+  set(PC_DESCRIPTION ${description})
+  set(PC_REQUIRES ${requires})
+  set(PC_REQUIRES_PRIVATE ${requires_private})
+  set(PC_LIBS ${libs})
+  set(PC_LIBS_PRIVATE ${libs_private})
+  set(PC_CFLAGS ${cflags})
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/torchport.pc.in ${PROJECT_BINARY_DIR}/pkgconfig/${name}.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/pkgconfig/${name}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig
+          COMPONENT development)
+endfunction()
+set(pc_libdir "-L\${libdir}")
+set(v " = ${PROJECT_VERSION}")
+torchport_pkg_config(torchport-read "torchport: reading and writing checkpoints (core, io, pickle, formats, open)"
+                     "" "zlib" "${pc_libdir} -ltorchport-read" "-lpthread" "-I\${includedir} -std=c++20")
+if(TARGET torchport_record)
+  torchport_pkg_config(torchport-record "torchport: typed loading and saving of modules" "torchport-read${v}"
+                       "libpcre2-8" "${pc_libdir} -ltorchport-record" "" "")
+endif()
+if(TARGET torchport_recorders)
+  torchport_pkg_config(torchport-recorders "torchport: modules in torchport's record files"
+                       "torchport-record${v}" "" "" "" "")
+endif()
+if(TARGET torchport_nn)
+  torchport_pkg_config(torchport-nn "torchport: the CPU backend and the module records" "torchport-record${v}"
+                       "openblas" "${pc_libdir} -ltorchport-nn" "" "")
+endif()
+if(TARGET torchport)
+  torchport_pkg_config(torchport "PyTorch checkpoints in C++, without libtorch or Python"
+                       "torchport-read${v}, torchport-record${v}, torchport-recorders${v}, torchport-nn${v}" "" ""
+                       "" "")
+endif()
 
 if(TARGET torchport_cli)
   install(TARGETS torchport_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)

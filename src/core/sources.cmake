@@ -1,5 +1,5 @@
 # Sources of the core layer.
-target_sources(torchport_objects PRIVATE
+target_sources(torchport_read_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/convert.cpp
   ${CMAKE_CURRENT_LIST_DIR}/dtype.cpp
   ${CMAKE_CURRENT_LIST_DIR}/error.cpp

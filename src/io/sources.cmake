@@ -1,5 +1,5 @@
 # Sources of the io layer.
-target_sources(torchport_objects PRIVATE
+target_sources(torchport_read_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/atomic_file.cpp
   ${CMAKE_CURRENT_LIST_DIR}/byte_reader.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gzip.cpp

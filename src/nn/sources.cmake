@@ -1,5 +1,5 @@
 # Sources of the nn layer (the CPU reference backend).
-target_sources(torchport_objects PRIVATE
+target_sources(torchport_nn_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/activation.cpp
   ${CMAKE_CURRENT_LIST_DIR}/attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/common.cpp

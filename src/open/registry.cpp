@@ -6,9 +6,9 @@
 #include <map>
 
 #include "formats/readers.hpp"
+#include "torchport/formats/record_file.hpp"
 #include "torchport/io/tar.hpp"
 #include "torchport/io/zip.hpp"
-#include "torchport/recorders/recorder.hpp"
 
 namespace torchport {
 namespace {

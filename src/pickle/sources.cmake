@@ -1,5 +1,5 @@
 # Sources of the pickle layer.
-target_sources(torchport_objects PRIVATE
+target_sources(torchport_read_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/globals.cpp
   ${CMAKE_CURRENT_LIST_DIR}/opcodes.cpp
   ${CMAKE_CURRENT_LIST_DIR}/unpickler.cpp

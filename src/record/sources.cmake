@@ -1,6 +1,6 @@
 # Sources of the record layer: key remapping and filtering, adapters,
 # precision settings, typed loading and its report.
-target_sources(torchport_objects PRIVATE
+target_sources(torchport_record_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/adapter.cpp
   ${CMAKE_CURRENT_LIST_DIR}/loader.cpp
   ${CMAKE_CURRENT_LIST_DIR}/precision.cpp

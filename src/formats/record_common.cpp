@@ -1,6 +1,6 @@
 #include <cstring>
 
-#include "encode.hpp"
+#include "record_encode.hpp"
 #include "torchport/core/error.hpp"
 
 namespace torchport::recorders {
@@ -44,10 +44,12 @@ void check_recordable(const Value& v, const std::string& path) {
     case Value::Kind::Float:
     case Value::Kind::Str:
     case Value::Kind::Bytes:
-    case Value::Kind::Tensor: return;
+    case Value::Kind::Tensor:
+      return;
     default:
       throw Error(ErrorCode::invalid_argument,
-                  "a record cannot hold a " + std::string(v.kind_name()) + " (" + v.repr(3) + ")", path);
+                  "a record cannot hold a " + std::string(v.kind_name()) + " (" + v.repr(3) + ")",
+                  path);
   }
 }
 
@@ -70,22 +72,26 @@ ParsedRecord open_envelope(const Value& top, std::string_view expected, const st
     const Value* v = top.find(key);
     if (v == nullptr) return {};
     if (!v->is(Value::Kind::Str))
-      throw Error(ErrorCode::corrupt, std::string("record field '") + key + "' is a " + std::string(v->kind_name()),
+      throw Error(ErrorCode::corrupt,
+                  std::string("record field '") + key + "' is a " + std::string(v->kind_name()),
                   key, std::nullopt, where);
     return v->as_str();
   };
   if (!top.is(Value::Kind::Dict))
-    throw Error(ErrorCode::corrupt, "a record file holds a " + std::string(top.kind_name()) + ", not a dict", {},
+    throw Error(ErrorCode::corrupt,
+                "a record file holds a " + std::string(top.kind_name()) + ", not a dict", {},
                 std::nullopt, where);
   ParsedRecord r;
   r.format = str("format");
   if (r.format != expected)
-    throw Error(ErrorCode::not_a_checkpoint,
-                "the file says its format is '" + r.format + "', expected '" + std::string(expected) + "'", {},
-                std::nullopt, where);
+    throw Error(
+        ErrorCode::not_a_checkpoint,
+        "the file says its format is '" + r.format + "', expected '" + std::string(expected) + "'",
+        {}, std::nullopt, where);
   const Value* version = top.find("version");
   if (version == nullptr || !version->is(Value::Kind::Int))
-    throw Error(ErrorCode::corrupt, "record without a format version", "version", std::nullopt, where);
+    throw Error(ErrorCode::corrupt, "record without a format version", "version", std::nullopt,
+                where);
   r.version = static_cast<int>(version->as_int());
   r.metadata.library = str("library");
   if (r.version > kRecordFormatVersion || r.version < 1)
@@ -98,10 +104,12 @@ ParsedRecord open_envelope(const Value& top, std::string_view expected, const st
   r.metadata.type = str("type");
   if (const Value* extra = top.find("metadata"); extra && extra->is(Value::Kind::Dict))
     for (const auto& [k, v] : extra->pairs())
-      if (k.is(Value::Kind::Str) && v.is(Value::Kind::Str)) r.metadata.extra[k.as_str()] = v.as_str();
+      if (k.is(Value::Kind::Str) && v.is(Value::Kind::Str))
+        r.metadata.extra[k.as_str()] = v.as_str();
   const Value* record = top.find("record");
   if (record == nullptr)
-    throw Error(ErrorCode::corrupt, "record file without a 'record' field", "record", std::nullopt, where);
+    throw Error(ErrorCode::corrupt, "record file without a 'record' field", "record", std::nullopt,
+                where);
   r.tree = *record;
   return r;
 }

@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "encode.hpp"
-#include "formats/strict_json.hpp"
+#include "record_encode.hpp"
+#include "strict_json.hpp"
 #include "torchport/core/error.hpp"
 
 namespace torchport::recorders {

@@ -14,8 +14,8 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "encode.hpp"
-#include "formats/torch_common.hpp"
+#include "record_encode.hpp"
+#include "torch_common.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
 #include "torchport/io/byte_reader.hpp"
@@ -25,11 +25,14 @@ namespace {
 
 constexpr std::uint64_t kAlign = 64;
 
-std::uint64_t align_up(std::uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+std::uint64_t align_up(std::uint64_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 
 // Tensors in write order with their offsets.
 void layout(const Value& v, std::vector<const Tensor*>& order) {
-  if (v.is(Value::Kind::Tensor)) order.push_back(&v.as_tensor());
+  if (v.is(Value::Kind::Tensor))
+    order.push_back(&v.as_tensor());
   else if (v.is(Value::Kind::Dict))
     for (const auto& [k, x] : v.pairs()) layout(x, order);
   else if (v.is(Value::Kind::List) || v.is(Value::Kind::Tuple))
@@ -89,17 +92,20 @@ ParsedRecord read_bin(const Source& source, const Limits& limits) {
   const std::uint32_t version = r.u32("format version");
   if (version < 1 || version > kRecordFormatVersion)
     throw Error(ErrorCode::unsupported,
-                "compact binary format version " + std::to_string(version) + "; this library reads 1 to " +
-                    std::to_string(kRecordFormatVersion) + ": upgrade torchport",
+                "compact binary format version " + std::to_string(version) +
+                    "; this library reads 1 to " + std::to_string(kRecordFormatVersion) +
+                    ": upgrade torchport",
                 {}, 4, source.name());
   const std::uint64_t hlen = r.u64("header length");
   if (hlen > limits.max_header_bytes)
     throw Error(ErrorCode::limit_exceeded,
-                "header of " + std::to_string(hlen) + " bytes exceeds Limits::max_header_bytes", {}, 8, source.name());
+                "header of " + std::to_string(hlen) + " bytes exceeds Limits::max_header_bytes", {},
+                8, source.name());
   const auto header = r.take(hlen, "header");
   const std::uint64_t data_start = align_up(16 + hlen);
   if (data_start > source.size())
-    throw Error(ErrorCode::truncated, "file ends before its data section", {}, source.size(), source.name());
+    throw Error(ErrorCode::truncated, "file ends before its data section", {}, source.size(),
+                source.name());
   const std::uint64_t data_size = source.size() - data_start;
   const Value top = read_msgpack(source, header, limits, [&](const Value& inner) {
     const TensorSpec s = tensor_spec(inner);
@@ -107,11 +113,14 @@ ParsedRecord read_bin(const Source& source, const Limits& limits) {
     if (off == nullptr || !off->is(Value::Kind::Int) || off->as_int() < 0)
       throw Error(ErrorCode::corrupt, "tensor entry without a valid 'offset'", "offset");
     const auto o = static_cast<std::uint64_t>(off->as_int());
-    if (o % kAlign != 0) throw Error(ErrorCode::corrupt, "tensor offset " + std::to_string(o) + " is not 64-aligned", "offset");
+    if (o % kAlign != 0)
+      throw Error(ErrorCode::corrupt, "tensor offset " + std::to_string(o) + " is not 64-aligned",
+                  "offset");
     if (o > data_size || s.nbytes > data_size - o)
       throw Error(ErrorCode::truncated,
-                  "tensor data [" + std::to_string(o) + ", +" + std::to_string(s.nbytes) + ") runs past the " +
-                      std::to_string(data_size) + "-byte data section; truncated file?",
+                  "tensor data [" + std::to_string(o) + ", +" + std::to_string(s.nbytes) +
+                      ") runs past the " + std::to_string(data_size) +
+                      "-byte data section; truncated file?",
                   "offset", data_start + o);
     Shape strides = contiguous_strides(s.shape);
     return Tensor(s.dtype, s.shape, std::move(strides), 0,

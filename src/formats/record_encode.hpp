@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "torchport/core/value.hpp"
-#include "torchport/recorders/recorder.hpp"
+#include "torchport/formats/record_file.hpp"
 
 namespace torchport::recorders {
 
@@ -22,7 +22,9 @@ class Sink {
   using Out = std::function<void(std::span<const std::byte>)>;
   explicit Sink(Out out) : out_(std::move(out)) { buf_.reserve(kSize); }
   ~Sink() = default;
-  void write(const char* p, std::size_t n) { write(std::span<const std::byte>(reinterpret_cast<const std::byte*>(p), n)); }
+  void write(const char* p, std::size_t n) {
+    write(std::span<const std::byte>(reinterpret_cast<const std::byte*>(p), n));
+  }
   void write(std::span<const std::byte> b);
   void write(std::string_view s) { write(s.data(), s.size()); }
   void flush();
@@ -43,11 +45,13 @@ void check_recordable(const Value& tree, const std::string& path = "");
 Value envelope(std::string_view format, const RecordMetadata& metadata, Value record);
 
 /// Parses the envelope of a decoded file. \throws Error naming what is wrong.
-ParsedRecord open_envelope(const Value& top, std::string_view expected_format, const std::string& where);
+ParsedRecord open_envelope(const Value& top, std::string_view expected_format,
+                           const std::string& where);
 
 /// Bytes of the MessagePack encoding of `v`; tensors are written by
 /// `tensor(t, sink)` (which writes the whole {"__tensor__": ...} map).
-void write_msgpack(const Value& v, Sink& sink, const std::function<void(const Tensor&, Sink&)>& tensor);
+void write_msgpack(const Value& v, Sink& sink,
+                   const std::function<void(const Tensor&, Sink&)>& tensor);
 
 /// Decodes one MessagePack value from `bytes` (at `base` in `source`).
 /// Maps {"__tensor__": inner} become tensors through `make_tensor(inner)`;

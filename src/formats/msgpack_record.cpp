@@ -5,8 +5,8 @@
 
 #include <msgpack.hpp>
 
-#include "encode.hpp"
-#include "formats/torch_common.hpp"
+#include "record_encode.hpp"
+#include "torch_common.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
 
@@ -19,7 +19,8 @@ struct PackStream {
 };
 
 void pack_str(msgpack::packer<PackStream>& pk, std::string_view s) {
-  if (s.size() > 0xffffffffu) throw Error(ErrorCode::invalid_argument, "string longer than 4 GiB in a record");
+  if (s.size() > 0xffffffffu)
+    throw Error(ErrorCode::invalid_argument, "string longer than 4 GiB in a record");
   pk.pack_str(static_cast<std::uint32_t>(s.size()));
   pk.pack_str_body(s.data(), static_cast<std::uint32_t>(s.size()));
 }
@@ -27,11 +28,21 @@ void pack_str(msgpack::packer<PackStream>& pk, std::string_view s) {
 void pack_value(const Value& v, msgpack::packer<PackStream>& pk, Sink& sink,
                 const std::function<void(const Tensor&, Sink&)>& tensor) {
   switch (v.kind()) {
-    case Value::Kind::None: pk.pack_nil(); return;
-    case Value::Kind::Bool: v.as_bool() ? pk.pack_true() : pk.pack_false(); return;
-    case Value::Kind::Int: pk.pack_int64(v.as_int()); return;
-    case Value::Kind::Float: pk.pack_double(v.as_float()); return;
-    case Value::Kind::Str: pack_str(pk, v.as_str()); return;
+    case Value::Kind::None:
+      pk.pack_nil();
+      return;
+    case Value::Kind::Bool:
+      v.as_bool() ? pk.pack_true() : pk.pack_false();
+      return;
+    case Value::Kind::Int:
+      pk.pack_int64(v.as_int());
+      return;
+    case Value::Kind::Float:
+      pk.pack_double(v.as_float());
+      return;
+    case Value::Kind::Str:
+      pack_str(pk, v.as_str());
+      return;
     case Value::Kind::Bytes: {
       const std::string& b = v.as_bytes();
       pk.pack_bin(static_cast<std::uint32_t>(b.size()));
@@ -50,28 +61,35 @@ void pack_value(const Value& v, msgpack::packer<PackStream>& pk, Sink& sink,
         pack_value(x, pk, sink, tensor);
       }
       return;
-    case Value::Kind::Tensor: tensor(v.as_tensor(), sink); return;
-    default: throw Error(ErrorCode::invalid_argument, "a record cannot hold a " + std::string(v.kind_name()));
+    case Value::Kind::Tensor:
+      tensor(v.as_tensor(), sink);
+      return;
+    default:
+      throw Error(ErrorCode::invalid_argument,
+                  "a record cannot hold a " + std::string(v.kind_name()));
   }
 }
 
 // Builds a Value tree from parser events.
 class Builder {
  public:
-  Builder(const Source& source, const Limits& limits, const std::function<Tensor(const Value&)>& make_tensor)
+  Builder(const Source& source, const Limits& limits,
+          const std::function<Tensor(const Value&)>& make_tensor)
       : source_(source), limits_(limits), make_tensor_(make_tensor) {}
 
   bool visit_nil() { return deliver(Value()); }
   bool visit_boolean(bool v) { return deliver(Value::boolean(v)); }
   bool visit_positive_integer(std::uint64_t v) {
-    if (v > static_cast<std::uint64_t>(INT64_MAX)) return fail(ErrorCode::unsupported, "integer above 2^63 - 1");
+    if (v > static_cast<std::uint64_t>(INT64_MAX))
+      return fail(ErrorCode::unsupported, "integer above 2^63 - 1");
     return deliver(Value::integer(static_cast<std::int64_t>(v)));
   }
   bool visit_negative_integer(std::int64_t v) { return deliver(Value::integer(v)); }
   bool visit_float32(float v) { return deliver(Value::real(v)); }
   bool visit_float64(double v) { return deliver(Value::real(v)); }
   bool visit_str(const char* p, std::uint32_t n) {
-    if (n > limits_.max_string_bytes) return fail(ErrorCode::limit_exceeded, "string exceeds Limits::max_string_bytes");
+    if (n > limits_.max_string_bytes)
+      return fail(ErrorCode::limit_exceeded, "string exceeds Limits::max_string_bytes");
     return deliver(Value::str(std::string(p, n)));
   }
   bool visit_bin(const char* p, std::uint32_t n) {
@@ -79,7 +97,9 @@ class Builder {
     const auto offset = static_cast<std::uint64_t>(p - reinterpret_cast<const char*>(src_base()));
     return deliver(formats::storage_value(DType::U8, n, source_.storage(offset, n)));
   }
-  bool visit_ext(const char*, std::uint32_t) { return fail(ErrorCode::unsupported, "MessagePack extension types"); }
+  bool visit_ext(const char*, std::uint32_t) {
+    return fail(ErrorCode::unsupported, "MessagePack extension types");
+  }
   bool start_array(std::uint32_t) { return open(Value::list()); }
   bool start_array_item() { return true; }
   bool end_array_item() { return true; }
@@ -94,7 +114,8 @@ class Builder {
     if (!error_) error_ = Error(ErrorCode::corrupt, "invalid MessagePack", {}, at, source_.name());
   }
   void insufficient_bytes(std::size_t, std::size_t at) {
-    if (!error_) error_ = Error(ErrorCode::truncated, "MessagePack data ends early", {}, at, source_.name());
+    if (!error_)
+      error_ = Error(ErrorCode::truncated, "MessagePack data ends early", {}, at, source_.name());
   }
   bool referenced() const { return false; }
   void set_referenced(bool) {}
@@ -116,7 +137,8 @@ class Builder {
   }
 
   bool open(Value container) {
-    if (stack_.size() >= limits_.max_depth) return fail(ErrorCode::limit_exceeded, "nesting exceeds Limits::max_depth");
+    if (stack_.size() >= limits_.max_depth)
+      return fail(ErrorCode::limit_exceeded, "nesting exceeds Limits::max_depth");
     stack_.push_back({std::move(container), std::nullopt});
     return true;
   }
@@ -138,7 +160,8 @@ class Builder {
   }
 
   bool deliver(Value v) {
-    if (++nodes_ > limits_.max_nodes) return fail(ErrorCode::limit_exceeded, "more values than Limits::max_nodes");
+    if (++nodes_ > limits_.max_nodes)
+      return fail(ErrorCode::limit_exceeded, "more values than Limits::max_nodes");
     if (stack_.empty()) {
       root_ = std::move(v);
       return true;
@@ -147,7 +170,8 @@ class Builder {
     if (top.container.is(Value::Kind::List)) {
       top.container.append(std::move(v));
     } else if (!top.key) {
-      if (!v.is(Value::Kind::Str)) return fail(ErrorCode::corrupt, "a record's map keys must be strings");
+      if (!v.is(Value::Kind::Str))
+        return fail(ErrorCode::corrupt, "a record's map keys must be strings");
       top.key = std::move(v);
     } else {
       top.container.insert(std::move(*top.key), std::move(v));
@@ -167,13 +191,15 @@ class Builder {
 
 const Value& field(const Value& inner, const char* name) {
   const Value* v = inner.find(name);
-  if (v == nullptr) throw Error(ErrorCode::corrupt, std::string("tensor entry without '") + name + "'", name);
+  if (v == nullptr)
+    throw Error(ErrorCode::corrupt, std::string("tensor entry without '") + name + "'", name);
   return *v;
 }
 
 }  // namespace
 
-void write_msgpack(const Value& v, Sink& sink, const std::function<void(const Tensor&, Sink&)>& tensor) {
+void write_msgpack(const Value& v, Sink& sink,
+                   const std::function<void(const Tensor&, Sink&)>& tensor) {
   PackStream stream{&sink};
   msgpack::packer<PackStream> pk(stream);
   pack_value(v, pk, sink, tensor);
@@ -195,10 +221,12 @@ TensorSpec tensor_spec(const Value& inner) {
   TensorSpec s;
   const Value& dtype = field(inner, "dtype");
   if (!dtype.is(Value::Kind::Str) || !dtype_from_name(dtype.as_str()))
-    throw Error(ErrorCode::corrupt, "tensor dtype " + dtype.repr() + " is not one torchport knows", "dtype");
+    throw Error(ErrorCode::corrupt, "tensor dtype " + dtype.repr() + " is not one torchport knows",
+                "dtype");
   s.dtype = *dtype_from_name(dtype.as_str());
   const Value& shape = field(inner, "shape");
-  if (!shape.is(Value::Kind::List)) throw Error(ErrorCode::corrupt, "tensor shape is not a list", "shape");
+  if (!shape.is(Value::Kind::List))
+    throw Error(ErrorCode::corrupt, "tensor shape is not a list", "shape");
   for (const auto& d : shape.items()) {
     if (!d.is(Value::Kind::Int) || d.as_int() < 0)
       throw Error(ErrorCode::corrupt, "tensor shape " + shape.repr() + " has a bad size", "shape");
@@ -214,8 +242,9 @@ void write_mpk(const Value& top, Sink& sink) {
   write_msgpack(top, sink, [](const Tensor& t, Sink& out) {
     if (t.nbytes() > 0xffffffffu)
       throw Error(ErrorCode::invalid_argument,
-                  "tensor " + t.description() + " exceeds MessagePack's 4 GiB bin limit; use the compact binary "
-                  "format (.tpb)");
+                  "tensor " + t.description() +
+                      " exceeds MessagePack's 4 GiB bin limit; use the compact binary "
+                      "format (.tpb)");
     PackStream stream{&out};
     msgpack::packer<PackStream> pk(stream);
     pk.pack_map(1);
@@ -243,14 +272,17 @@ ParsedRecord read_mpk(const Source& source, const Limits& limits) {
   const Value top = read_msgpack(source, source.bytes(), limits, [&](const Value& inner) {
     const TensorSpec s = tensor_spec(inner);
     const Value& data = field(inner, "data");
-    if (!data.is(Value::Kind::Tensor)) throw Error(ErrorCode::corrupt, "tensor data is not a bin", "data");
+    if (!data.is(Value::Kind::Tensor))
+      throw Error(ErrorCode::corrupt, "tensor data is not a bin", "data");
     const Tensor& blob = data.as_tensor();
     if (blob.nbytes() != s.nbytes)
       throw Error(ErrorCode::corrupt,
-                  std::string(dtype_name(s.dtype)) + shape_to_string(s.shape) + " needs " + std::to_string(s.nbytes) +
-                      " bytes but its data has " + std::to_string(blob.nbytes()),
+                  std::string(dtype_name(s.dtype)) + shape_to_string(s.shape) + " needs " +
+                      std::to_string(s.nbytes) + " bytes but its data has " +
+                      std::to_string(blob.nbytes()),
                   "data");
-    const auto offset = static_cast<std::uint64_t>(blob.storage()->bytes().data() - source.bytes().data());
+    const auto offset =
+        static_cast<std::uint64_t>(blob.storage()->bytes().data() - source.bytes().data());
     Shape strides = contiguous_strides(s.shape);
     return Tensor(s.dtype, s.shape, std::move(strides), 0,
                   formats::record_storage(source, offset, s.nbytes, s.dtype, false));

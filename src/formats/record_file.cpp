@@ -1,11 +1,11 @@
-#include "torchport/recorders/recorder.hpp"
+#include "torchport/formats/record_file.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <unordered_set>
 
-#include "encode.hpp"
-#include "formats/materialize_limit.hpp"
+#include "materialize_limit.hpp"
+#include "record_encode.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
 #include "torchport/formats/densify.hpp"
@@ -116,7 +116,8 @@ void write_record(const TensorCatalog& catalog, const std::filesystem::path& pat
   RecordMetadata m;
   m.precision = "keep";
   for (const auto& [k, v] : catalog.metadata())
-    if (!k.starts_with("torchport.") || k == "torchport.layout") m.extra[k] = v;  // ours are rewritten
+    if (!k.starts_with("torchport.") || k == "torchport.layout")
+      m.extra[k] = v;  // ours are rewritten
   const bool ours = has_torchport_layout(catalog.format());
   if (!ours) m.extra["torchport.layout"] = "pytorch";
   write_record(flat, path, recorder, m);
