@@ -21,7 +21,9 @@ case "${1:-}" in
 esac
 
 files() {
-  find src include tools tests examples fuzz bench \
+  local dirs=() d
+  for d in src include tools tests examples fuzz bench; do [ -d "$d" ] && dirs+=("$d"); done
+  find "${dirs[@]}" \
     \( -type d \( -name 'build*' -o -name fixtures -o -name fuzz_regressions -o -name corpus \
        -o -name data -o -name '.*' \) -prune \) -o \
     -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cc' -o -name '*.hh' \
@@ -55,17 +57,24 @@ fi
 
 mapfile -t list < <(files)
 
-# Sets `bad` to the files that differ from .clang-format; with -v, prints
-# clang-format's first findings for each.
+# Sets `bad` to the files that differ from .clang-format (one clang-format
+# run over all of them); with -v, prints its first findings.
 check_files() {
+  local out rc=0 f
+  out=$("$cf" --dry-run --Werror --style=file "${list[@]}" 2>&1) || rc=$?
+  local -A named=()
+  while IFS= read -r f; do named[$f]=1; done < <(grep -oE '^[^: ]+:[0-9]+:[0-9]+: (error|warning):' <<<"$out" | cut -d: -f1)
   bad=()
-  local f out
-  for f in "${list[@]}"; do
-    if ! out=$("$cf" --dry-run --Werror --style=file "$f" 2>&1); then
-      bad+=("$f")
-      [ "${1:-}" = -v ] && head -6 <<<"$out"
-    fi
-  done
+  for f in "${list[@]}"; do [ -z "${named[$f]:-}" ] || bad+=("$f"); done
+  if [ "${1:-}" = -v ] && [ -n "$out" ]; then
+    head -40 <<<"$out"
+    [ "$(wc -l <<<"$out")" -le 40 ] || echo "..."
+  fi
+  if [ "$rc" -ne 0 ] && [ ${#bad[@]} -eq 0 ]; then
+    printf '%s\n' "$out" >&2
+    echo "format.sh: $cf failed (exit $rc) without naming a file" >&2
+    exit 1
+  fi
   return 0
 }
 
