@@ -5,7 +5,8 @@
 #            doxygen (the API reference must build without a warning), clang's
 #            sanitizer and libFuzzer runtimes (libclang-rt-14-dev: the hardening
 #            pass of scripts/test.sh links against them) and Open MPI (the
-#            tensor-parallel example)
+#            tensor-parallel example), clang-format 14 (the format_check test
+#            compares the tree with .clang-format using that version)
 #   --bench  also libtorch (the side-by-side benchmarks)
 # Idempotent; run as root (or with sudo available).
 set -euo pipefail
@@ -19,7 +20,7 @@ packages=(
 for arg in "$@"; do
   case "$arg" in
     --tests) packages+=(python3 python3-torch python3-torchvision python3-sklearn python3-numpy doxygen
-                        libclang-rt-14-dev openmpi-bin libopenmpi-dev) ;;
+                        libclang-rt-14-dev openmpi-bin libopenmpi-dev clang-format-14) ;;
     --bench) packages+=(libtorch-dev python3-torch python3-torchvision time) ;;
     *) echo "unknown option: $arg" >&2; exit 2 ;;
   esac
