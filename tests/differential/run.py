@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tempfile
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -100,12 +101,44 @@ class LineWorker:
 
 
 def torch_side(files, prefix):
-    cmd = prefix + [PY, os.path.join(HERE, "torch_worker.py")]
+    """torch.load of every file, in the sandbox. A sandbox user (nobody) may
+    not reach the checkout or the build folder (a clone under /root is 0700),
+    so the worker's scripts and the files are staged, world-readable, in a
+    fresh folder of their own first."""
     env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "OMP_NUM_THREADS": "1",
            "PYTHONDONTWRITEBYTECODE": "1"}
-    w = LineWorker(cmd, env, stall=60)
-    return w.run(files, lambda r: json.dumps({"path": r["path"]}),
-                 lambda r, why: {"path": r["path"], "ok": False, "error": f"torch worker {why}", "crash": True})
+    stage = None
+    here, paths = HERE, {r["path"]: r["path"] for r in files}
+    if "setpriv" in prefix:
+        stage = tempfile.mkdtemp(prefix="torchport-differential-")
+        os.chmod(stage, 0o755)
+        here = os.path.join(stage, "scripts")
+        os.mkdir(here)
+        for name in os.listdir(HERE):
+            if name.endswith(".py"):
+                shutil.copy(os.path.join(HERE, name), here)
+                os.chmod(os.path.join(here, name), 0o644)
+        os.chmod(here, 0o755)
+        data = os.path.join(stage, "files")
+        os.mkdir(data)
+        for i, r in enumerate(files):
+            dst = os.path.join(data, f"{i}-{os.path.basename(r['path'])}")
+            shutil.copyfile(r["path"], dst)
+            os.chmod(dst, 0o644)
+            paths[r["path"]] = dst
+        os.chmod(data, 0o755)
+    back = {v: k for k, v in paths.items()}
+    try:
+        w = LineWorker(prefix + [PY, os.path.join(here, "torch_worker.py")], env, stall=60)
+        results = w.run(files, lambda r: json.dumps({"path": paths[r["path"]]}),
+                        lambda r, why: {"path": paths[r["path"]], "ok": False, "error": f"torch worker {why}",
+                                        "crash": True})
+    finally:
+        if stage:
+            shutil.rmtree(stage, ignore_errors=True)
+    for res in results:
+        res["path"] = back.get(res["path"], res["path"])
+    return results
 
 
 def torchport_side(files, dump):
