@@ -14,6 +14,7 @@
 
 #include "support/fixtures.hpp"
 #include "torchport/core/error.hpp"
+#include "torchport/formats/compare.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/formats/save.hpp"
 #include "torchport/record/fields.hpp"
@@ -164,6 +165,22 @@ TEST(MetaTensors, TypedLoadingSaysTheFileHasNoData) {
     EXPECT_EQ(e.code(), ErrorCode::unsupported);
     EXPECT_NE(std::string(e.what()).find("meta tensor"), std::string::npos) << e.what();
   }
+}
+
+TEST(MetaTensors, CompareByDtypeAndShape) {
+  const TensorCatalog cat = open(fixture("torch2/meta.pt"));
+  const Tensor& w = *cat.find("meta_weight");
+  const TensorComparison same = compare_tensors("w", w, w, {});
+  EXPECT_EQ(same.check, ValueCheck::no_data);
+  EXPECT_TRUE(same.equal);
+  const TensorComparison data = compare_tensors("w", w, Tensor::zeros(DType::F32, {3, 4}), {});
+  EXPECT_EQ(data.check, ValueCheck::no_data);
+  EXPECT_FALSE(data.equal);
+  EXPECT_EQ(data.a.description(), "F32[3, 4] meta");
+  const TensorComparison shape = compare_tensors("w", w, Tensor::meta(DType::F32, {4, 3}, {3, 1}), {});
+  EXPECT_EQ(shape.check, ValueCheck::shape_differs);
+  EXPECT_FALSE(shape.equal);
+  EXPECT_FALSE(compare_tensors("w", w, Tensor::meta(DType::F16, {3, 4}, {4, 1}), {}).equal);
 }
 
 TEST(MetaTensors, BadCallsAreRefused) {

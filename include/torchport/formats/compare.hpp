@@ -50,6 +50,10 @@ enum class ValueCheck {
   compared,       ///< same shape, both real or both complex: elements compared
   shape_differs,  ///< the shapes differ
   complex_real,   ///< one is complex, the other is not
+  /// one or both are meta tensors (a dtype and shape, no data): two meta
+  /// tensors of one shape are equal (no values to differ), a meta tensor
+  /// and one with data are not
+  no_data,
 };
 
 /// One side of a compared pair: the tensor as stored and the values compared.
@@ -63,13 +67,15 @@ struct ComparedTensor {
   DType stored_dtype = DType::F32;
   bool quantized = false;  ///< compared by its real values (`dequantize()`)
   bool sparse = false;     ///< compared by its dense values (`to_dense()`)
+  bool meta = false;       ///< a meta tensor: no values to compare
   /// Elements with a NaN (any component, for complex ones); counted when the
   /// values were compared, else 0.
   std::uint64_t nans = 0;
   /// Elements with an infinite component; counted when the values were compared, else 0.
   std::uint64_t infinities = 0;
 
-  /// "F32[3, 4]": the dtype of the values compared and the shape.
+  /// "F32[3, 4]": the dtype of the values compared and the shape ("F32[3, 4]
+  /// meta" for a meta tensor).
   std::string description() const;
 };
 
@@ -81,7 +87,8 @@ struct TensorComparison {
   ValueCheck check = ValueCheck::compared;  ///< whether the elements were compared
   /// The verdict. Exact: same dtype, elements compared and none differs.
   /// With a tolerance: elements compared and every one within it. False
-  /// when the elements could not be compared.
+  /// when the elements could not be compared, except for two meta tensors of
+  /// one shape (and, exactly, one dtype), which have no values to differ.
   bool equal = false;
   std::uint64_t numel = 0;       ///< elements compared (0 when not compared)
   std::uint64_t mismatched = 0;  ///< elements that differ (exactly, or beyond the tolerance)
