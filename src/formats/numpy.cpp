@@ -345,4 +345,21 @@ std::optional<Value> value_of(const Object& o) {
   return std::nullopt;
 }
 
+bool is_object_array(const Object& o) noexcept {
+  try {
+    if (!o.args.is(Value::Kind::Tuple)) return false;
+    if (is_reconstruct(o.cls)) {
+      const auto& a = o.args.items();
+      if (a.empty() || !a[0].is(Value::Kind::Global) || !a[0].as_global().is("numpy", "ndarray") ||
+          !o.state.is(Value::Kind::Tuple) || (o.state.size() != 4 && o.state.size() != 5))
+        return false;
+      return parse_dtype(o.state.items()[o.state.size() == 5 ? 2 : 1]).kind == Dtype::Kind::object;
+    }
+    if (is_frombuffer(o.cls) && o.args.size() == 4)
+      return parse_dtype(o.args.items()[1]).kind == Dtype::Kind::object;
+  } catch (...) {  // a malformed state is open()'s to report, not this question's
+  }
+  return false;
+}
+
 }  // namespace torchport::formats::numpy

@@ -27,5 +27,9 @@ bool referenced(const pickle::Stats& stats);
 ///         are needed, a malformed tuple), Error(unsupported) for a numeric
 ///         dtype torchport has no element type for (float128).
 std::optional<Value> value_of(const Object& o);
+/// True when `o` is a numpy array of object dtype (`_reconstruct` with an
+/// `'O'` dtype, or `_frombuffer` of one): its elements are Python objects
+/// the pickle makes, which `open()` keeps inert and `scan` names.
+bool is_object_array(const Object& o) noexcept;
 
 }  // namespace torchport::formats::numpy

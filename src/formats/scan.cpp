@@ -21,7 +21,9 @@
 #include <initializer_list>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
+#include "numpy.hpp"
 #include "pickle/opcodes.hpp"
 #include "readers.hpp"
 #include "strict_json.hpp"
@@ -319,6 +321,47 @@ class Scanner {
   Scanner(ScanReport& report, const OpenOptions& options, int depth)
       : r_(report), o_(options), depth_(depth) {}
 
+  // Lists the numpy object arrays of a pickle's value: one visit per node
+  // (shared nodes once), paths cut at 256 characters.
+  static void find_object_arrays(const Value& root, PickleScan& p) {
+    std::unordered_set<const void*> seen;
+    std::vector<std::pair<const Value*, std::string>> todo{{&root, "$"}};
+    auto child = [](const std::string& at, const std::string& key) {
+      std::string c = at == "$" ? key : at + "." + key;
+      if (c.size() > 256) c.resize(256);
+      return c;
+    };
+    while (!todo.empty()) {
+      auto [v, at] = std::move(todo.back());
+      todo.pop_back();
+      if (!seen.insert(v->identity()).second) continue;
+      switch (v->kind()) {
+        case Value::Kind::List:
+        case Value::Kind::Tuple:
+        case Value::Kind::Set:
+          for (std::size_t i = 0; i < v->items().size(); ++i)
+            todo.emplace_back(&v->items()[i], child(at, std::to_string(i)));
+          break;
+        case Value::Kind::Dict:
+          for (const auto& [k, x] : v->pairs())
+            todo.emplace_back(&x, child(at, k.is(Value::Kind::Str) ? k.as_str() : k.repr(1, 64)));
+          break;
+        case Value::Kind::Object: {
+          const Object& o = v->as_object();
+          if (numpy::is_object_array(o)) {
+            if (p.object_arrays.size() < 16) p.object_arrays.push_back(at);
+            ++p.object_array_count;
+          }
+          todo.emplace_back(&o.args, at);
+          todo.emplace_back(&o.state, at);
+          break;
+        }
+        default:
+          break;
+      }
+    }
+  }
+
   // Runs one pickle from `reader`'s position; returns its value, or nothing
   // when it could not be read to its end (the error is then recorded).
   std::optional<Value> pickle(ByteReader& reader, std::string name) {
@@ -331,7 +374,9 @@ class Scanner {
       return Value();
     };
     try {
-      return pickle::unpickle(reader, o_.limits, persistent, &p.stats);
+      Value v = pickle::unpickle(reader, o_.limits, persistent, &p.stats);
+      if (numpy::referenced(p.stats)) find_object_arrays(v, p);
+      return v;
     } catch (const Error& e) {
       p.error = e.what();
       if (!python_stops_too(e) && e.offset()) {

@@ -13,6 +13,7 @@
 #include "torchport/core/error.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/formats/save.hpp"
+#include "torchport/formats/scan.hpp"
 #include "torchport/io/source.hpp"
 #include "torchport/record/load.hpp"
 
@@ -195,6 +196,19 @@ TEST(Numpy, ConvertsToSafetensorsAndPytorch) {
   save(open(fixture("numpy/training_numpy.pt")), dir / "b.pt", SaveFormat::pytorch);
   const TensorCatalog pt = open(dir / "b.pt");
   EXPECT_TRUE(pt.find("rng")->equal(*open(fixture("numpy/training_numpy.pt")).find("rng")));
+}
+
+TEST(Numpy, ScanNamesObjectArrays) {
+  for (int proto = 2; proto <= 5; ++proto) {
+    SCOPED_TRACE(proto);
+    const ScanReport r = scan(fixture("numpy/arrays_protocol" + std::to_string(proto) + ".pkl"));
+    ASSERT_EQ(r.pickles.size(), 1u);
+    EXPECT_EQ(r.pickles[0].object_array_count, 1u);
+    EXPECT_EQ(r.pickles[0].object_arrays, std::vector<std::string>{"objects"});
+  }
+  // A checkpoint with numeric arrays only names none.
+  const ScanReport r = scan(fixture("numpy/training_numpy.pt"));
+  for (const auto& p : r.pickles) EXPECT_EQ(p.object_array_count, 0u) << p.name;
 }
 
 }  // namespace

@@ -63,6 +63,10 @@ json pickle_json(const PickleScan& p) {
   if (p.stats.other_calls) out["calls_of_non_globals"] = p.stats.other_calls;
   if (p.stats.extensions) out["extension_codes"] = p.stats.extensions;
   if (!p.error.empty()) out["error"] = p.error;
+  if (p.object_array_count) {
+    out["numpy_object_arrays"] = p.object_array_count;
+    out["numpy_object_array_paths"] = p.object_arrays;
+  }
   return out;
 }
 
@@ -122,6 +126,10 @@ void print_report(const ScanReport& r, bool colour, const std::string& indent) {
                  g.calls ? fmt::format(", called {} ({})", g.calls, g.call_opcode) : std::string(),
                  g.builds ? fmt::format(", built {}", g.builds) : std::string());
     }
+    if (p.object_array_count)
+      fmt::print("{}    numpy object arrays: {} ({}{}): elements are Python objects, kept inert\n", indent,
+                 p.object_array_count, fmt::join(p.object_arrays, ", "),
+                 p.object_array_count > p.object_arrays.size() ? ", ..." : "");
     if (!p.error.empty()) fmt::print("{}    stopped: {}\n", indent, p.error);
   }
   for (const auto& c : r.code_records) fmt::print("{}  code record (never read): {}\n", indent, c);

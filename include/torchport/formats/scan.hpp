@@ -85,6 +85,13 @@ struct PickleScan {
   std::map<std::string, std::uint64_t> persistent_kinds;
   /// Why the pickle could not be read to its end ("" when it was).
   std::string error;
+  /// numpy arrays of object dtype it holds: their elements are Python
+  /// objects the pickle makes (`open()` keeps them inert; numpy or pickle
+  /// would build them). Where each is, as a dotted path from the root ("$"
+  /// for the root itself), the first 16; the globals they name are judged
+  /// with the others.
+  std::vector<std::string> object_arrays;
+  std::uint64_t object_array_count = 0;  ///< all of them
 };
 
 /// One thing the scan flags.
