@@ -6,16 +6,25 @@
 
 namespace torchport {
 
-Value Adapter::import_module(std::string_view, const Value& node, AdapterContext&) const { return node; }
-Value Adapter::export_module(std::string_view, const Value& node) const { return node; }
-Tensor Adapter::import_tensor(std::string_view, const Tensor& t) const { return t; }
-Tensor Adapter::export_tensor(std::string_view, const Tensor& t) const { return t; }
+Value Adapter::import_module(std::string_view, const Value& node, AdapterContext&) const {
+  return node;
+}
+Value Adapter::export_module(std::string_view, const Value& node) const {
+  return node;
+}
+Tensor Adapter::import_tensor(std::string_view, const Tensor& t) const {
+  return t;
+}
+Tensor Adapter::export_tensor(std::string_view, const Tensor& t) const {
+  return t;
+}
 
 namespace {
 
 // A dict with `from` keys renamed to `to` keys (values shared); other
 // entries kept in order.
-Value rename(const Value& node, std::initializer_list<std::pair<std::string_view, std::string_view>> names) {
+Value rename(const Value& node,
+             std::initializer_list<std::pair<std::string_view, std::string_view>> names) {
   if (!node.is(Value::Kind::Dict)) return node;
   Value out = Value::dict();
   for (const auto& [k, v] : node.pairs()) {
@@ -32,13 +41,16 @@ const Tensor* tensor_at(const Value& node, std::string_view key) {
   return v && v->is(Value::Kind::Tensor) ? &v->as_tensor() : nullptr;
 }
 
-Tensor transpose2d(const Tensor& t) { return t.dim() == 2 ? t.transpose(0, 1) : t; }
+Tensor transpose2d(const Tensor& t) {
+  return t.dim() == 2 ? t.transpose(0, 1) : t;
+}
 
 // Row blocks [i * rows, (i + 1) * rows) of a fused [n * rows, ...] tensor.
 Tensor chunk(const Tensor& t, std::int64_t n, std::int64_t i, std::string_view what) {
   if (t.dim() < 1 || t.size(0) % n != 0)
-    throw Error(ErrorCode::shape_mismatch, std::string(what) + " of shape " + shape_to_string(t.shape()) +
-                                               " does not split into " + std::to_string(n) + " equal parts");
+    throw Error(ErrorCode::shape_mismatch,
+                std::string(what) + " of shape " + shape_to_string(t.shape()) +
+                    " does not split into " + std::to_string(n) + " equal parts");
   const std::int64_t rows = t.size(0) / n;
   return t.narrow(0, i * rows, rows);
 }
@@ -82,14 +94,16 @@ Value import_mha(const Value& node, AdapterContext& ctx) {
     } else if (const Value* sep = node.find(std::string(1, "qkv"[i]) + "_proj_weight")) {
       weights[i] = *sep;
     }
-    if (in_b && in_b->is(Value::Kind::Tensor)) biases[i] = ctx.derive(chunk(in_b->as_tensor(), 3, i, "in_proj_bias"), *in_b);
+    if (in_b && in_b->is(Value::Kind::Tensor))
+      biases[i] = ctx.derive(chunk(in_b->as_tensor(), 3, i, "in_proj_bias"), *in_b);
   }
   Value out = Value::dict();
-  for (int i = 0; i < 3; ++i) out.insert(Value::str(names[i]), dict_of({{"weight", weights[i]}, {"bias", biases[i]}}));
+  for (int i = 0; i < 3; ++i)
+    out.insert(Value::str(names[i]), dict_of({{"weight", weights[i]}, {"bias", biases[i]}}));
   for (const auto& [key, v] : node.pairs()) {
     const std::string s = key.is(Value::Kind::Str) ? key.as_str() : key.repr();
-    if (s == "in_proj_weight" || s == "in_proj_bias" || s == "q_proj_weight" || s == "k_proj_weight" ||
-        s == "v_proj_weight")
+    if (s == "in_proj_weight" || s == "in_proj_bias" || s == "q_proj_weight" ||
+        s == "k_proj_weight" || s == "v_proj_weight")
       continue;
     out.insert(Value::str(s == "out_proj" ? "output" : s), v);
   }
@@ -106,7 +120,8 @@ Value export_mha(const Value& node) {
     if (const Tensor* t = tensor_at(*lin, "bias")) b.push_back(*t);
   }
   Value out = Value::dict();
-  const bool same_dims = w.size() == 3 && w[0].shape() == w[1].shape() && w[1].shape() == w[2].shape();
+  const bool same_dims =
+      w.size() == 3 && w[0].shape() == w[1].shape() && w[1].shape() == w[2].shape();
   if (same_dims) {
     out.insert(Value::str("in_proj_weight"), Value::tensor(concat0(w)));
   } else {
@@ -149,9 +164,11 @@ Value import_recurrent(const Recurrent& r, const Value& node, AdapterContext& ct
     for (std::int64_t i = 0; i < g; ++i) {
       Value gate = Value::dict();
       gate.insert(Value::str("input_transform"),
-                  dict_of({{"weight", part(wih, i, "weight_ih" + sfx)}, {"bias", part(bih, i, "bias_ih" + sfx)}}));
+                  dict_of({{"weight", part(wih, i, "weight_ih" + sfx)},
+                           {"bias", part(bih, i, "bias_ih" + sfx)}}));
       gate.insert(Value::str("hidden_transform"),
-                  dict_of({{"weight", part(whh, i, "weight_hh" + sfx)}, {"bias", part(bhh, i, "bias_hh" + sfx)}}));
+                  dict_of({{"weight", part(whh, i, "weight_hh" + sfx)},
+                           {"bias", part(bhh, i, "bias_hh" + sfx)}}));
       layer.insert(Value::str(r.gates[static_cast<std::size_t>(i)]), gate);
     }
     layers.append(layer);
@@ -160,8 +177,8 @@ Value import_recurrent(const Recurrent& r, const Value& node, AdapterContext& ct
   out.insert(Value::str("layers"), layers);
   for (const auto& [key, v] : node.pairs()) {
     const std::string s = key.is(Value::Kind::Str) ? key.as_str() : key.repr();
-    const bool fused = s.starts_with("weight_ih_l") || s.starts_with("weight_hh_l") || s.starts_with("bias_ih_l") ||
-                       s.starts_with("bias_hh_l");
+    const bool fused = s.starts_with("weight_ih_l") || s.starts_with("weight_hh_l") ||
+                       s.starts_with("bias_ih_l") || s.starts_with("bias_hh_l");
     // Reverse-direction weights (bidirectional) are not consumed: they stay
     // under their own names, so the report lists them as unused.
     if (!fused || s.ends_with("_reverse")) out.insert(Value::str(s), v);
@@ -184,7 +201,8 @@ Value export_recurrent(const Recurrent& r, const Value& node) {
             if (const Value* tv = gv->find(side))
               if (const Tensor* t = tensor_at(*tv, param)) parts.push_back(*t);
         if (parts.size() != r.gates.size()) continue;
-        const std::string name = std::string(param) + (std::strcmp(side, "input_transform") == 0 ? "_ih" : "_hh") + sfx;
+        const std::string name =
+            std::string(param) + (std::strcmp(side, "input_transform") == 0 ? "_ih" : "_hh") + sfx;
         out.insert(Value::str(name), Value::tensor(concat0(parts)));
       }
     }
@@ -195,19 +213,23 @@ Value export_recurrent(const Recurrent& r, const Value& node) {
 }
 
 bool is_norm(std::string_view kind) {
-  return kind == "BatchNorm1d" || kind == "BatchNorm2d" || kind == "LayerNorm" || kind == "GroupNorm";
+  return kind == "BatchNorm1d" || kind == "BatchNorm2d" || kind == "LayerNorm" ||
+         kind == "GroupNorm";
 }
 
 }  // namespace
 
-Value PyTorchAdapter::import_module(std::string_view kind, const Value& node, AdapterContext& ctx) const {
+Value PyTorchAdapter::import_module(std::string_view kind, const Value& node,
+                                    AdapterContext& ctx) const {
   if (!node.is(Value::Kind::Dict)) return node;
   if (kind == "Linear") {
     const Value* w = node.find("weight");
     if (!w || !w->is(Value::Kind::Tensor) || w->as_tensor().dim() != 2) return node;
     Value out = Value::dict();
     for (const auto& [k, v] : node.pairs())
-      out.insert(k, k.is(Value::Kind::Str) && k.as_str() == "weight" ? ctx.derive(transpose2d(v.as_tensor()), v) : v);
+      out.insert(k, k.is(Value::Kind::Str) && k.as_str() == "weight"
+                        ? ctx.derive(transpose2d(v.as_tensor()), v)
+                        : v);
     return out;
   }
   if (is_norm(kind)) return rename(node, {{"weight", "gamma"}, {"bias", "beta"}});
@@ -242,7 +264,8 @@ PermuteAdapter& PermuteAdapter::add(std::string_view pattern, std::vector<std::i
   std::vector<bool> seen(order.size(), false);
   for (std::int64_t d : order) {
     if (d < 0 || d >= static_cast<std::int64_t>(order.size()) || seen[static_cast<std::size_t>(d)])
-      throw Error(ErrorCode::invalid_argument, "permute order " + shape_to_string(order) + " is not a permutation");
+      throw Error(ErrorCode::invalid_argument,
+                  "permute order " + shape_to_string(order) + " is not a permutation");
     seen[static_cast<std::size_t>(d)] = true;
   }
   Rule r;
@@ -257,7 +280,8 @@ Tensor PermuteAdapter::import_tensor(std::string_view path, const Tensor& t) con
     if (r.match.accepts(path)) {
       if (static_cast<std::size_t>(t.dim()) != r.order.size())
         throw Error(ErrorCode::shape_mismatch,
-                    "permute order " + shape_to_string(r.order) + " for a tensor of shape " + shape_to_string(t.shape()),
+                    "permute order " + shape_to_string(r.order) + " for a tensor of shape " +
+                        shape_to_string(t.shape()),
                     std::string(path));
       return t.permute(r.order);
     }
@@ -268,7 +292,8 @@ Tensor PermuteAdapter::export_tensor(std::string_view path, const Tensor& t) con
   for (const auto& r : rules_)
     if (r.match.accepts(path) && static_cast<std::size_t>(t.dim()) == r.order.size()) {
       std::vector<std::int64_t> inverse(r.order.size());
-      for (std::size_t i = 0; i < r.order.size(); ++i) inverse[static_cast<std::size_t>(r.order[i])] = static_cast<std::int64_t>(i);
+      for (std::size_t i = 0; i < r.order.size(); ++i)
+        inverse[static_cast<std::size_t>(r.order[i])] = static_cast<std::int64_t>(i);
       return t.permute(inverse).contiguous();
     }
   return t;

@@ -27,14 +27,15 @@ namespace torchport::nn {
 /// y = x W + b, with W stored [in, out].
 struct Linear {
   static constexpr std::string_view kKind = "Linear";  ///< the kind adapters key on
-  Tensor weight;               ///< [in_features, out_features]
-  std::optional<Tensor> bias;  ///< [out_features]
+  Tensor weight;                                       ///< [in_features, out_features]
+  std::optional<Tensor> bias;                          ///< [out_features]
   TORCHPORT_FIELDS(weight, bias)
 
   Linear() = default;
   /// Zero-filled `weight` [in_features, out_features] and, when `with_bias`,
   /// `bias` [out_features], of `dtype`.
-  Linear(std::int64_t in_features, std::int64_t out_features, bool with_bias = true, DType dtype = DType::F32);
+  Linear(std::int64_t in_features, std::int64_t out_features, bool with_bias = true,
+         DType dtype = DType::F32);
   /// `linear(x, weight, bias)`: [..., in_features] to [..., out_features].
   Tensor forward(const Tensor& x) const;
 };
@@ -61,8 +62,9 @@ struct Conv {
   /// `stride`, `padding`, `dilation` counts.
   /// \throws Error(invalid_argument) when `groups_` is not positive or does
   /// not divide both channel counts.
-  Conv(std::int64_t in_channels, std::int64_t out_channels, Int2 kernel, Int2 stride_ = 1, Int2 padding_ = 0,
-       Int2 dilation_ = 1, std::int64_t groups_ = 1, bool with_bias = true, DType dtype = DType::F32);
+  Conv(std::int64_t in_channels, std::int64_t out_channels, Int2 kernel, Int2 stride_ = 1,
+       Int2 padding_ = 0, Int2 dilation_ = 1, std::int64_t groups_ = 1, bool with_bias = true,
+       DType dtype = DType::F32);
   /// `conv1d` or `conv2d` of `x` ([N, C_in, ...] or unbatched [C_in, ...])
   /// with this module's parameters and configuration.
   Tensor forward(const Tensor& x) const;
@@ -92,8 +94,8 @@ struct ConvTranspose {
   /// \throws Error(invalid_argument) when `groups_` is not positive or does
   /// not divide both channel counts.
   ConvTranspose(std::int64_t in_channels, std::int64_t out_channels, Int2 kernel, Int2 stride_ = 1,
-                Int2 padding_ = 0, Int2 output_padding_ = 0, Int2 dilation_ = 1, std::int64_t groups_ = 1,
-                bool with_bias = true, DType dtype = DType::F32);
+                Int2 padding_ = 0, Int2 output_padding_ = 0, Int2 dilation_ = 1,
+                std::int64_t groups_ = 1, bool with_bias = true, DType dtype = DType::F32);
   /// `conv_transpose1d` or `conv_transpose2d` of `x` ([N, C_in, ...] or
   /// unbatched [C_in, ...]) with this module's parameters and configuration.
   Tensor forward(const Tensor& x) const;
@@ -106,18 +108,20 @@ template <int D>
 struct BatchNorm {
   /// The kind adapters key on.
   static constexpr std::string_view kKind = D == 1 ? "BatchNorm1d" : "BatchNorm2d";
-  std::optional<Tensor> gamma;  ///< [num_features]; absent when affine=False
-  std::optional<Tensor> beta;   ///< [num_features]; absent when affine=False
+  std::optional<Tensor> gamma;         ///< [num_features]; absent when affine=False
+  std::optional<Tensor> beta;          ///< [num_features]; absent when affine=False
   std::optional<Tensor> running_mean;  ///< absent when track_running_stats=False
   std::optional<Tensor> running_var;   ///< [num_features]; absent when track_running_stats=False
-  std::optional<Tensor> num_batches_tracked;  ///< I64 scalar, kept so a round trip to PyTorch is faithful
-  double eps = 1e-5;  ///< added to the variance (configuration, not recorded)
+  std::optional<Tensor>
+      num_batches_tracked;  ///< I64 scalar, kept so a round trip to PyTorch is faithful
+  double eps = 1e-5;        ///< added to the variance (configuration, not recorded)
   TORCHPORT_FIELDS(gamma, beta, running_mean, running_var, num_batches_tracked)
 
   BatchNorm() = default;
   /// Running mean 0 and variance 1 ([num_features], `dtype`),
   /// `num_batches_tracked` 0, and when `affine` gamma 1 and beta 0.
-  explicit BatchNorm(std::int64_t num_features, double eps_ = 1e-5, bool affine = true, DType dtype = DType::F32);
+  explicit BatchNorm(std::int64_t num_features, double eps_ = 1e-5, bool affine = true,
+                     DType dtype = DType::F32);
   /// `batch_norm` of `x` ([N, C, ...], channels in dimension 1) with the
   /// running statistics.
   /// \throws Error(unsupported) without running statistics (normalising by
@@ -141,8 +145,8 @@ struct LayerNorm {
   LayerNorm() = default;
   /// When `affine`, gamma 1 and (when `with_bias`) beta 0, of shape
   /// `normalized_shape_` and `dtype`.
-  explicit LayerNorm(Dims normalized_shape_, double eps_ = 1e-5, bool affine = true, bool with_bias = true,
-                     DType dtype = DType::F32);
+  explicit LayerNorm(Dims normalized_shape_, double eps_ = 1e-5, bool affine = true,
+                     bool with_bias = true, DType dtype = DType::F32);
   /// `layer_norm` of `x` over its last `normalized_shape.size()` dimensions.
   Tensor forward(const Tensor& x) const;
 };
@@ -158,8 +162,8 @@ struct GroupNorm {
 
   GroupNorm() = default;
   /// When `affine`, gamma 1 and beta 0 ([num_channels], `dtype`).
-  GroupNorm(std::int64_t num_groups_, std::int64_t num_channels, double eps_ = 1e-5, bool affine = true,
-            DType dtype = DType::F32);
+  GroupNorm(std::int64_t num_groups_, std::int64_t num_channels, double eps_ = 1e-5,
+            bool affine = true, DType dtype = DType::F32);
   /// `group_norm` of `x` ([N, C, ...], channels in dimension 1).
   Tensor forward(const Tensor& x) const;
 };
@@ -178,7 +182,8 @@ struct RMSNorm {
 
   RMSNorm() = default;
   /// When `affine`, gamma 1 of shape `normalized_shape_` and `dtype`.
-  explicit RMSNorm(Dims normalized_shape_, double eps_ = 1e-6, bool affine = true, DType dtype = DType::F32);
+  explicit RMSNorm(Dims normalized_shape_, double eps_ = 1e-6, bool affine = true,
+                   DType dtype = DType::F32);
   /// `rms_norm` of `x` over its last `normalized_shape.size()` dimensions.
   Tensor forward(const Tensor& x) const;
 };
@@ -186,7 +191,7 @@ struct RMSNorm {
 /// A lookup table of embeddings.
 struct Embedding {
   static constexpr std::string_view kKind = "Embedding";  ///< the kind adapters key on
-  Tensor weight;  ///< [num_embeddings, embedding_dim]
+  Tensor weight;                                          ///< [num_embeddings, embedding_dim]
   TORCHPORT_FIELDS(weight)
 
   Embedding() = default;
@@ -200,7 +205,7 @@ struct Embedding {
 /// Parametric ReLU.
 struct PReLU {
   static constexpr std::string_view kKind = "PReLU";  ///< the kind adapters key on
-  Tensor alpha;  ///< [num_parameters]
+  Tensor alpha;                                       ///< [num_parameters]
   TORCHPORT_FIELDS(alpha)
 
   PReLU() = default;
@@ -231,8 +236,9 @@ struct MultiheadAttention {
   MultiheadAttention() = default;
   /// Zero-filled projections, with biases when `with_bias`, of `dtype`; a
   /// `kdim` or `vdim` of 0 means `embed_dim`.
-  MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads_, bool with_bias = true, bool batch_first_ = false,
-                     std::int64_t kdim = 0, std::int64_t vdim = 0, DType dtype = DType::F32);
+  MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads_, bool with_bias = true,
+                     bool batch_first_ = false, std::int64_t kdim = 0, std::int64_t vdim = 0,
+                     DType dtype = DType::F32);
 
   /// What `forward` returns (torch's `attn_output, attn_output_weights`).
   struct Output {
@@ -246,8 +252,9 @@ struct MultiheadAttention {
   /// also returns the attention weights.
   /// \throws Error(unsupported) when `bias_k` or `bias_v` is set; otherwise
   /// as `multi_head_attention`.
-  Output forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask = Tensor(),
-                 const Tensor& attn_mask = Tensor(), bool need_weights = false) const;
+  Output forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                 const Tensor& key_padding_mask = Tensor(), const Tensor& attn_mask = Tensor(),
+                 bool need_weights = false) const;
 };
 
 /// One gate of a recurrent cell: input and hidden projections.
@@ -278,7 +285,7 @@ struct LstmLayer {
 /// A (stacked) LSTM.
 struct LSTM {
   static constexpr std::string_view kKind = "LSTM";  ///< the kind adapters key on
-  std::vector<LstmLayer> layers;  ///< bottom first, each feeding the next
+  std::vector<LstmLayer> layers;                     ///< bottom first, each feeding the next
   /// Input and output are [N, T, *] rather than [T, N, *] (configuration, not recorded).
   bool batch_first = false;
   TORCHPORT_FIELDS(layers)
@@ -287,8 +294,8 @@ struct LSTM {
   /// `num_layers` layers of zero-filled gates of `dtype`, with biases when
   /// `with_bias`: the first layer's input size is `input_size`, the others'
   /// `hidden_size`.
-  LSTM(std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers = 1, bool with_bias = true,
-       bool batch_first_ = false, DType dtype = DType::F32);
+  LSTM(std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers = 1,
+       bool with_bias = true, bool batch_first_ = false, DType dtype = DType::F32);
 
   /// What `forward` returns (torch's `output, (h_n, c_n)`).
   struct Output {
@@ -300,7 +307,8 @@ struct LSTM {
   /// ([N, T, input_size] with batch_first, [T, input_size] unbatched); `h0`
   /// and `c0` are [num_layers, N, hidden], or undefined for zeros.
   /// \throws Error(invalid_argument | shape_mismatch) as `lstm`.
-  Output forward(const Tensor& input, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor()) const;
+  Output forward(const Tensor& input, const Tensor& h0 = Tensor(),
+                 const Tensor& c0 = Tensor()) const;
 };
 
 /// One GRU layer: gates r, z, n.
@@ -318,7 +326,7 @@ struct GruLayer {
 /// A (stacked) GRU (record only; its forward pass is not implemented).
 struct GRU {
   static constexpr std::string_view kKind = "GRU";  ///< the kind adapters key on
-  std::vector<GruLayer> layers;  ///< bottom first, each feeding the next
+  std::vector<GruLayer> layers;                     ///< bottom first, each feeding the next
   /// Input and output are [N, T, *] rather than [T, N, *] (configuration, not recorded).
   bool batch_first = false;
   TORCHPORT_FIELDS(layers)
@@ -327,8 +335,8 @@ struct GRU {
   /// `num_layers` layers of zero-filled gates of `dtype`, with biases when
   /// `with_bias`: the first layer's input size is `input_size`, the others'
   /// `hidden_size`.
-  GRU(std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers = 1, bool with_bias = true,
-      bool batch_first_ = false, DType dtype = DType::F32);
+  GRU(std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers = 1,
+      bool with_bias = true, bool batch_first_ = false, DType dtype = DType::F32);
 };
 
 }  // namespace torchport::nn

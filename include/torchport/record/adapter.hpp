@@ -60,9 +60,10 @@ using AdapterChain = std::vector<std::shared_ptr<const Adapter>>;
 /// | BatchNorm1d/2d, LayerNorm, GroupNorm | weight, bias | gamma, beta |
 /// | RMSNorm | weight | gamma |
 /// | PReLU | weight | alpha |
-/// | MultiheadAttention | in_proj_weight/bias (or q/k/v_proj_weight), out_proj | query, key, value, output (Linear) |
-/// | LSTM | weight_ih_l{k}, weight_hh_l{k}, bias_ih_l{k}, bias_hh_l{k} (gates i, f, g, o) | layers[k].{input,forget,cell,output}_gate.{input,hidden}_transform |
-/// | GRU | the same with gates r, z, n | layers[k].{reset,update,new}_gate.{input,hidden}_transform |
+/// | MultiheadAttention | in_proj_weight/bias (or q/k/v_proj_weight), out_proj | query, key, value,
+/// output (Linear) | | LSTM | weight_ih_l{k}, weight_hh_l{k}, bias_ih_l{k}, bias_hh_l{k} (gates i,
+/// f, g, o) | layers[k].{input,forget,cell,output}_gate.{input,hidden}_transform | | GRU | the same
+/// with gates r, z, n | layers[k].{reset,update,new}_gate.{input,hidden}_transform |
 ///
 /// Convolutions, embeddings and everything else keep torch's layout.
 class PyTorchAdapter : public Adapter {

@@ -30,7 +30,9 @@ Value export_module(std::string_view kind, Value node, const SaveSettings& s);
 
 template <class T>
 Value to_value_at(const T& field, const std::string& path, const SaveSettings& s) {
-  auto child = [&](std::string_view name) { return path.empty() ? std::string(name) : path + "." + std::string(name); };
+  auto child = [&](std::string_view name) {
+    return path.empty() ? std::string(name) : path + "." + std::string(name);
+  };
   if constexpr (std::is_same_v<T, Tensor>) {
     return field.defined() ? Value::tensor(save_tensor(field, path, s)) : Value();
   } else if constexpr (Module<T>) {
@@ -63,7 +65,8 @@ Value to_value_at(const T& field, const std::string& path, const SaveSettings& s
   } else if constexpr (std::is_same_v<T, std::string>) {
     return Value::str(field);
   } else {
-    static_assert(sizeof(T) == 0, "this field type cannot be recorded; see torchport/record/fields.hpp");
+    static_assert(sizeof(T) == 0,
+                  "this field type cannot be recorded; see torchport/record/fields.hpp");
   }
 }
 
