@@ -267,10 +267,10 @@ std::vector<std::string> Loader::keys(const Value* node, const std::string& path
   return out;
 }
 
-Value Loader::adapt(std::string_view kind, const Value& node, const std::string& path) {
+Value Loader::adapt(const ModuleInfo& module, const Value& node, const std::string& path) {
   Value v = node;
   try {
-    for (const auto& a : settings_.adapters) v = a->import_module(kind, v, *provenance_);
+    for (const auto& a : settings_.adapters) v = a->import_module(module, v, *provenance_);
   } catch (const Error& e) {
     throw e.at_key(path);
   }

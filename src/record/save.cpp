@@ -19,9 +19,9 @@ Tensor save_tensor(const Tensor& t, const std::string& path, const SaveSettings&
   }
 }
 
-Value export_module(std::string_view kind, Value node, const SaveSettings& s) {
+Value export_module(const ModuleInfo& module, Value node, const SaveSettings& s) {
   for (auto it = s.adapters.rbegin(); it != s.adapters.rend(); ++it)
-    node = (*it)->export_module(kind, node);
+    node = (*it)->export_module(module, node);
   return node;
 }
 

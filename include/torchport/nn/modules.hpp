@@ -1,12 +1,26 @@
 #pragma once
 /// \file
 /// The nn modules as records: their parameters and buffers in torchport's
-/// layout, their configuration, and a kind the adapters key on.
+/// layout, their configuration, a kind, and how PyTorch lays them out.
 ///
-/// Layout differences from PyTorch (handled by `PyTorchAdapter`): Linear's
-/// weight is [in, out]; norms name their affine parameters gamma and beta;
-/// PReLU's weight is alpha; attention and recurrent modules hold one Linear
-/// per projection or gate. Constructors make zero-filled parameters of the
+/// Layout differences from PyTorch, each declared by its module as
+/// `kPyTorchLayout` (see `torchport/record/layout.hpp`; `PyTorchAdapter`
+/// applies them on load and undoes them on save):
+///
+/// | module | PyTorch | here |
+/// |---|---|---|
+/// | Linear | weight [out, in] | weight [in, out] |
+/// | BatchNorm1d/2d, LayerNorm, GroupNorm | weight, bias | gamma, beta |
+/// | RMSNorm | weight | gamma |
+/// | PReLU | weight | alpha |
+/// | MultiheadAttention | in_proj_weight/bias (or q/k/v_proj_weight), out_proj | query, key, value,
+/// output (Linear) | | LSTM | weight_ih_l{k}, weight_hh_l{k}, bias_ih_l{k}, bias_hh_l{k} (gates i,
+/// f, g, o) | layers[k].{input,forget,cell,output}_gate.{input,hidden}_transform | | GRU | the same
+/// with gates r, z, n | layers[k].{reset,update,new}_gate.{input,hidden}_transform |
+///
+/// Convolutions and embeddings keep PyTorch's layout and declare none.
+/// A bidirectional recurrent module's `_reverse` entries are no rule's: they
+/// stay unused. Constructors make zero-filled parameters of the
 /// right shapes (so a load can check every shape); a default-constructed
 /// module has undefined tensors and takes its shapes from the file.
 ///
@@ -21,6 +35,7 @@
 #include "torchport/core/tensor.hpp"
 #include "torchport/nn/types.hpp"
 #include "torchport/record/fields.hpp"
+#include "torchport/record/layout.hpp"
 
 namespace torchport::nn {
 
@@ -30,6 +45,8 @@ struct Linear {
   Tensor weight;                                       ///< [in_features, out_features]
   std::optional<Tensor> bias;                          ///< [out_features]
   TORCHPORT_FIELDS(weight, bias)
+  /// PyTorch stores the weight [out_features, in_features].
+  static constexpr LayoutRule kPyTorchLayout[] = {LayoutRule::transposed("weight")};
 
   Linear() = default;
   /// Zero-filled `weight` [in_features, out_features] and, when `with_bias`,
@@ -116,6 +133,9 @@ struct BatchNorm {
       num_batches_tracked;  ///< I64 scalar, kept so a round trip to PyTorch is faithful
   double eps = 1e-5;        ///< added to the variance (configuration, not recorded)
   TORCHPORT_FIELDS(gamma, beta, running_mean, running_var, num_batches_tracked)
+  /// PyTorch names the affine parameters weight and bias.
+  static constexpr LayoutRule kPyTorchLayout[] = {LayoutRule::renamed("weight", "gamma"),
+                                                  LayoutRule::renamed("bias", "beta")};
 
   BatchNorm() = default;
   /// Running mean 0 and variance 1 ([num_features], `dtype`),
@@ -141,6 +161,9 @@ struct LayerNorm {
   Dims normalized_shape;
   double eps = 1e-5;  ///< added to the variance (configuration, not recorded)
   TORCHPORT_FIELDS(gamma, beta)
+  /// PyTorch names the affine parameters weight and bias.
+  static constexpr LayoutRule kPyTorchLayout[] = {LayoutRule::renamed("weight", "gamma"),
+                                                  LayoutRule::renamed("bias", "beta")};
 
   LayerNorm() = default;
   /// When `affine`, gamma 1 and (when `with_bias`) beta 0, of shape
@@ -159,6 +182,9 @@ struct GroupNorm {
   std::int64_t num_groups = 1;  ///< groups the channels split into (configuration, not recorded)
   double eps = 1e-5;            ///< added to the variance (configuration, not recorded)
   TORCHPORT_FIELDS(gamma, beta)
+  /// PyTorch names the affine parameters weight and bias.
+  static constexpr LayoutRule kPyTorchLayout[] = {LayoutRule::renamed("weight", "gamma"),
+                                                  LayoutRule::renamed("bias", "beta")};
 
   GroupNorm() = default;
   /// When `affine`, gamma 1 and beta 0 ([num_channels], `dtype`).
@@ -179,6 +205,8 @@ struct RMSNorm {
   /// value (`rms_norm_eps`): torch's default, the dtype's epsilon, is not applied.
   double eps = 1e-6;
   TORCHPORT_FIELDS(gamma)
+  /// PyTorch names the scale weight.
+  static constexpr LayoutRule kPyTorchLayout[] = {LayoutRule::renamed("weight", "gamma")};
 
   RMSNorm() = default;
   /// When `affine`, gamma 1 of shape `normalized_shape_` and `dtype`.
@@ -207,6 +235,8 @@ struct PReLU {
   static constexpr std::string_view kKind = "PReLU";  ///< the kind adapters key on
   Tensor alpha;                                       ///< [num_parameters]
   TORCHPORT_FIELDS(alpha)
+  /// PyTorch names the slopes weight.
+  static constexpr LayoutRule kPyTorchLayout[] = {LayoutRule::renamed("weight", "alpha")};
 
   PReLU() = default;
   /// `alpha` [num_parameters] of `dtype`, every value `init`.
@@ -232,6 +262,15 @@ struct MultiheadAttention {
   std::int64_t num_heads = 1;    ///< must divide the embedding size (configuration, not recorded)
   bool batch_first = false;      ///< inputs are [N, L, E], not [L, N, E] (configuration)
   TORCHPORT_FIELDS(query, key, value, output, bias_k, bias_v)
+  /// PyTorch fuses the input projections into in_proj_weight [3E, E] and
+  /// in_proj_bias [3E] (q, k, v), or keeps q/k/v_proj_weight apart when kdim
+  /// or vdim differ from E; the output projection is out_proj.
+  static constexpr LayoutRule kPyTorchLayout[] = {
+      LayoutRule::fused("in_proj_weight", "{part}.weight", {"query", "key", "value"},
+                        {"q_proj_weight", "k_proj_weight", "v_proj_weight"}),
+      LayoutRule::fused("in_proj_bias", "{part}.bias", {"query", "key", "value"}),
+      LayoutRule::renamed("out_proj", "output"),
+  };
 
   MultiheadAttention() = default;
   /// Zero-filled projections, with biases when `with_bias`, of `dtype`; a
@@ -270,6 +309,8 @@ struct GateController {
 
 /// One LSTM layer: gates i, f, g, o.
 struct LstmLayer {
+  /// The gates' fields in PyTorch's order of the fused gate blocks.
+  static constexpr LayoutNames kGates{"input_gate", "forget_gate", "cell_gate", "output_gate"};
   /// \var GateController input_gate
   /// Gate i, how much of the candidate enters the cell.
   /// \var GateController forget_gate
@@ -284,11 +325,22 @@ struct LstmLayer {
 
 /// A (stacked) LSTM.
 struct LSTM {
-  static constexpr std::string_view kKind = "LSTM";  ///< the kind adapters key on
-  std::vector<LstmLayer> layers;                     ///< bottom first, each feeding the next
+  static constexpr std::string_view kKind = "LSTM";         ///< the kind adapters key on
+  static constexpr LayoutNames kGates = LstmLayer::kGates;  ///< the gates, in PyTorch's order
+  std::vector<LstmLayer> layers;                            ///< bottom first, each feeding the next
   /// Input and output are [N, T, *] rather than [T, N, *] (configuration, not recorded).
   bool batch_first = false;
   TORCHPORT_FIELDS(layers)
+  /// PyTorch fuses each layer's gates (i, f, g, o) into weight_ih_l{k}
+  /// [4 * hidden, input], weight_hh_l{k}, bias_ih_l{k} and bias_hh_l{k}.
+  static constexpr LayoutRule kPyTorchLayout[] = {
+      LayoutRule::fused("weight_ih_l{index}", "layers.{index}.{part}.input_transform.weight",
+                        kGates),
+      LayoutRule::fused("bias_ih_l{index}", "layers.{index}.{part}.input_transform.bias", kGates),
+      LayoutRule::fused("weight_hh_l{index}", "layers.{index}.{part}.hidden_transform.weight",
+                        kGates),
+      LayoutRule::fused("bias_hh_l{index}", "layers.{index}.{part}.hidden_transform.bias", kGates),
+  };
 
   LSTM() = default;
   /// `num_layers` layers of zero-filled gates of `dtype`, with biases when
@@ -313,6 +365,8 @@ struct LSTM {
 
 /// One GRU layer: gates r, z, n.
 struct GruLayer {
+  /// The gates' fields in PyTorch's order of the fused gate blocks.
+  static constexpr LayoutNames kGates{"reset_gate", "update_gate", "new_gate"};
   /// \var GateController reset_gate
   /// Gate r, how much of the hidden state the candidate sees.
   /// \var GateController update_gate
@@ -325,11 +379,22 @@ struct GruLayer {
 
 /// A (stacked) GRU (record only; its forward pass is not implemented).
 struct GRU {
-  static constexpr std::string_view kKind = "GRU";  ///< the kind adapters key on
-  std::vector<GruLayer> layers;                     ///< bottom first, each feeding the next
+  static constexpr std::string_view kKind = "GRU";         ///< the kind adapters key on
+  static constexpr LayoutNames kGates = GruLayer::kGates;  ///< the gates, in PyTorch's order
+  std::vector<GruLayer> layers;                            ///< bottom first, each feeding the next
   /// Input and output are [N, T, *] rather than [T, N, *] (configuration, not recorded).
   bool batch_first = false;
   TORCHPORT_FIELDS(layers)
+  /// PyTorch fuses each layer's gates (r, z, n) into weight_ih_l{k}
+  /// [3 * hidden, input], weight_hh_l{k}, bias_ih_l{k} and bias_hh_l{k}.
+  static constexpr LayoutRule kPyTorchLayout[] = {
+      LayoutRule::fused("weight_ih_l{index}", "layers.{index}.{part}.input_transform.weight",
+                        kGates),
+      LayoutRule::fused("bias_ih_l{index}", "layers.{index}.{part}.input_transform.bias", kGates),
+      LayoutRule::fused("weight_hh_l{index}", "layers.{index}.{part}.hidden_transform.weight",
+                        kGates),
+      LayoutRule::fused("bias_hh_l{index}", "layers.{index}.{part}.hidden_transform.bias", kGates),
+  };
 
   GRU() = default;
   /// `num_layers` layers of zero-filled gates of `dtype`, with biases when

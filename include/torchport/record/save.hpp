@@ -26,7 +26,7 @@ struct SaveSettings {
 namespace detail {
 
 Tensor save_tensor(const Tensor& t, const std::string& path, const SaveSettings& s);
-Value export_module(std::string_view kind, Value node, const SaveSettings& s);
+Value export_module(const ModuleInfo& module, Value node, const SaveSettings& s);
 
 template <class T>
 Value to_value_at(const T& field, const std::string& path, const SaveSettings& s) {
@@ -41,7 +41,7 @@ Value to_value_at(const T& field, const std::string& path, const SaveSettings& s
       Value v = to_value_at(f, child(name), s);
       if (!v.is_none()) d.insert(Value::str(name), std::move(v));
     });
-    if constexpr (KindedModule<T>) return export_module(T::kKind, std::move(d), s);
+    if constexpr (AdaptedModule<T>) return export_module(module_info<T>(), std::move(d), s);
     return d;
   } else if constexpr (is_optional<T>::value) {
     return field ? to_value_at(*field, path, s) : Value();

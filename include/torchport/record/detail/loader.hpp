@@ -51,8 +51,8 @@ class Loader {
   /// The keys of a dict node, in order.
   std::vector<std::string> keys(const Value* node, const std::string& path) const;
 
-  /// Runs the adapters' `import_module` for a module of kind `kind`.
-  Value adapt(std::string_view kind, const Value& node, const std::string& path);
+  /// Runs the adapters' `import_module` for the module `module`.
+  Value adapt(const ModuleInfo& module, const Value& node, const std::string& path);
   /// Fills a tensor field from `node` (checks shape, converts dtype).
   void tensor(const Value* node, const std::string& path, Tensor& field);
   /// The scalar at `node` (a value, or a one-element tensor) as a Value of
@@ -184,9 +184,9 @@ void load_into(Loader& ld, const Value* node, const std::string& path, T& field)
     ld.tensor(node, path, field);
   } else if constexpr (Module<T>) {
     Value adapted;
-    if constexpr (KindedModule<T>) {
+    if constexpr (AdaptedModule<T>) {
       if (node != nullptr) {
-        adapted = ld.adapt(T::kKind, *node, path);
+        adapted = ld.adapt(module_info<T>(), *node, path);
         node = &adapted;
       }
     }
