@@ -24,8 +24,9 @@
 ///
 /// Rules speak of the module's own entries only (one level of its record);
 /// a submodule's layout is its own declaration (above, `Linear` declares that
-/// its weight is transposed). Names in rules are the keys of the module's
-/// state_dict subtree, without the module's prefix.
+/// its weight is transposed, which applies to the parts `fused` placed in
+/// it). Names in rules are the keys of the module's state_dict subtree,
+/// without the module's prefix.
 ///
 /// Placeholders: `{part}` in a fused rule's field pattern stands for each of
 /// its parts in turn; `{index}` stands for 0, 1, 2, ... (a stacked module's
