@@ -11,13 +11,14 @@
 /// \code
 /// // PyTorch: in_proj_weight [3E, E], in_proj_bias [3E], out_proj.{weight,bias}
 /// struct SelfAttention {
+///   using Rule = torchport::LayoutRule;
 ///   static constexpr std::string_view kKind = "SelfAttention";
 ///   torchport::nn::Linear query, key, value, output;
 ///   TORCHPORT_FIELDS(query, key, value, output)
-///   static constexpr torchport::LayoutRule kPyTorchLayout[] = {
-///       torchport::LayoutRule::fused("in_proj_weight", "{part}.weight", {"query", "key",
-///       "value"}), torchport::LayoutRule::fused("in_proj_bias", "{part}.bias", {"query", "key",
-///       "value"}), torchport::LayoutRule::renamed("out_proj", "output"),
+///   static constexpr Rule kPyTorchLayout[] = {
+///       Rule::fused("in_proj_weight", "{part}.weight", {"query", "key", "value"}),
+///       Rule::fused("in_proj_bias", "{part}.bias", {"query", "key", "value"}),
+///       Rule::renamed("out_proj", "output"),
 ///   };
 /// };
 /// \endcode
