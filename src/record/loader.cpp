@@ -66,8 +66,10 @@ bool numeric_items(const Value& node, std::vector<std::pair<std::size_t, const V
   out.clear();
   for (const auto& [k, v] : node.pairs()) {
     std::size_t i;
-    if (k.is(Value::Kind::Int) && k.as_int() >= 0) i = static_cast<std::size_t>(k.as_int());
-    else if (!k.is(Value::Kind::Str) || !parse_index(k.as_str(), i)) return false;
+    if (k.is(Value::Kind::Int) && k.as_int() >= 0)
+      i = static_cast<std::size_t>(k.as_int());
+    else if (!k.is(Value::Kind::Str) || !parse_index(k.as_str(), i))
+      return false;
     out.emplace_back(i, &v);
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -115,7 +117,8 @@ class Trie {
 
 // Scalars of the root reachable through dicts and lists (configs and
 // counters), with the catalogue's naming rules.
-void collect_scalars(const Value& v, const std::string& prefix, std::vector<std::pair<std::string, Value>>& out) {
+void collect_scalars(const Value& v, const std::string& prefix,
+                     std::vector<std::pair<std::string, Value>>& out) {
   switch (v.kind()) {
     case Value::Kind::Dict:
       for (const auto& [k, x] : v.pairs()) collect_scalars(x, join_path(prefix, key_text(k)), out);
@@ -123,7 +126,8 @@ void collect_scalars(const Value& v, const std::string& prefix, std::vector<std:
     case Value::Kind::List:
     case Value::Kind::Tuple: {
       std::size_t i = 0;
-      for (const auto& x : v.items()) collect_scalars(x, join_path(prefix, std::to_string(i++)), out);
+      for (const auto& x : v.items())
+        collect_scalars(x, join_path(prefix, std::to_string(i++)), out);
       break;
     }
     case Value::Kind::Bool:
@@ -132,7 +136,8 @@ void collect_scalars(const Value& v, const std::string& prefix, std::vector<std:
     case Value::Kind::Str:
       if (!prefix.empty()) out.emplace_back(prefix, v);
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -153,7 +158,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 // The unused keys closest to a missing field's path: small edit distance, or
 // the same last two segments under another prefix.
-std::vector<std::string> suggestions(const std::string& path, const std::vector<std::string>& unused) {
+std::vector<std::string> suggestions(const std::string& path,
+                                     const std::vector<std::string>& unused) {
   std::vector<std::pair<std::size_t, std::string>> scored;
   const auto tail = [](std::string_view s) {
     const auto last = s.rfind('.');
@@ -167,7 +173,8 @@ std::vector<std::string> suggestions(const std::string& path, const std::vector<
     if (d > budget && tail(u) == tail(path)) d = budget;  // same leaf, other prefix
     if (d <= budget) scored.emplace_back(d, u);
   }
-  std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::string> out;
   for (std::size_t i = 0; i < scored.size() && i < 3; ++i) out.push_back(scored[i].second);
   return out;
@@ -213,7 +220,8 @@ const Value* Loader::item(const Value* node, std::size_t i) const {
   if (node->is(Value::Kind::List) || node->is(Value::Kind::Tuple))
     return i < node->size() ? &node->items()[i] : nullptr;
   std::vector<std::pair<std::size_t, const Value*>> items;
-  if (node->is(Value::Kind::Dict) && numeric_items(*node, items) && i < items.size()) return items[i].second;
+  if (node->is(Value::Kind::Dict) && numeric_items(*node, items) && i < items.size())
+    return items[i].second;
   return nullptr;
 }
 
@@ -224,17 +232,18 @@ std::vector<std::string> Loader::keys(const Value* node, const std::string& path
     return out;
   }
   if (!node->is(Value::Kind::Dict))
-    throw Error(ErrorCode::corrupt, "the module has a map here but the file has a " + std::string(node->kind_name()),
+    throw Error(ErrorCode::corrupt,
+                "the module has a map here but the file has a " + std::string(node->kind_name()),
                 path);
   std::vector<std::string> out;
   for (const auto& [k, v] : node->pairs()) out.push_back(key_text(k));
   return out;
 }
 
-Value Loader::adapt(std::string_view kind, const Value& node, const std::string& path) {
+Value Loader::adapt(const ModuleInfo& module, const Value& node, const std::string& path) {
   Value v = node;
   try {
-    for (const auto& a : settings_.adapters) v = a->import_module(kind, v, *provenance_);
+    for (const auto& a : settings_.adapters) v = a->import_module(module, v, *provenance_);
   } catch (const Error& e) {
     throw e.at_key(path);
   }
@@ -256,8 +265,8 @@ void Loader::tensor(const Value* node, const std::string& path, Tensor& field) {
   }
   if (!node->is(Value::Kind::Tensor))
     throw Error(ErrorCode::dtype_mismatch,
-                "the module has a tensor here but the file has a " + std::string(node->kind_name()) + " " +
-                    node->repr(3),
+                "the module has a tensor here but the file has a " +
+                    std::string(node->kind_name()) + " " + node->repr(3),
                 path);
   consume(*node, path);
   Tensor t = node->as_tensor();
@@ -267,7 +276,8 @@ void Loader::tensor(const Value* node, const std::string& path, Tensor& field) {
     throw e.at_key(path);
   }
   if (field.defined() && field.shape() != t.shape()) {
-    report_->mismatched.push_back({path, provenance_->key_of(*node, path), field.shape(), t.shape()});
+    report_->mismatched.push_back(
+        {path, provenance_->key_of(*node, path), field.shape(), t.shape()});
     return;
   }
   if (trial_) return;
@@ -288,17 +298,23 @@ void Loader::tensor(const Value* node, const std::string& path, Tensor& field) {
     t = t.dequantize();
   }
   DType target;
-  if (settings_.precision) target = precision_dtype(*settings_.precision, t.dtype());
-  else if (field.defined()) target = field.dtype();
-  else target = precision_dtype(Precision::Full, t.dtype());
+  if (settings_.precision)
+    target = precision_dtype(*settings_.precision, t.dtype());
+  else if (field.defined())
+    target = field.dtype();
+  else
+    target = precision_dtype(Precision::Full, t.dtype());
   try {
     const Tensor source = t;
-    if (t.dtype() != target || !t.is_contiguous()) t = t.to(target);
-    else if (settings_.residence == Residence::owned && !t.storage()->writable()) t = t.clone();
+    if (t.dtype() != target || !t.is_contiguous())
+      t = t.to(target);
+    else if (settings_.residence == Residence::owned && !t.storage()->writable())
+      t = t.clone();
     // A copy was made: the mapped pages it came from need not stay resident.
     if (t.storage() != source.storage() && source.numel() > 0 && source.is_contiguous())
-      source.storage()->release_pages(static_cast<std::uint64_t>(source.storage_offset()) * dtype_size(source.dtype()),
-                                      source.nbytes());
+      source.storage()->release_pages(
+          static_cast<std::uint64_t>(source.storage_offset()) * dtype_size(source.dtype()),
+          source.nbytes());
   } catch (const Error& e) {
     throw Error(e.code(), e.message(), path, e.offset(), e.where());
   }
@@ -310,7 +326,8 @@ void Loader::tensor(const Value* node, const std::string& path, Tensor& field) {
   field = std::move(t);
 }
 
-std::optional<Value> Loader::scalar(const Value* node, const std::string& path, const std::string& type) {
+std::optional<Value> Loader::scalar(const Value* node, const std::string& path,
+                                    const std::string& type) {
   if (node == nullptr) {
     missing(path, type);
     return std::nullopt;
@@ -321,7 +338,8 @@ std::optional<Value> Loader::scalar(const Value* node, const std::string& path, 
     const Tensor& t = node->as_tensor();
     if (t.numel() != 1)
       throw Error(ErrorCode::shape_mismatch,
-                  "the module has a " + type + " here but the file has a tensor of shape " + shape_to_string(t.shape()),
+                  "the module has a " + type + " here but the file has a tensor of shape " +
+                      shape_to_string(t.shape()),
                   path);
     if (is_floating(t.dtype())) {
       const Tensor f = t.to(DType::F64);
@@ -337,20 +355,25 @@ std::optional<Value> Loader::scalar(const Value* node, const std::string& path, 
   if (node->is(Value::Kind::Bool) || node->is(Value::Kind::Int) || node->is(Value::Kind::Float) ||
       node->is(Value::Kind::Str))
     return *node;
-  throw Error(ErrorCode::dtype_mismatch,
-              "the module has a " + type + " here but the file has a " + std::string(node->kind_name()), path);
+  throw Error(
+      ErrorCode::dtype_mismatch,
+      "the module has a " + type + " here but the file has a " + std::string(node->kind_name()),
+      path);
 }
 
 namespace {
 
 // A sharded load: replaces a tensor leaf by this rank's slice (lazy: read
 // when a field takes it) and records what the rank reads of it.
-void shard_leaf(const LoadArgs& args, const std::string& format, const std::string& name, const std::string& key,
-                Value& leaf, PreparedLoad& p) {
+void shard_leaf(const LoadArgs& args, const std::string& format, const std::string& name,
+                const std::string& key, Value& leaf, PreparedLoad& p) {
   const Tensor t = leaf.as_tensor();
-  const ShardSlice sl = args.shard_plan()->resolve(name, t.shape(), args.shard_rank(), args.shard_world());
-  LoadReport::ShardRead read{name,      std::string(shard_kind_name(sl.kind)), sl.rule, sl.dim, t.shape(),
-                             t.shape(), t.nbytes(),                            t.nbytes()};
+  const ShardSlice sl =
+      args.shard_plan()->resolve(name, t.shape(), args.shard_rank(), args.shard_world());
+  LoadReport::ShardRead read{name,       std::string(shard_kind_name(sl.kind)),
+                             sl.rule,    sl.dim,
+                             t.shape(),  t.shape(),
+                             t.nbytes(), t.nbytes()};
   if (sl.kind != ShardKind::replicate) {
     try {
       check_sliceable_format(format);
@@ -369,8 +392,10 @@ void shard_leaf(const LoadArgs& args, const std::string& format, const std::stri
 
 PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args) {
   PreparedLoad p;
-  if (args.shard_plan()) p.report.shard = LoadReport::Shard{args.shard_rank(), args.shard_world(), {}, 0, 0, 0, 0};
-  const TensorCatalog cat = args.top_level_key().empty() ? catalog : catalog.select(args.top_level_key());
+  if (args.shard_plan())
+    p.report.shard = LoadReport::Shard{args.shard_rank(), args.shard_world(), {}, 0, 0, 0, 0};
+  const TensorCatalog cat =
+      args.top_level_key().empty() ? catalog : catalog.select(args.top_level_key());
   std::vector<std::pair<std::string, Value>> leaves;
   leaves.reserve(cat.size());
   for (const auto& t : cat.tensors()) leaves.emplace_back(t.name, Value::tensor(t.tensor));
@@ -395,11 +420,14 @@ PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args) {
       p.report.keys.push_back(std::move(line));
     }
     if (!kept) continue;
-    if (args.shard_plan() && leaf.is(Value::Kind::Tensor)) shard_leaf(args, catalog.format(), name, key, leaf, p);
+    if (args.shard_plan() && leaf.is(Value::Kind::Tensor))
+      shard_leaf(args, catalog.format(), name, key, leaf, p);
     auto [it, fresh] = taken.emplace(key, name);
     if (!fresh)
-      throw Error(ErrorCode::invalid_argument,
-                  "the remap rules turn both '" + it->second + "' and '" + name + "' into '" + key + "'", key);
+      throw Error(
+          ErrorCode::invalid_argument,
+          "the remap rules turn both '" + it->second + "' and '" + name + "' into '" + key + "'",
+          key);
     provenance->add_leaf(leaf, key);
     trie.insert(key, leaf);
   }
@@ -413,8 +441,9 @@ PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args) {
   // checkpoint without a module to adapt to (they then say so).
   const auto layout = catalog.metadata().find("torchport.layout");
   const bool converted = layout != catalog.metadata().end() && layout->second == "pytorch";
-  const bool pytorch = args.layout() == Layout::PyTorch ||
-                       (args.layout() == Layout::Auto && (!is_native_format(catalog.format()) || converted));
+  const bool pytorch =
+      args.layout() == Layout::PyTorch ||
+      (args.layout() == Layout::Auto && (!is_native_format(catalog.format()) || converted));
   if (pytorch) settings.adapters.push_back(std::make_shared<PyTorchAdapter>());
   for (const auto& a : args.adapters()) settings.adapters.push_back(a);
   p.report.source = catalog.format();
@@ -425,17 +454,20 @@ PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args) {
 
 // How a record file's metadata differs from the module and this library,
 // for error messages: "" when nothing differs or the file is no record.
-std::string metadata_differences(const std::map<std::string, std::string>& meta, const std::string& module_type) {
+std::string metadata_differences(const std::map<std::string, std::string>& meta,
+                                 const std::string& module_type) {
   auto get = [&](const char* k) {
     auto it = meta.find(k);
     return it == meta.end() ? std::string() : it->second;
   };
   std::string d;
-  const std::string type = get("torchport.type"), library = get("torchport.library"), precision = get("torchport.precision");
+  const std::string type = get("torchport.type"), library = get("torchport.library"),
+                    precision = get("torchport.precision");
   if (!type.empty() && !module_type.empty() && type != module_type)
     d += "the file holds a '" + type + "', this module is a '" + module_type + "'";
   if (!library.empty() && library != kVersion)
-    d += (d.empty() ? "" : "; ") + std::string("it was written by torchport ") + library + ", this is " + kVersion;
+    d += (d.empty() ? "" : "; ") + std::string("it was written by torchport ") + library +
+         ", this is " + kVersion;
   if (!d.empty() && !precision.empty()) d += "; it was saved at " + precision + " precision";
   return d.empty() ? d : " (" + d + ")";
 }
@@ -473,13 +505,15 @@ LoadReport finish_load(PreparedLoad& p, const LoadArgs& args, const std::string&
   if (!r.mismatched.empty()) {
     const auto& m = r.mismatched.front();
     throw Error(ErrorCode::shape_mismatch,
-                "the module expects shape " + shape_to_string(m.expected) + " but the file's '" + m.source +
-                    "' has " + shape_to_string(m.found) +
+                "the module expects shape " + shape_to_string(m.expected) + " but the file's '" +
+                    m.source + "' has " + shape_to_string(m.found) +
                     (r.mismatched.size() > 1
                          ? " (" + std::to_string(r.mismatched.size()) + " mismatches: " +
-                               listing(r.mismatched, [](const LoadReport::Mismatch& x) {
-                                 return x.path + " " + shape_to_string(x.expected) + " vs " + shape_to_string(x.found);
-                               }) +
+                               listing(r.mismatched,
+                                       [](const LoadReport::Mismatch& x) {
+                                         return x.path + " " + shape_to_string(x.expected) +
+                                                " vs " + shape_to_string(x.found);
+                                       }) +
                                ")"
                          : std::string()) +
                     differs,
@@ -492,7 +526,9 @@ LoadReport finish_load(PreparedLoad& p, const LoadArgs& args, const std::string&
     if (r.missing.size() > 1)
       msg += " (" + std::to_string(r.missing.size()) + " fields missing: " +
              listing(r.missing, [](const LoadReport::Missing& x) { return x.path; }) + ")";
-    msg += ". Remap keys with LoadArgs::remap, or keep initial values with LoadArgs::allow_partial" + differs;
+    msg +=
+        ". Remap keys with LoadArgs::remap, or keep initial values with LoadArgs::allow_partial" +
+        differs;
     throw Error(ErrorCode::missing_key, msg, m.path, std::nullopt, r.source);
   }
   if (!r.unused.empty() && args.strict())

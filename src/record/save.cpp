@@ -9,7 +9,8 @@ namespace detail {
 
 Tensor save_tensor(const Tensor& t, const std::string& path, const SaveSettings& s) {
   Tensor out = t;
-  for (auto it = s.adapters.rbegin(); it != s.adapters.rend(); ++it) out = (*it)->export_tensor(path, out);
+  for (auto it = s.adapters.rbegin(); it != s.adapters.rend(); ++it)
+    out = (*it)->export_tensor(path, out);
   const DType target = precision_dtype(s.precision, out.dtype());
   try {
     return target == out.dtype() ? out : out.to(target);
@@ -18,8 +19,9 @@ Tensor save_tensor(const Tensor& t, const std::string& path, const SaveSettings&
   }
 }
 
-Value export_module(std::string_view kind, Value node, const SaveSettings& s) {
-  for (auto it = s.adapters.rbegin(); it != s.adapters.rend(); ++it) node = (*it)->export_module(kind, node);
+Value export_module(const ModuleInfo& module, Value node, const SaveSettings& s) {
+  for (auto it = s.adapters.rbegin(); it != s.adapters.rend(); ++it)
+    node = (*it)->export_module(module, node);
   return node;
 }
 
@@ -55,8 +57,8 @@ Totals totals(const Value& v) {
 
 std::string amount(std::uint64_t elements, std::uint64_t bytes) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%llu elements, %llu bytes", static_cast<unsigned long long>(elements),
-                static_cast<unsigned long long>(bytes));
+  std::snprintf(buf, sizeof buf, "%llu elements, %llu bytes",
+                static_cast<unsigned long long>(elements), static_cast<unsigned long long>(bytes));
   return buf;
 }
 
@@ -68,7 +70,8 @@ void describe_into(const Value& v, const std::string& name, int depth, std::stri
   }
   if (v.is(Value::Kind::Dict) || v.is(Value::Kind::List) || v.is(Value::Kind::Tuple)) {
     const Totals t = totals(v);
-    out += indent + (name.empty() ? std::string("(root)") : name) + "  [" + amount(t.elements, t.bytes) + "]\n";
+    out += indent + (name.empty() ? std::string("(root)") : name) + "  [" +
+           amount(t.elements, t.bytes) + "]\n";
     if (v.is(Value::Kind::Dict)) {
       for (const auto& [k, x] : v.pairs())
         describe_into(x, k.is(Value::Kind::Str) ? k.as_str() : k.repr(), depth + 1, out);
@@ -92,7 +95,8 @@ std::string describe(const Value& tree) {
 bool records_equal(const Value& a, const Value& b) {
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
-    case Value::Kind::Tensor: return a.as_tensor().equal(b.as_tensor());
+    case Value::Kind::Tensor:
+      return a.as_tensor().equal(b.as_tensor());
     case Value::Kind::Dict: {
       if (a.size() != b.size()) return false;
       for (std::size_t i = 0; i < a.size(); ++i) {
@@ -110,12 +114,18 @@ bool records_equal(const Value& a, const Value& b) {
         if (!records_equal(a.items()[i], b.items()[i])) return false;
       return true;
     }
-    case Value::Kind::None: return true;
-    case Value::Kind::Bool: return a.as_bool() == b.as_bool();
-    case Value::Kind::Int: return a.as_int() == b.as_int();
-    case Value::Kind::Float: return a.as_float() == b.as_float();
-    case Value::Kind::Str: return a.as_str() == b.as_str();
-    default: return a.repr() == b.repr();
+    case Value::Kind::None:
+      return true;
+    case Value::Kind::Bool:
+      return a.as_bool() == b.as_bool();
+    case Value::Kind::Int:
+      return a.as_int() == b.as_int();
+    case Value::Kind::Float:
+      return a.as_float() == b.as_float();
+    case Value::Kind::Str:
+      return a.as_str() == b.as_str();
+    default:
+      return a.repr() == b.repr();
   }
 }
 

@@ -1,12 +1,26 @@
 #pragma once
 /// \file
 /// The nn modules as records: their parameters and buffers in torchport's
-/// layout, their configuration, and a kind the adapters key on.
+/// layout, their configuration, a kind, and how PyTorch lays them out.
 ///
-/// Layout differences from PyTorch (handled by `PyTorchAdapter`): Linear's
-/// weight is [in, out]; norms name their affine parameters gamma and beta;
-/// PReLU's weight is alpha; attention and recurrent modules hold one Linear
-/// per projection or gate. Constructors make zero-filled parameters of the
+/// Layout differences from PyTorch, each declared by its module as
+/// `kPyTorchLayout` (see `torchport/record/layout.hpp`; `PyTorchAdapter`
+/// applies them on load and undoes them on save):
+///
+/// | module | PyTorch | here |
+/// |---|---|---|
+/// | Linear | weight [out, in] | weight [in, out] |
+/// | BatchNorm1d/2d, LayerNorm, GroupNorm | weight, bias | gamma, beta |
+/// | RMSNorm | weight | gamma |
+/// | PReLU | weight | alpha |
+/// | MultiheadAttention | in_proj_weight/bias (or q/k/v_proj_weight), out_proj | query, key, value,
+/// output (Linear) | | LSTM | weight_ih_l{k}, weight_hh_l{k}, bias_ih_l{k}, bias_hh_l{k} (gates i,
+/// f, g, o) | layers[k].{input,forget,cell,output}_gate.{input,hidden}_transform | | GRU | the same
+/// with gates r, z, n | layers[k].{reset,update,new}_gate.{input,hidden}_transform |
+///
+/// Convolutions and embeddings keep PyTorch's layout and declare none.
+/// A bidirectional recurrent module's `_reverse` entries are no rule's: they
+/// stay unused. Constructors make zero-filled parameters of the
 /// right shapes (so a load can check every shape); a default-constructed
 /// module has undefined tensors and takes its shapes from the file.
 ///
@@ -21,20 +35,24 @@
 #include "torchport/core/tensor.hpp"
 #include "torchport/nn/types.hpp"
 #include "torchport/record/fields.hpp"
+#include "torchport/record/layout.hpp"
 
 namespace torchport::nn {
 
 /// y = x W + b, with W stored [in, out].
 struct Linear {
   static constexpr std::string_view kKind = "Linear";  ///< the kind adapters key on
-  Tensor weight;               ///< [in_features, out_features]
-  std::optional<Tensor> bias;  ///< [out_features]
+  Tensor weight;                                       ///< [in_features, out_features]
+  std::optional<Tensor> bias;                          ///< [out_features]
   TORCHPORT_FIELDS(weight, bias)
+  /// PyTorch stores the weight [out_features, in_features].
+  static constexpr LayoutRule kPyTorchLayout[] = {LayoutRule::transposed("weight")};
 
   Linear() = default;
   /// Zero-filled `weight` [in_features, out_features] and, when `with_bias`,
   /// `bias` [out_features], of `dtype`.
-  Linear(std::int64_t in_features, std::int64_t out_features, bool with_bias = true, DType dtype = DType::F32);
+  Linear(std::int64_t in_features, std::int64_t out_features, bool with_bias = true,
+         DType dtype = DType::F32);
   /// `linear(x, weight, bias)`: [..., in_features] to [..., out_features].
   Tensor forward(const Tensor& x) const;
 };
@@ -61,8 +79,9 @@ struct Conv {
   /// `stride`, `padding`, `dilation` counts.
   /// \throws Error(invalid_argument) when `groups_` is not positive or does
   /// not divide both channel counts.
-  Conv(std::int64_t in_channels, std::int64_t out_channels, Int2 kernel, Int2 stride_ = 1, Int2 padding_ = 0,
-       Int2 dilation_ = 1, std::int64_t groups_ = 1, bool with_bias = true, DType dtype = DType::F32);
+  Conv(std::int64_t in_channels, std::int64_t out_channels, Int2 kernel, Int2 stride_ = 1,
+       Int2 padding_ = 0, Int2 dilation_ = 1, std::int64_t groups_ = 1, bool with_bias = true,
+       DType dtype = DType::F32);
   /// `conv1d` or `conv2d` of `x` ([N, C_in, ...] or unbatched [C_in, ...])
   /// with this module's parameters and configuration.
   Tensor forward(const Tensor& x) const;
@@ -92,8 +111,8 @@ struct ConvTranspose {
   /// \throws Error(invalid_argument) when `groups_` is not positive or does
   /// not divide both channel counts.
   ConvTranspose(std::int64_t in_channels, std::int64_t out_channels, Int2 kernel, Int2 stride_ = 1,
-                Int2 padding_ = 0, Int2 output_padding_ = 0, Int2 dilation_ = 1, std::int64_t groups_ = 1,
-                bool with_bias = true, DType dtype = DType::F32);
+                Int2 padding_ = 0, Int2 output_padding_ = 0, Int2 dilation_ = 1,
+                std::int64_t groups_ = 1, bool with_bias = true, DType dtype = DType::F32);
   /// `conv_transpose1d` or `conv_transpose2d` of `x` ([N, C_in, ...] or
   /// unbatched [C_in, ...]) with this module's parameters and configuration.
   Tensor forward(const Tensor& x) const;
@@ -106,18 +125,23 @@ template <int D>
 struct BatchNorm {
   /// The kind adapters key on.
   static constexpr std::string_view kKind = D == 1 ? "BatchNorm1d" : "BatchNorm2d";
-  std::optional<Tensor> gamma;  ///< [num_features]; absent when affine=False
-  std::optional<Tensor> beta;   ///< [num_features]; absent when affine=False
+  std::optional<Tensor> gamma;         ///< [num_features]; absent when affine=False
+  std::optional<Tensor> beta;          ///< [num_features]; absent when affine=False
   std::optional<Tensor> running_mean;  ///< absent when track_running_stats=False
   std::optional<Tensor> running_var;   ///< [num_features]; absent when track_running_stats=False
-  std::optional<Tensor> num_batches_tracked;  ///< I64 scalar, kept so a round trip to PyTorch is faithful
-  double eps = 1e-5;  ///< added to the variance (configuration, not recorded)
+  std::optional<Tensor>
+      num_batches_tracked;  ///< I64 scalar, kept so a round trip to PyTorch is faithful
+  double eps = 1e-5;        ///< added to the variance (configuration, not recorded)
   TORCHPORT_FIELDS(gamma, beta, running_mean, running_var, num_batches_tracked)
+  /// PyTorch names the affine parameters weight and bias.
+  static constexpr LayoutRule kPyTorchLayout[] = {LayoutRule::renamed("weight", "gamma"),
+                                                  LayoutRule::renamed("bias", "beta")};
 
   BatchNorm() = default;
   /// Running mean 0 and variance 1 ([num_features], `dtype`),
   /// `num_batches_tracked` 0, and when `affine` gamma 1 and beta 0.
-  explicit BatchNorm(std::int64_t num_features, double eps_ = 1e-5, bool affine = true, DType dtype = DType::F32);
+  explicit BatchNorm(std::int64_t num_features, double eps_ = 1e-5, bool affine = true,
+                     DType dtype = DType::F32);
   /// `batch_norm` of `x` ([N, C, ...], channels in dimension 1) with the
   /// running statistics.
   /// \throws Error(unsupported) without running statistics (normalising by
@@ -137,12 +161,15 @@ struct LayerNorm {
   Dims normalized_shape;
   double eps = 1e-5;  ///< added to the variance (configuration, not recorded)
   TORCHPORT_FIELDS(gamma, beta)
+  /// PyTorch names the affine parameters weight and bias.
+  static constexpr LayoutRule kPyTorchLayout[] = {LayoutRule::renamed("weight", "gamma"),
+                                                  LayoutRule::renamed("bias", "beta")};
 
   LayerNorm() = default;
   /// When `affine`, gamma 1 and (when `with_bias`) beta 0, of shape
   /// `normalized_shape_` and `dtype`.
-  explicit LayerNorm(Dims normalized_shape_, double eps_ = 1e-5, bool affine = true, bool with_bias = true,
-                     DType dtype = DType::F32);
+  explicit LayerNorm(Dims normalized_shape_, double eps_ = 1e-5, bool affine = true,
+                     bool with_bias = true, DType dtype = DType::F32);
   /// `layer_norm` of `x` over its last `normalized_shape.size()` dimensions.
   Tensor forward(const Tensor& x) const;
 };
@@ -155,11 +182,14 @@ struct GroupNorm {
   std::int64_t num_groups = 1;  ///< groups the channels split into (configuration, not recorded)
   double eps = 1e-5;            ///< added to the variance (configuration, not recorded)
   TORCHPORT_FIELDS(gamma, beta)
+  /// PyTorch names the affine parameters weight and bias.
+  static constexpr LayoutRule kPyTorchLayout[] = {LayoutRule::renamed("weight", "gamma"),
+                                                  LayoutRule::renamed("bias", "beta")};
 
   GroupNorm() = default;
   /// When `affine`, gamma 1 and beta 0 ([num_channels], `dtype`).
-  GroupNorm(std::int64_t num_groups_, std::int64_t num_channels, double eps_ = 1e-5, bool affine = true,
-            DType dtype = DType::F32);
+  GroupNorm(std::int64_t num_groups_, std::int64_t num_channels, double eps_ = 1e-5,
+            bool affine = true, DType dtype = DType::F32);
   /// `group_norm` of `x` ([N, C, ...], channels in dimension 1).
   Tensor forward(const Tensor& x) const;
 };
@@ -175,10 +205,13 @@ struct RMSNorm {
   /// value (`rms_norm_eps`): torch's default, the dtype's epsilon, is not applied.
   double eps = 1e-6;
   TORCHPORT_FIELDS(gamma)
+  /// PyTorch names the scale weight.
+  static constexpr LayoutRule kPyTorchLayout[] = {LayoutRule::renamed("weight", "gamma")};
 
   RMSNorm() = default;
   /// When `affine`, gamma 1 of shape `normalized_shape_` and `dtype`.
-  explicit RMSNorm(Dims normalized_shape_, double eps_ = 1e-6, bool affine = true, DType dtype = DType::F32);
+  explicit RMSNorm(Dims normalized_shape_, double eps_ = 1e-6, bool affine = true,
+                   DType dtype = DType::F32);
   /// `rms_norm` of `x` over its last `normalized_shape.size()` dimensions.
   Tensor forward(const Tensor& x) const;
 };
@@ -186,7 +219,7 @@ struct RMSNorm {
 /// A lookup table of embeddings.
 struct Embedding {
   static constexpr std::string_view kKind = "Embedding";  ///< the kind adapters key on
-  Tensor weight;  ///< [num_embeddings, embedding_dim]
+  Tensor weight;                                          ///< [num_embeddings, embedding_dim]
   TORCHPORT_FIELDS(weight)
 
   Embedding() = default;
@@ -200,8 +233,10 @@ struct Embedding {
 /// Parametric ReLU.
 struct PReLU {
   static constexpr std::string_view kKind = "PReLU";  ///< the kind adapters key on
-  Tensor alpha;  ///< [num_parameters]
+  Tensor alpha;                                       ///< [num_parameters]
   TORCHPORT_FIELDS(alpha)
+  /// PyTorch names the slopes weight.
+  static constexpr LayoutRule kPyTorchLayout[] = {LayoutRule::renamed("weight", "alpha")};
 
   PReLU() = default;
   /// `alpha` [num_parameters] of `dtype`, every value `init`.
@@ -227,12 +262,22 @@ struct MultiheadAttention {
   std::int64_t num_heads = 1;    ///< must divide the embedding size (configuration, not recorded)
   bool batch_first = false;      ///< inputs are [N, L, E], not [L, N, E] (configuration)
   TORCHPORT_FIELDS(query, key, value, output, bias_k, bias_v)
+  /// PyTorch fuses the input projections into in_proj_weight [3E, E] and
+  /// in_proj_bias [3E] (q, k, v), or keeps q/k/v_proj_weight apart when kdim
+  /// or vdim differ from E; the output projection is out_proj.
+  static constexpr LayoutRule kPyTorchLayout[] = {
+      LayoutRule::fused("in_proj_weight", "{part}.weight", {"query", "key", "value"},
+                        {"q_proj_weight", "k_proj_weight", "v_proj_weight"}),
+      LayoutRule::fused("in_proj_bias", "{part}.bias", {"query", "key", "value"}),
+      LayoutRule::renamed("out_proj", "output"),
+  };
 
   MultiheadAttention() = default;
   /// Zero-filled projections, with biases when `with_bias`, of `dtype`; a
   /// `kdim` or `vdim` of 0 means `embed_dim`.
-  MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads_, bool with_bias = true, bool batch_first_ = false,
-                     std::int64_t kdim = 0, std::int64_t vdim = 0, DType dtype = DType::F32);
+  MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads_, bool with_bias = true,
+                     bool batch_first_ = false, std::int64_t kdim = 0, std::int64_t vdim = 0,
+                     DType dtype = DType::F32);
 
   /// What `forward` returns (torch's `attn_output, attn_output_weights`).
   struct Output {
@@ -246,8 +291,9 @@ struct MultiheadAttention {
   /// also returns the attention weights.
   /// \throws Error(unsupported) when `bias_k` or `bias_v` is set; otherwise
   /// as `multi_head_attention`.
-  Output forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask = Tensor(),
-                 const Tensor& attn_mask = Tensor(), bool need_weights = false) const;
+  Output forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                 const Tensor& key_padding_mask = Tensor(), const Tensor& attn_mask = Tensor(),
+                 bool need_weights = false) const;
 };
 
 /// One gate of a recurrent cell: input and hidden projections.
@@ -263,6 +309,8 @@ struct GateController {
 
 /// One LSTM layer: gates i, f, g, o.
 struct LstmLayer {
+  /// The gates' fields in PyTorch's order of the fused gate blocks.
+  static constexpr LayoutNames kGates{"input_gate", "forget_gate", "cell_gate", "output_gate"};
   /// \var GateController input_gate
   /// Gate i, how much of the candidate enters the cell.
   /// \var GateController forget_gate
@@ -277,18 +325,29 @@ struct LstmLayer {
 
 /// A (stacked) LSTM.
 struct LSTM {
-  static constexpr std::string_view kKind = "LSTM";  ///< the kind adapters key on
-  std::vector<LstmLayer> layers;  ///< bottom first, each feeding the next
+  static constexpr std::string_view kKind = "LSTM";         ///< the kind adapters key on
+  static constexpr LayoutNames kGates = LstmLayer::kGates;  ///< the gates, in PyTorch's order
+  std::vector<LstmLayer> layers;                            ///< bottom first, each feeding the next
   /// Input and output are [N, T, *] rather than [T, N, *] (configuration, not recorded).
   bool batch_first = false;
   TORCHPORT_FIELDS(layers)
+  /// PyTorch fuses each layer's gates (i, f, g, o) into weight_ih_l{k}
+  /// [4 * hidden, input], weight_hh_l{k}, bias_ih_l{k} and bias_hh_l{k}.
+  static constexpr LayoutRule kPyTorchLayout[] = {
+      LayoutRule::fused("weight_ih_l{index}", "layers.{index}.{part}.input_transform.weight",
+                        kGates),
+      LayoutRule::fused("bias_ih_l{index}", "layers.{index}.{part}.input_transform.bias", kGates),
+      LayoutRule::fused("weight_hh_l{index}", "layers.{index}.{part}.hidden_transform.weight",
+                        kGates),
+      LayoutRule::fused("bias_hh_l{index}", "layers.{index}.{part}.hidden_transform.bias", kGates),
+  };
 
   LSTM() = default;
   /// `num_layers` layers of zero-filled gates of `dtype`, with biases when
   /// `with_bias`: the first layer's input size is `input_size`, the others'
   /// `hidden_size`.
-  LSTM(std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers = 1, bool with_bias = true,
-       bool batch_first_ = false, DType dtype = DType::F32);
+  LSTM(std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers = 1,
+       bool with_bias = true, bool batch_first_ = false, DType dtype = DType::F32);
 
   /// What `forward` returns (torch's `output, (h_n, c_n)`).
   struct Output {
@@ -300,11 +359,14 @@ struct LSTM {
   /// ([N, T, input_size] with batch_first, [T, input_size] unbatched); `h0`
   /// and `c0` are [num_layers, N, hidden], or undefined for zeros.
   /// \throws Error(invalid_argument | shape_mismatch) as `lstm`.
-  Output forward(const Tensor& input, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor()) const;
+  Output forward(const Tensor& input, const Tensor& h0 = Tensor(),
+                 const Tensor& c0 = Tensor()) const;
 };
 
 /// One GRU layer: gates r, z, n.
 struct GruLayer {
+  /// The gates' fields in PyTorch's order of the fused gate blocks.
+  static constexpr LayoutNames kGates{"reset_gate", "update_gate", "new_gate"};
   /// \var GateController reset_gate
   /// Gate r, how much of the hidden state the candidate sees.
   /// \var GateController update_gate
@@ -317,18 +379,29 @@ struct GruLayer {
 
 /// A (stacked) GRU (record only; its forward pass is not implemented).
 struct GRU {
-  static constexpr std::string_view kKind = "GRU";  ///< the kind adapters key on
-  std::vector<GruLayer> layers;  ///< bottom first, each feeding the next
+  static constexpr std::string_view kKind = "GRU";         ///< the kind adapters key on
+  static constexpr LayoutNames kGates = GruLayer::kGates;  ///< the gates, in PyTorch's order
+  std::vector<GruLayer> layers;                            ///< bottom first, each feeding the next
   /// Input and output are [N, T, *] rather than [T, N, *] (configuration, not recorded).
   bool batch_first = false;
   TORCHPORT_FIELDS(layers)
+  /// PyTorch fuses each layer's gates (r, z, n) into weight_ih_l{k}
+  /// [3 * hidden, input], weight_hh_l{k}, bias_ih_l{k} and bias_hh_l{k}.
+  static constexpr LayoutRule kPyTorchLayout[] = {
+      LayoutRule::fused("weight_ih_l{index}", "layers.{index}.{part}.input_transform.weight",
+                        kGates),
+      LayoutRule::fused("bias_ih_l{index}", "layers.{index}.{part}.input_transform.bias", kGates),
+      LayoutRule::fused("weight_hh_l{index}", "layers.{index}.{part}.hidden_transform.weight",
+                        kGates),
+      LayoutRule::fused("bias_hh_l{index}", "layers.{index}.{part}.hidden_transform.bias", kGates),
+  };
 
   GRU() = default;
   /// `num_layers` layers of zero-filled gates of `dtype`, with biases when
   /// `with_bias`: the first layer's input size is `input_size`, the others'
   /// `hidden_size`.
-  GRU(std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers = 1, bool with_bias = true,
-      bool batch_first_ = false, DType dtype = DType::F32);
+  GRU(std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers = 1,
+      bool with_bias = true, bool batch_first_ = false, DType dtype = DType::F32);
 };
 
 }  // namespace torchport::nn

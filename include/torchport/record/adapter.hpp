@@ -11,6 +11,8 @@
 
 #include "torchport/core/tensor.hpp"
 #include "torchport/core/value.hpp"
+#include "torchport/record/fields.hpp"
+#include "torchport/record/layout.hpp"
 #include "torchport/record/remap.hpp"
 
 namespace torchport {
@@ -24,24 +26,47 @@ class AdapterContext {
   virtual Value derive(Tensor t, const Value& from) = 0;
 };
 
+/// What the adapters are told about a module: its kind and the layouts it
+/// declares. Views into the module type's static declarations.
+struct ModuleInfo {
+  std::string_view kind;  ///< `kKind`, or empty for a module without one
+  PyTorchLayout pytorch;  ///< `kPyTorchLayout`, or empty
+};
+
+/// True for modules the adapters see: those with a kind (`kKind`) or a
+/// declared PyTorch layout (`kPyTorchLayout`).
+template <class T>
+concept AdaptedModule = KindedModule<T> ||(Module<T>&& DeclaresPyTorchLayout<T>);
+
+/// What the adapters are told about a module of type `T`.
+template <AdaptedModule T>
+constexpr ModuleInfo module_info() {
+  ModuleInfo m;
+  if constexpr (KindedModule<T>) m.kind = T::kKind;
+  m.pytorch = pytorch_layout_of<T>();
+  return m;
+}
+
 /// Rewrites records between a file's layout and ours.
 ///
-/// On load, `import_module` is called for every module that has a kind
-/// (`kKind`), top-down, with the subtree the file has for it, before its
-/// fields are read; `import_tensor` is called for every tensor as it is read.
-/// On save, `export_module` is called bottom-up with the subtree we made, and
-/// `export_tensor` for every tensor. Subtrees are shared values: return a new
-/// one rather than modifying the argument. The defaults change nothing.
+/// On load, `import_module` is called for every module with a kind or a
+/// declared layout (`AdaptedModule`), top-down, with the subtree the file has
+/// for it, before its fields are read; `import_tensor` is called for every
+/// tensor as it is read. On save, `export_module` is called bottom-up with the
+/// subtree we made, and `export_tensor` for every tensor. Subtrees are shared
+/// values: return a new one rather than modifying the argument. The defaults
+/// change nothing.
 class Adapter {
  public:
   virtual ~Adapter() = default;
-  /// The file's subtree `node` for a module of kind `kind`, rewritten into our
+  /// The file's subtree `node` for the module `module`, rewritten into our
   /// layout. Tensors made from the file's (split, transposed) go through
   /// `ctx.derive` so their source keys count as used. The default returns `node`.
-  virtual Value import_module(std::string_view kind, const Value& node, AdapterContext& ctx) const;
-  /// Our subtree `node` for a module of kind `kind`, rewritten into the file's
+  virtual Value import_module(const ModuleInfo& module, const Value& node,
+                              AdapterContext& ctx) const;
+  /// Our subtree `node` for the module `module`, rewritten into the file's
   /// layout. The default returns `node`.
-  virtual Value export_module(std::string_view kind, const Value& node) const;
+  virtual Value export_module(const ModuleInfo& module, const Value& node) const;
   /// The tensor `t` read for the field at key path `path` ("encoder.fc.weight"),
   /// in our layout. The default returns `t`.
   virtual Tensor import_tensor(std::string_view path, const Tensor& t) const;
@@ -52,29 +77,28 @@ class Adapter {
 /// Adapters applied in order on load and in reverse order on save.
 using AdapterChain = std::vector<std::shared_ptr<const Adapter>>;
 
-/// PyTorch's layout to ours and back, keyed on module kinds:
-///
-/// | kind | PyTorch | ours |
-/// |---|---|---|
-/// | Linear | weight [out, in] | weight [in, out] |
-/// | BatchNorm1d/2d, LayerNorm, GroupNorm | weight, bias | gamma, beta |
-/// | RMSNorm | weight | gamma |
-/// | PReLU | weight | alpha |
-/// | MultiheadAttention | in_proj_weight/bias (or q/k/v_proj_weight), out_proj | query, key, value, output (Linear) |
-/// | LSTM | weight_ih_l{k}, weight_hh_l{k}, bias_ih_l{k}, bias_hh_l{k} (gates i, f, g, o) | layers[k].{input,forget,cell,output}_gate.{input,hidden}_transform |
-/// | GRU | the same with gates r, z, n | layers[k].{reset,update,new}_gate.{input,hidden}_transform |
-///
-/// Convolutions, embeddings and everything else keep torch's layout.
+/// PyTorch's layout to ours and back, as each module declares it in its
+/// `kPyTorchLayout` (see `torchport/record/layout.hpp`): renamed entries,
+/// transposed tensors, fused tensors split per part. A module that declares
+/// no layout is laid out as PyTorch lays it out. The nn modules declare
+/// theirs in `torchport/nn/modules.hpp`.
 class PyTorchAdapter : public Adapter {
  public:
-  /// Transposes Linear weights, renames norm and PReLU parameters, and splits
-  /// fused attention and recurrent parameters per projection or gate.
-  /// \throws Error(shape_mismatch) when a fused tensor does not split evenly.
-  Value import_module(std::string_view kind, const Value& node, AdapterContext& ctx) const override;
-  /// The inverse of `import_module`: transposes back (contiguous), renames
-  /// back, and fuses projections and gates as torch stores them.
-  /// \throws Error(shape_mismatch) when the parts to fuse differ in dtype or rank.
-  Value export_module(std::string_view kind, const Value& node) const override;
+  /// Applies `module.pytorch` to the file's subtree: splits fused tensors
+  /// (views) into their parts' fields, renames entries, transposes tensors
+  /// (views). Entries no rule takes are kept as they are.
+  /// 	hrows Error(shape_mismatch) when a fused tensor does not split evenly;
+  /// Error(invalid_argument) for a malformed rule.
+  Value import_module(const ModuleInfo& module, const Value& node,
+                      AdapterContext& ctx) const override;
+  /// The inverse of `import_module`: fuses parts (a fresh tensor, or
+  /// PyTorch's separate entries when the parts differ in shape and the rule
+  /// names them), transposes back (contiguous), renames back. The fused
+  /// entries come first, in rule order (indexed rules index by index), then
+  /// the other fields in their order.
+  /// 	hrows Error(shape_mismatch) when the parts to fuse differ in dtype or
+  /// rank; Error(invalid_argument) for a malformed rule.
+  Value export_module(const ModuleInfo& module, const Value& node) const override;
 };
 
 /// Permutes the dimensions of tensors whose key path matches a pattern

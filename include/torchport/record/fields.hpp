@@ -19,8 +19,10 @@
 /// `std::string` (configs).
 ///
 /// A module that gives itself a kind (`static constexpr std::string_view
-/// kKind = "Linear";`) is handed to the adapters under that kind, which is
-/// how a PyTorch layout becomes ours without the user tagging anything.
+/// kKind = "Linear";`) or declares how PyTorch lays it out
+/// (`kPyTorchLayout`, see `torchport/record/layout.hpp`) is handed to the
+/// adapters, which is how a PyTorch layout becomes ours without the user
+/// tagging anything.
 
 #include <array>
 #include <cstdint>
@@ -36,12 +38,12 @@
 
 /// \cond INTERNAL
 #define TORCHPORT_PP_EXPAND(x) x
-#define TORCHPORT_PP_ARG_N(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16,  \
-                           _17, _18, _19, _20, _21, _22, _23, _24, _25, _26, _27, _28, _29, _30,   \
-                           _31, _32, N, ...)                                                       \
+#define TORCHPORT_PP_ARG_N(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, \
+                           _17, _18, _19, _20, _21, _22, _23, _24, _25, _26, _27, _28, _29, _30,  \
+                           _31, _32, N, ...)                                                      \
   N
-#define TORCHPORT_PP_NARG(...)                                                                     \
-  TORCHPORT_PP_EXPAND(TORCHPORT_PP_ARG_N(__VA_ARGS__, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22,  \
+#define TORCHPORT_PP_NARG(...)                                                                    \
+  TORCHPORT_PP_EXPAND(TORCHPORT_PP_ARG_N(__VA_ARGS__, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, \
                                          21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, \
                                          6, 5, 4, 3, 2, 1))
 #define TORCHPORT_PP_CAT(a, b) TORCHPORT_PP_CAT_(a, b)
@@ -78,7 +80,7 @@
 #define TORCHPORT_F30(m, x, ...) m(x) TORCHPORT_PP_EXPAND(TORCHPORT_F29(m, __VA_ARGS__))
 #define TORCHPORT_F31(m, x, ...) m(x) TORCHPORT_PP_EXPAND(TORCHPORT_F30(m, __VA_ARGS__))
 #define TORCHPORT_F32(m, x, ...) m(x) TORCHPORT_PP_EXPAND(TORCHPORT_F31(m, __VA_ARGS__))
-#define TORCHPORT_FOR_EACH(m, ...)                                                                 \
+#define TORCHPORT_FOR_EACH(m, ...) \
   TORCHPORT_PP_EXPAND(TORCHPORT_PP_CAT(TORCHPORT_F, TORCHPORT_PP_NARG(__VA_ARGS__))(m, __VA_ARGS__))
 #define TORCHPORT_VISIT_ONE(f) visitor(#f, self.f);
 #define TORCHPORT_VISIT_NAMED_(f, name) visitor(name, self.f);
@@ -89,30 +91,34 @@
 /// Members not listed (configuration such as a convolution's stride) are
 /// not part of the record. The struct must be declared at namespace or class
 /// scope (C++ allows no member templates in classes local to a function).
-#define TORCHPORT_FIELDS(...)                                                                      \
-  template <class TorchportSelf, class TorchportVisitor>                                           \
-  static void torchport_visit(TorchportSelf& self, TorchportVisitor&& visitor) {                   \
-    TORCHPORT_FOR_EACH(TORCHPORT_VISIT_ONE, __VA_ARGS__)                                           \
+#define TORCHPORT_FIELDS(...)                                                    \
+  template <class TorchportSelf, class TorchportVisitor>                         \
+  static void torchport_visit(TorchportSelf& self, TorchportVisitor&& visitor) { \
+    TORCHPORT_FOR_EACH(TORCHPORT_VISIT_ONE, __VA_ARGS__)                         \
   }
 
 /// Like `TORCHPORT_FIELDS`, with the key of each field given explicitly, for
 /// keys that are not C++ identifiers (an `nn.Sequential`'s "0", "1"):
 /// `TORCHPORT_NAMED_FIELDS((conv, "0"), (norm, "1"))`.
-#define TORCHPORT_NAMED_FIELDS(...)                                                                \
-  template <class TorchportSelf, class TorchportVisitor>                                           \
-  static void torchport_visit(TorchportSelf& self, TorchportVisitor&& visitor) {                   \
-    TORCHPORT_FOR_EACH(TORCHPORT_VISIT_NAMED, __VA_ARGS__)                                         \
+#define TORCHPORT_NAMED_FIELDS(...)                                              \
+  template <class TorchportSelf, class TorchportVisitor>                         \
+  static void torchport_visit(TorchportSelf& self, TorchportVisitor&& visitor) { \
+    TORCHPORT_FOR_EACH(TORCHPORT_VISIT_NAMED, __VA_ARGS__)                       \
   }
 
 namespace torchport {
 
 /// True for types declared with `TORCHPORT_FIELDS`.
 template <class T>
-concept Module = requires(T& t) { T::torchport_visit(t, [](const char*, auto&) {}); };
+concept Module = requires(T& t) {
+  T::torchport_visit(t, [](const char*, auto&) {});
+};
 
 /// True for modules that give themselves a kind for the adapters.
 template <class T>
-concept KindedModule = Module<T> && requires { std::string_view(T::kKind); };
+concept KindedModule = Module<T> && requires {
+  std::string_view(T::kKind);
+};
 
 /// Calls `f(name, field)` for every recorded field of `m`, in declaration order.
 template <Module M, class F>

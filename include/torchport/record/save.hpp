@@ -26,11 +26,13 @@ struct SaveSettings {
 namespace detail {
 
 Tensor save_tensor(const Tensor& t, const std::string& path, const SaveSettings& s);
-Value export_module(std::string_view kind, Value node, const SaveSettings& s);
+Value export_module(const ModuleInfo& module, Value node, const SaveSettings& s);
 
 template <class T>
 Value to_value_at(const T& field, const std::string& path, const SaveSettings& s) {
-  auto child = [&](std::string_view name) { return path.empty() ? std::string(name) : path + "." + std::string(name); };
+  auto child = [&](std::string_view name) {
+    return path.empty() ? std::string(name) : path + "." + std::string(name);
+  };
   if constexpr (std::is_same_v<T, Tensor>) {
     return field.defined() ? Value::tensor(save_tensor(field, path, s)) : Value();
   } else if constexpr (Module<T>) {
@@ -39,7 +41,7 @@ Value to_value_at(const T& field, const std::string& path, const SaveSettings& s
       Value v = to_value_at(f, child(name), s);
       if (!v.is_none()) d.insert(Value::str(name), std::move(v));
     });
-    if constexpr (KindedModule<T>) return export_module(T::kKind, std::move(d), s);
+    if constexpr (AdaptedModule<T>) return export_module(module_info<T>(), std::move(d), s);
     return d;
   } else if constexpr (is_optional<T>::value) {
     return field ? to_value_at(*field, path, s) : Value();
@@ -63,7 +65,8 @@ Value to_value_at(const T& field, const std::string& path, const SaveSettings& s
   } else if constexpr (std::is_same_v<T, std::string>) {
     return Value::str(field);
   } else {
-    static_assert(sizeof(T) == 0, "this field type cannot be recorded; see torchport/record/fields.hpp");
+    static_assert(sizeof(T) == 0,
+                  "this field type cannot be recorded; see torchport/record/fields.hpp");
   }
 }
 

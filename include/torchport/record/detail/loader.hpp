@@ -51,8 +51,8 @@ class Loader {
   /// The keys of a dict node, in order.
   std::vector<std::string> keys(const Value* node, const std::string& path) const;
 
-  /// Runs the adapters' `import_module` for a module of kind `kind`.
-  Value adapt(std::string_view kind, const Value& node, const std::string& path);
+  /// Runs the adapters' `import_module` for the module `module`.
+  Value adapt(const ModuleInfo& module, const Value& node, const std::string& path);
   /// Fills a tensor field from `node` (checks shape, converts dtype).
   void tensor(const Value* node, const std::string& path, Tensor& field);
   /// The scalar at `node` (a value, or a one-element tensor) as a Value of
@@ -101,10 +101,12 @@ void load_scalar(Loader& ld, const Value* node, const std::string& path, T& fiel
       const std::int64_t i = v->as_int();
       if constexpr (std::is_unsigned_v<T>) {
         if (i < 0 || static_cast<std::uint64_t>(i) > std::numeric_limits<T>::max())
-          throw Error(ErrorCode::dtype_mismatch, std::to_string(i) + " does not fit a " + type_name<T>());
+          throw Error(ErrorCode::dtype_mismatch,
+                      std::to_string(i) + " does not fit a " + type_name<T>());
       } else {
         if (i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max())
-          throw Error(ErrorCode::dtype_mismatch, std::to_string(i) + " does not fit a " + type_name<T>());
+          throw Error(ErrorCode::dtype_mismatch,
+                      std::to_string(i) + " does not fit a " + type_name<T>());
       }
       field = static_cast<T>(i);
     } else {
@@ -133,7 +135,8 @@ void load_sequence(Loader& ld, const Value* node, const std::string& path, T& se
 }
 
 template <class... A>
-void load_variant(Loader& ld, const Value* node, const std::string& path, std::variant<A...>& field) {
+void load_variant(Loader& ld, const Value* node, const std::string& path,
+                  std::variant<A...>& field) {
   if (node == nullptr) {
     ld.missing(path, type_name<std::variant<A...>>());
     return;
@@ -161,7 +164,8 @@ void load_variant(Loader& ld, const Value* node, const std::string& path, std::v
   };
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     (score(std::integral_constant<std::size_t, I>{}), ...);
-  }(std::index_sequence_for<A...>{});
+  }
+  (std::index_sequence_for<A...>{});
   auto apply = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
     if (I != best) return;
     using Alt = std::variant_alternative_t<I, std::variant<A...>>;
@@ -170,7 +174,8 @@ void load_variant(Loader& ld, const Value* node, const std::string& path, std::v
   };
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     (apply(std::integral_constant<std::size_t, I>{}), ...);
-  }(std::index_sequence_for<A...>{});
+  }
+  (std::index_sequence_for<A...>{});
 }
 
 template <class T>
@@ -179,13 +184,15 @@ void load_into(Loader& ld, const Value* node, const std::string& path, T& field)
     ld.tensor(node, path, field);
   } else if constexpr (Module<T>) {
     Value adapted;
-    if constexpr (KindedModule<T>) {
+    if constexpr (AdaptedModule<T>) {
       if (node != nullptr) {
-        adapted = ld.adapt(T::kKind, *node, path);
+        adapted = ld.adapt(module_info<T>(), *node, path);
         node = &adapted;
       }
     }
-    visit_fields(field, [&](const char* name, auto& f) { load_into(ld, ld.child(node, name), join_path(path, name), f); });
+    visit_fields(field, [&](const char* name, auto& f) {
+      load_into(ld, ld.child(node, name), join_path(path, name), f);
+    });
   } else if constexpr (is_optional<T>::value) {
     if (node == nullptr) {
       field.reset();
@@ -212,7 +219,8 @@ void load_into(Loader& ld, const Value* node, const std::string& path, T& field)
   } else if constexpr (is_scalar_v<T> || std::is_same_v<T, std::string>) {
     load_scalar(ld, node, path, field);
   } else {
-    static_assert(sizeof(T) == 0, "this field type cannot be recorded; see torchport/record/fields.hpp");
+    static_assert(sizeof(T) == 0,
+                  "this field type cannot be recorded; see torchport/record/fields.hpp");
   }
 }
 
