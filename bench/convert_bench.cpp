@@ -30,9 +30,11 @@ void convert(benchmark::State& state, torchport::DType from, torchport::DType to
   std::vector<std::byte> src(kElements * in), dst(kElements * out);
   for (std::size_t i = 0; i < kElements; ++i) {
     const float v = static_cast<float>(i % 1000) * 0.25f;
-    if (from == torchport::DType::F32) std::memcpy(&src[i * 4], &v, 4);
+    if (from == torchport::DType::F32)
+      std::memcpy(&src[i * 4], &v, 4);
     else {
-      const std::uint16_t h = from == torchport::DType::F16 ? torchport::float_to_half(v) : torchport::float_to_bf16(v);
+      const std::uint16_t h =
+          from == torchport::DType::F16 ? torchport::float_to_half(v) : torchport::float_to_bf16(v);
       std::memcpy(&src[i * 2], &h, 2);
     }
   }
@@ -41,13 +43,22 @@ void convert(benchmark::State& state, torchport::DType from, torchport::DType to
     benchmark::DoNotOptimize(dst.data());
   }
   // Bytes written, to compare with memcpy's.
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kElements * std::max(in, out)));
+  state.SetBytesProcessed(
+      static_cast<std::int64_t>(state.iterations() * kElements * std::max(in, out)));
 }
 
-void BM_bf16_to_f32(benchmark::State& s) { convert(s, torchport::DType::BF16, torchport::DType::F32); }
-void BM_f16_to_f32(benchmark::State& s) { convert(s, torchport::DType::F16, torchport::DType::F32); }
-void BM_f32_to_bf16(benchmark::State& s) { convert(s, torchport::DType::F32, torchport::DType::BF16); }
-void BM_f32_to_f16(benchmark::State& s) { convert(s, torchport::DType::F32, torchport::DType::F16); }
+void BM_bf16_to_f32(benchmark::State& s) {
+  convert(s, torchport::DType::BF16, torchport::DType::F32);
+}
+void BM_f16_to_f32(benchmark::State& s) {
+  convert(s, torchport::DType::F16, torchport::DType::F32);
+}
+void BM_f32_to_bf16(benchmark::State& s) {
+  convert(s, torchport::DType::F32, torchport::DType::BF16);
+}
+void BM_f32_to_f16(benchmark::State& s) {
+  convert(s, torchport::DType::F32, torchport::DType::F16);
+}
 
 }  // namespace
 

@@ -72,7 +72,8 @@ Result typed(const std::string& path, const std::string& arch, torchport::Reside
   const auto t0 = std::chrono::steady_clock::now();
   const auto report = torchport::load(net, path, torchport::LoadArgs{}.residence(residence));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return {static_cast<double>(status_bytes("VmHWM:")) - static_cast<double>(baseline), s, report.bytes};
+  return {static_cast<double>(status_bytes("VmHWM:")) - static_cast<double>(baseline), s,
+          report.bytes};
 }
 
 Result catalog(const std::string& path, torchport::Residence residence) {
@@ -99,12 +100,17 @@ int main(int argc, char** argv) {
   }
   const std::string path = argv[1];
   const std::string arch = argc > 2 ? argv[2] : "resnet152";
-  std::printf("%s (%s), peak resident memory above the baseline, as a multiple of the tensor bytes\n",
-              path.c_str(), arch.c_str());
+  std::printf(
+      "%s (%s), peak resident memory above the baseline, as a multiple of the tensor bytes\n",
+      path.c_str(), arch.c_str());
   std::printf("%-34s %10s %13s %9s\n", "load", "time", "peak", "ratio");
-  row("typed load, zero-copy (default)", in_child([&] { return typed(path, arch, torchport::Residence::mapped); }));
-  row("typed load, owned copies", in_child([&] { return typed(path, arch, torchport::Residence::owned); }));
-  row("catalogue, owned (torchport load)", in_child([&] { return catalog(path, torchport::Residence::owned); }));
-  row("catalogue, mapped (load --mmap)", in_child([&] { return catalog(path, torchport::Residence::mapped); }));
+  row("typed load, zero-copy (default)",
+      in_child([&] { return typed(path, arch, torchport::Residence::mapped); }));
+  row("typed load, owned copies",
+      in_child([&] { return typed(path, arch, torchport::Residence::owned); }));
+  row("catalogue, owned (torchport load)",
+      in_child([&] { return catalog(path, torchport::Residence::owned); }));
+  row("catalogue, mapped (load --mmap)",
+      in_child([&] { return catalog(path, torchport::Residence::mapped); }));
   return 0;
 }

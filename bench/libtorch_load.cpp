@@ -89,6 +89,7 @@ int main(int argc, char** argv) {
   std::sort(sorted.begin(), sorted.end());
   std::printf("{\"method\": \"libtorch\", \"file\": \"%s\", \"seconds\": [", file.c_str());
   for (std::size_t i = 0; i < seconds.size(); ++i) std::printf("%s%.6f", i ? ", " : "", seconds[i]);
-  std::printf("], \"median\": %.6f, \"peak_above_baseline\": %.0f}\n", sorted[sorted.size() / 2], peak);
+  std::printf("], \"median\": %.6f, \"peak_above_baseline\": %.0f}\n", sorted[sorted.size() / 2],
+              peak);
   return 0;
 }

@@ -61,23 +61,26 @@ Sample measure(const std::string& method, const std::string& file, const std::st
   } else if (method == "owned" || method == "mapped") {
     torchport::MaterializeStats st;
     const auto cat = torchport::materialize(
-        torchport::open(file), method == "owned" ? torchport::Residence::owned : torchport::Residence::mapped, &st);
+        torchport::open(file),
+        method == "owned" ? torchport::Residence::owned : torchport::Residence::mapped, &st);
     s.bytes = st.bytes;
   } else if (method == "typed" || method == "typed-owned") {
-    const auto r = torchport::load(*net, file,
-                                   torchport::LoadArgs{}.residence(method == "typed" ? torchport::Residence::mapped
-                                                                                     : torchport::Residence::owned));
+    const auto r = torchport::load(
+        *net, file,
+        torchport::LoadArgs{}.residence(method == "typed" ? torchport::Residence::mapped
+                                                          : torchport::Residence::owned));
     s.bytes = r.bytes;
   } else if (method == "pread") {
     const int fd = ::open(file.c_str(), O_RDONLY);
-    struct stat st{};
+    struct stat st {};
     ::fstat(fd, &st);
     const auto n = static_cast<std::size_t>(st.st_size);
     void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ::madvise(p, n, MADV_NOHUGEPAGE);  // the 4 KiB-page baseline
     std::size_t done = 0;
     while (done < n) {
-      const ssize_t r = ::pread(fd, static_cast<char*>(p) + done, n - done, static_cast<off_t>(done));
+      const ssize_t r =
+          ::pread(fd, static_cast<char*>(p) + done, n - done, static_cast<off_t>(done));
       if (r <= 0) break;
       done += static_cast<std::size_t>(r);
     }
@@ -118,7 +121,8 @@ Sample in_child(const std::string& method, const std::string& file, const std::s
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: load_bench open|owned|mapped|typed|typed-owned|pread FILE [RUNS] [ARCH]\n");
+    std::fprintf(
+        stderr, "usage: load_bench open|owned|mapped|typed|typed-owned|pread FILE [RUNS] [ARCH]\n");
     return 2;
   }
   const std::string method = argv[1], file = argv[2];
@@ -143,7 +147,8 @@ int main(int argc, char** argv) {
   std::vector<double> sorted = seconds;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2];
-  std::printf("{\"method\": \"%s\", \"file\": \"%s\", \"seconds\": [", method.c_str(), file.c_str());
+  std::printf("{\"method\": \"%s\", \"file\": \"%s\", \"seconds\": [", method.c_str(),
+              file.c_str());
   for (std::size_t i = 0; i < seconds.size(); ++i) std::printf("%s%.6f", i ? ", " : "", seconds[i]);
   std::printf("], \"median\": %.6f, \"bytes\": %llu, \"peak_above_baseline\": %.0f}\n", median,
               static_cast<unsigned long long>(bytes), peak);

@@ -40,16 +40,18 @@ int main(int argc, char** argv) {
       }
       return s;
     });
-    tensors.push_back({"layers." + std::to_string(i) + ".weight",
-                       torchport::Tensor(torchport::DType::F32, {rows, cols}, {cols, 1}, 0, std::move(storage))});
+    tensors.push_back(
+        {"layers." + std::to_string(i) + ".weight",
+         torchport::Tensor(torchport::DType::F32, {rows, cols}, {cols, 1}, 0, std::move(storage))});
   }
   torchport::SaveOptions o;
   o.max_shard_size = shard;
   try {
-    const auto r = torchport::save(torchport::TensorCatalog::from_tensors("generated", std::move(tensors)),
-                                   std::filesystem::path(dir) / "model.safetensors", torchport::SaveFormat::safetensors,
-                                   o);
-    std::printf("%zu shards, %llu bytes of tensors\n", r.files.size(), static_cast<unsigned long long>(r.tensor_bytes));
+    const auto r = torchport::save(
+        torchport::TensorCatalog::from_tensors("generated", std::move(tensors)),
+        std::filesystem::path(dir) / "model.safetensors", torchport::SaveFormat::safetensors, o);
+    std::printf("%zu shards, %llu bytes of tensors\n", r.files.size(),
+                static_cast<unsigned long long>(r.tensor_bytes));
   } catch (const torchport::Error& e) {
     std::fprintf(stderr, "make_sharded: %s\n", e.what());
     return 1;

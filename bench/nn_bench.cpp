@@ -43,7 +43,8 @@ void BM_Conv2d3x3_64x56x56(benchmark::State& state) {
     benchmark::DoNotOptimize(y.mutable_data<float>());
   }
   const double flops = 2.0 * 64 * 56 * 56 * 64 * 9;
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Conv2d3x3_64x56x56)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -66,8 +67,8 @@ void BM_Matmul1024(benchmark::State& state) {
     Tensor c = nn::matmul(a, b);
     benchmark::DoNotOptimize(c.mutable_data<float>());
   }
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * 1024 * 1024 * 1024 * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * 1024 * 1024 * 1024 * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Matmul1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -32,7 +32,8 @@ std::vector<std::int64_t> argmax_rows(const Tensor& logits) {
 
 // The first eight test digits, four per row, in shades of ASCII, with what
 // the C++ model says they are.
-void draw(const Tensor& images, const std::vector<std::int64_t>& predicted, const std::vector<std::int64_t>& truth) {
+void draw(const Tensor& images, const std::vector<std::int64_t>& predicted,
+          const std::vector<std::int64_t>& truth) {
   const char* shades = " .:-=+*#%@";
   const Tensor img = images.contiguous();
   const auto px = img.span<float>();
@@ -89,9 +90,12 @@ int main(int argc, char** argv) {
     }
     const Tensor diff = nn::sub(logits, *test.find("torch_logits"));
     const Tensor max_diff = nn::max(nn::mul(diff, diff));
-    std::printf("accuracy on %zu held-out digits:  %.2f%% (%zu/%zu)\n", n, 100.0 * correct / n, correct, n);
-    std::printf("agreement with torch's predictions: %.2f%% (%zu/%zu)\n", 100.0 * agree / n, agree, n);
-    std::printf("max |logit difference| vs torch:   %.2e\n\n", std::sqrt(max_diff.span<float>()[0]));
+    std::printf("accuracy on %zu held-out digits:  %.2f%% (%zu/%zu)\n", n, 100.0 * correct / n,
+                correct, n);
+    std::printf("agreement with torch's predictions: %.2f%% (%zu/%zu)\n", 100.0 * agree / n, agree,
+                n);
+    std::printf("max |logit difference| vs torch:   %.2e\n\n",
+                std::sqrt(max_diff.span<float>()[0]));
     draw(images, predicted, {truth.begin(), truth.end()});
 
     // Our own format: saved, reloaded, same predictions.
@@ -101,8 +105,9 @@ int main(int argc, char** argv) {
     torchport::load(again, saved);
     const std::vector<std::int64_t> reloaded = argmax_rows(again.forward(images));
     const bool same = reloaded == predicted;
-    std::printf("saved in the compact recorder: %s (%llu bytes); reloaded: %s predictions\n", saved.c_str(),
-                static_cast<unsigned long long>(fs::file_size(saved)), same ? "identical" : "DIFFERENT");
+    std::printf("saved in the compact recorder: %s (%llu bytes); reloaded: %s predictions\n",
+                saved.c_str(), static_cast<unsigned long long>(fs::file_size(saved)),
+                same ? "identical" : "DIFFERENT");
     return agree == n && same ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "digits_demo: error: %s\n", e.what());

@@ -30,7 +30,9 @@ struct DigitsCNN {
   nn::Linear classifier{32 * 2 * 2, 10};
   TORCHPORT_FIELDS(features, classifier)
 
-  Tensor forward(const Tensor& x) const { return classifier.forward(nn::flatten(features.forward(x), 1)); }
+  Tensor forward(const Tensor& x) const {
+    return classifier.forward(nn::flatten(features.forward(x), 1));
+  }
 };
 
 }  // namespace digits

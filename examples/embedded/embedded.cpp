@@ -20,9 +20,11 @@ int main() {
     // The record is converted from PyTorch's state_dict and says so: the
     // PyTorch adapter runs here as it would on the .pt file itself.
     const torchport::LoadReport report = torchport::load_from_bytes(net, digits_weights());
-    std::printf("weights: %zu bytes embedded in the binary; %s", digits_weights().size(), report.summary().c_str());
+    std::printf("weights: %zu bytes embedded in the binary; %s", digits_weights().size(),
+                report.summary().c_str());
 
-    const torchport::TensorCatalog test = torchport::open(torchport::Source::borrow(digits_test_set(), "test set"));
+    const torchport::TensorCatalog test =
+        torchport::open(torchport::Source::borrow(digits_test_set(), "test set"));
     const torchport::Tensor logits = net.forward(*test.find("images"));
     const torchport::Tensor predicted = torchport::nn::argmax(logits, 1).to(torchport::DType::I64);
     const torchport::Tensor torch_pred = test.find("torch_predictions")->to(torchport::DType::I64);
@@ -30,7 +32,8 @@ int main() {
     const auto b = torch_pred.span<std::int64_t>();
     std::size_t agree = 0;
     for (std::size_t i = 0; i < a.size(); ++i) agree += a[i] == b[i];
-    std::printf("agreement with torch on %zu embedded test digits: %zu/%zu\n", a.size(), agree, a.size());
+    std::printf("agreement with torch on %zu embedded test digits: %zu/%zu\n", a.size(), agree,
+                a.size());
     return agree == a.size() ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "embedded_demo: error: %s\n", e.what());

@@ -55,12 +55,19 @@ struct ResNet {
   static ResNet make(const std::string& arch, std::int64_t num_classes = 1000) {
     std::vector<int> depths;
     bool bottleneck = true;
-    if (arch == "resnet18") depths = {2, 2, 2, 2}, bottleneck = false;
-    else if (arch == "resnet34") depths = {3, 4, 6, 3}, bottleneck = false;
-    else if (arch == "resnet50") depths = {3, 4, 6, 3};
-    else if (arch == "resnet101") depths = {3, 4, 23, 3};
-    else if (arch == "resnet152") depths = {3, 8, 36, 3};
-    else throw std::invalid_argument("unknown architecture '" + arch + "' (resnet18, 34, 50, 101, 152)");
+    if (arch == "resnet18")
+      depths = {2, 2, 2, 2}, bottleneck = false;
+    else if (arch == "resnet34")
+      depths = {3, 4, 6, 3}, bottleneck = false;
+    else if (arch == "resnet50")
+      depths = {3, 4, 6, 3};
+    else if (arch == "resnet101")
+      depths = {3, 4, 23, 3};
+    else if (arch == "resnet152")
+      depths = {3, 8, 36, 3};
+    else
+      throw std::invalid_argument("unknown architecture '" + arch +
+                                  "' (resnet18, 34, 50, 101, 152)");
     const std::int64_t expansion = bottleneck ? 4 : 1;
     ResNet r;
     r.conv1 = nn::Conv2d(3, 64, 7, 2, 3, 1, 1, false);

@@ -49,10 +49,18 @@ double f8_to_double(std::uint8_t b, DType d) noexcept {
   int exp_bits, man_bits, bias;
   bool fnuz = false;
   switch (d) {
-    case DType::F8_E4M3: exp_bits = 4, man_bits = 3, bias = 7; break;
-    case DType::F8_E4M3FNUZ: exp_bits = 4, man_bits = 3, bias = 8, fnuz = true; break;
-    case DType::F8_E5M2FNUZ: exp_bits = 5, man_bits = 2, bias = 16, fnuz = true; break;
-    default: exp_bits = 5, man_bits = 2, bias = 15; break;  // F8_E5M2
+    case DType::F8_E4M3:
+      exp_bits = 4, man_bits = 3, bias = 7;
+      break;
+    case DType::F8_E4M3FNUZ:
+      exp_bits = 4, man_bits = 3, bias = 8, fnuz = true;
+      break;
+    case DType::F8_E5M2FNUZ:
+      exp_bits = 5, man_bits = 2, bias = 16, fnuz = true;
+      break;
+    default:
+      exp_bits = 5, man_bits = 2, bias = 15;
+      break;  // F8_E5M2
   }
   const unsigned exp = (b >> man_bits) & ((1u << exp_bits) - 1);
   const unsigned man = b & ((1u << man_bits) - 1);
@@ -65,8 +73,11 @@ double f8_to_double(std::uint8_t b, DType d) noexcept {
     return neg ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
   }
   double v;
-  if (exp == 0) v = std::ldexp(static_cast<double>(man), 1 - bias - man_bits);
-  else v = std::ldexp(static_cast<double>(man | (1u << man_bits)), static_cast<int>(exp) - bias - man_bits);
+  if (exp == 0)
+    v = std::ldexp(static_cast<double>(man), 1 - bias - man_bits);
+  else
+    v = std::ldexp(static_cast<double>(man | (1u << man_bits)),
+                   static_cast<int>(exp) - bias - man_bits);
   return neg ? -v : v;
 }
 
@@ -77,37 +88,61 @@ float to_float_round_odd(double d) noexcept {
   if (!std::isfinite(t) || static_cast<double>(t) == d) return t;
   std::uint32_t bits = std::bit_cast<std::uint32_t>(t);
   if ((bits & 1u) == 0) {
-    if (std::fabs(static_cast<double>(t)) > std::fabs(d)) --bits;
-    else ++bits;
+    if (std::fabs(static_cast<double>(t)) > std::fabs(d))
+      --bits;
+    else
+      ++bits;
   }
   return std::bit_cast<float>(bits);
 }
 
 double load_real(const std::byte* p, DType d) noexcept {
   switch (d) {
-    case DType::BOOL: return load<std::uint8_t>(p) != 0 ? 1.0 : 0.0;
-    case DType::U8: return load<std::uint8_t>(p);
-    case DType::I8: return load<std::int8_t>(p);
-    case DType::I16: return load<std::int16_t>(p);
-    case DType::U16: return load<std::uint16_t>(p);
-    case DType::I32: return load<std::int32_t>(p);
-    case DType::U32: return load<std::uint32_t>(p);
-    case DType::I64: return static_cast<double>(load<std::int64_t>(p));
-    case DType::U64: return static_cast<double>(load<std::uint64_t>(p));
-    case DType::F16: return half_to_float(load<std::uint16_t>(p));
-    case DType::BF16: return bf16_to_float(load<std::uint16_t>(p));
-    case DType::F32: return load<float>(p);
-    case DType::F64: return load<double>(p);
-    default: return f8_to_double(load<std::uint8_t>(p), d);
+    case DType::BOOL:
+      return load<std::uint8_t>(p) != 0 ? 1.0 : 0.0;
+    case DType::U8:
+      return load<std::uint8_t>(p);
+    case DType::I8:
+      return load<std::int8_t>(p);
+    case DType::I16:
+      return load<std::int16_t>(p);
+    case DType::U16:
+      return load<std::uint16_t>(p);
+    case DType::I32:
+      return load<std::int32_t>(p);
+    case DType::U32:
+      return load<std::uint32_t>(p);
+    case DType::I64:
+      return static_cast<double>(load<std::int64_t>(p));
+    case DType::U64:
+      return static_cast<double>(load<std::uint64_t>(p));
+    case DType::F16:
+      return half_to_float(load<std::uint16_t>(p));
+    case DType::BF16:
+      return bf16_to_float(load<std::uint16_t>(p));
+    case DType::F32:
+      return load<float>(p);
+    case DType::F64:
+      return load<double>(p);
+    default:
+      return f8_to_double(load<std::uint8_t>(p), d);
   }
 }
 
 void store_real(std::byte* p, DType d, double v) noexcept {
   switch (d) {
-    case DType::F16: store(p, float_to_half(to_float_round_odd(v))); break;
-    case DType::BF16: store(p, float_to_bf16(to_float_round_odd(v))); break;
-    case DType::F32: store(p, static_cast<float>(v)); break;
-    default: store(p, v); break;  // F64
+    case DType::F16:
+      store(p, float_to_half(to_float_round_odd(v)));
+      break;
+    case DType::BF16:
+      store(p, float_to_bf16(to_float_round_odd(v)));
+      break;
+    case DType::F32:
+      store(p, static_cast<float>(v));
+      break;
+    default:
+      store(p, v);
+      break;  // F64
   }
 }
 
@@ -129,15 +164,24 @@ Wide load_int(const std::byte* p, DType d) noexcept {
                  : Wide{false, static_cast<std::uint64_t>(v)};
   };
   switch (d) {
-    case DType::BOOL: return {false, load<std::uint8_t>(p) != 0 ? 1u : 0u};
-    case DType::U8: return {false, load<std::uint8_t>(p)};
-    case DType::U16: return {false, load<std::uint16_t>(p)};
-    case DType::U32: return {false, load<std::uint32_t>(p)};
-    case DType::U64: return {false, load<std::uint64_t>(p)};
-    case DType::I8: return s(load<std::int8_t>(p));
-    case DType::I16: return s(load<std::int16_t>(p));
-    case DType::I32: return s(load<std::int32_t>(p));
-    default: return s(load<std::int64_t>(p));
+    case DType::BOOL:
+      return {false, load<std::uint8_t>(p) != 0 ? 1u : 0u};
+    case DType::U8:
+      return {false, load<std::uint8_t>(p)};
+    case DType::U16:
+      return {false, load<std::uint16_t>(p)};
+    case DType::U32:
+      return {false, load<std::uint32_t>(p)};
+    case DType::U64:
+      return {false, load<std::uint64_t>(p)};
+    case DType::I8:
+      return s(load<std::int8_t>(p));
+    case DType::I16:
+      return s(load<std::int16_t>(p));
+    case DType::I32:
+      return s(load<std::int32_t>(p));
+    default:
+      return s(load<std::int64_t>(p));
   }
 }
 
@@ -201,7 +245,8 @@ bool store_int(std::byte* p, DType d, Wide w) noexcept {
 // elsewhere). They round as the scalar code does: to nearest even.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TORCHPORT_X86_KERNELS 1
-__attribute__((target("avx2,f16c"))) void f16_to_f32_avx2(const std::byte* src, std::byte* dst, std::size_t n) {
+__attribute__((target("avx2,f16c"))) void f16_to_f32_avx2(const std::byte* src, std::byte* dst,
+                                                          std::size_t n) {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
@@ -209,15 +254,18 @@ __attribute__((target("avx2,f16c"))) void f16_to_f32_avx2(const std::byte* src, 
   }
   for (; i < n; ++i) store(dst + 4 * i, half_to_float(load<std::uint16_t>(src + 2 * i)));
 }
-__attribute__((target("avx2,f16c"))) void f32_to_f16_avx2(const std::byte* src, std::byte* dst, std::size_t n) {
+__attribute__((target("avx2,f16c"))) void f32_to_f16_avx2(const std::byte* src, std::byte* dst,
+                                                          std::size_t n) {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 f = _mm256_loadu_ps(reinterpret_cast<const float*>(src + 4 * i));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i),
+                     _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
   }
   for (; i < n; ++i) store(dst + 2 * i, float_to_half(load<float>(src + 4 * i)));
 }
-__attribute__((target("avx2"))) void bf16_to_f32_avx2(const std::byte* src, std::byte* dst, std::size_t n) {
+__attribute__((target("avx2"))) void bf16_to_f32_avx2(const std::byte* src, std::byte* dst,
+                                                      std::size_t n) {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
@@ -226,7 +274,8 @@ __attribute__((target("avx2"))) void bf16_to_f32_avx2(const std::byte* src, std:
   }
   for (; i < n; ++i) store(dst + 4 * i, bf16_to_float(load<std::uint16_t>(src + 2 * i)));
 }
-__attribute__((target("avx2"))) void f32_to_bf16_avx2(const std::byte* src, std::byte* dst, std::size_t n) {
+__attribute__((target("avx2"))) void f32_to_bf16_avx2(const std::byte* src, std::byte* dst,
+                                                      std::size_t n) {
   std::size_t i = 0;
   const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
   const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
@@ -236,7 +285,8 @@ __attribute__((target("avx2"))) void f32_to_bf16_avx2(const std::byte* src, std:
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), one);
     const __m256i rounded = _mm256_add_epi32(x, _mm256_add_epi32(bias, lsb));
     const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs_mask), inf);
-    const __m256i v = _mm256_srli_epi32(_mm256_blendv_epi8(rounded, _mm256_or_si256(x, quiet), is_nan), 16);
+    const __m256i v =
+        _mm256_srli_epi32(_mm256_blendv_epi8(rounded, _mm256_or_si256(x, quiet), is_nan), 16);
     // Pack the low halves of eight 32-bit lanes into eight 16-bit values.
     const __m256i packed = _mm256_packus_epi32(v, v);
     const __m256i ordered = _mm256_permute4x64_epi64(packed, 0x08);
@@ -270,9 +320,12 @@ bool convertible(DType from, DType to) noexcept {
   if (is_f8(to)) return false;
   const Family f = family(from), t = family(to);
   switch (t) {
-    case Family::Float: return f != Family::Complex;
-    case Family::Complex: return true;
-    default: return f == Family::Bool || f == Family::Signed || f == Family::Unsigned;
+    case Family::Float:
+      return f != Family::Complex;
+    case Family::Complex:
+      return true;
+    default:
+      return f == Family::Bool || f == Family::Signed || f == Family::Unsigned;
   }
 }
 
@@ -293,8 +346,10 @@ void convert_elements(const std::byte* src, DType from, std::byte* dst, DType to
 #ifdef TORCHPORT_X86_KERNELS
   if (from == DType::F16 && to == DType::F32 && has_f16c()) return f16_to_f32_avx2(src, dst, count);
   if (from == DType::F32 && to == DType::F16 && has_f16c()) return f32_to_f16_avx2(src, dst, count);
-  if (from == DType::BF16 && to == DType::F32 && has_avx2()) return bf16_to_f32_avx2(src, dst, count);
-  if (from == DType::F32 && to == DType::BF16 && has_avx2()) return f32_to_bf16_avx2(src, dst, count);
+  if (from == DType::BF16 && to == DType::F32 && has_avx2())
+    return bf16_to_f32_avx2(src, dst, count);
+  if (from == DType::F32 && to == DType::BF16 && has_avx2())
+    return f32_to_bf16_avx2(src, dst, count);
 #endif
   if (from == DType::F16 && to == DType::F32) {
     for (std::size_t i = 0; i < count; ++i)

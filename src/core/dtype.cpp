@@ -41,7 +41,9 @@ constexpr std::array<DTypeInfo, kDTypeCount> kInfo{{
     {DType::F8_E5M2FNUZ, 1, 1, "F8_E5M2FNUZ", "float8_e5m2fnuz", ""},
 }};
 
-const DTypeInfo& info(DType d) noexcept { return kInfo[static_cast<std::size_t>(d)]; }
+const DTypeInfo& info(DType d) noexcept {
+  return kInfo[static_cast<std::size_t>(d)];
+}
 
 // torch's aliases for its dtype attributes (torch.float is float32, ...).
 struct Alias {
@@ -64,11 +66,21 @@ constexpr std::array<Alias, 11> kTorchAliases{{
 
 }  // namespace
 
-std::size_t dtype_size(DType d) noexcept { return info(d).size; }
-std::size_t dtype_alignment(DType d) noexcept { return info(d).align; }
-std::string_view dtype_name(DType d) noexcept { return info(d).name; }
-std::string_view dtype_torch_name(DType d) noexcept { return info(d).torch_name; }
-std::string_view dtype_storage_class(DType d) noexcept { return info(d).storage_class; }
+std::size_t dtype_size(DType d) noexcept {
+  return info(d).size;
+}
+std::size_t dtype_alignment(DType d) noexcept {
+  return info(d).align;
+}
+std::string_view dtype_name(DType d) noexcept {
+  return info(d).name;
+}
+std::string_view dtype_torch_name(DType d) noexcept {
+  return info(d).torch_name;
+}
+std::string_view dtype_storage_class(DType d) noexcept {
+  return info(d).storage_class;
+}
 
 std::optional<DType> dtype_from_name(std::string_view name) noexcept {
   for (const auto& i : kInfo)

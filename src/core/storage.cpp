@@ -1,11 +1,11 @@
 #include "torchport/core/storage.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <new>
 #include <string>
 
@@ -91,7 +91,8 @@ std::shared_ptr<Storage> Storage::allocate(std::uint64_t nbytes) {
   return s;
 }
 
-std::shared_ptr<Storage> Storage::borrow(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
+std::shared_ptr<Storage> Storage::borrow(std::span<const std::byte> bytes,
+                                         std::shared_ptr<const void> owner,
                                          std::shared_ptr<const FileBacking> file) {
   auto s = std::make_shared<Storage>(Private{});
   s->nbytes_ = bytes.size();
@@ -104,8 +105,9 @@ std::shared_ptr<Storage> Storage::borrow(std::span<const std::byte> bytes, std::
 
 void Storage::read_into(std::uint64_t offset, std::span<std::byte> dst) const {
   if (offset > nbytes_ || dst.size() > nbytes_ - offset)
-    throw Error(ErrorCode::invalid_argument, "read of [" + std::to_string(offset) + ", +" + std::to_string(dst.size()) +
-                                                 ") from a storage of " + std::to_string(nbytes_) + " bytes");
+    throw Error(ErrorCode::invalid_argument,
+                "read of [" + std::to_string(offset) + ", +" + std::to_string(dst.size()) +
+                    ") from a storage of " + std::to_string(nbytes_) + " bytes");
   if (dst.empty()) return;
   // A deferred copy reads its source (data_) until the copy is made.
   if (deferred_ && (data_ == nullptr || deferred_->done.load(std::memory_order_acquire))) {
@@ -151,7 +153,8 @@ std::shared_ptr<Storage> Storage::deferred(std::uint64_t nbytes, Loader loader) 
   return s;
 }
 
-std::shared_ptr<Storage> Storage::deferred_copy(std::span<const std::byte> raw, std::shared_ptr<const void> owner,
+std::shared_ptr<Storage> Storage::deferred_copy(std::span<const std::byte> raw,
+                                                std::shared_ptr<const void> owner,
                                                 std::shared_ptr<const FileBacking> file) {
   auto s = std::make_shared<Storage>(Private{});
   s->nbytes_ = raw.size();

@@ -13,10 +13,14 @@ namespace {
 // decimal (optimizer state is keyed by parameter index), others as repr.
 std::string key_segment(const Value& k) {
   switch (k.kind()) {
-    case Value::Kind::Str: return k.as_str();
-    case Value::Kind::Bytes: return k.as_bytes();
-    case Value::Kind::Int: return std::to_string(k.as_int());
-    default: return k.repr();
+    case Value::Kind::Str:
+      return k.as_str();
+    case Value::Kind::Bytes:
+      return k.as_bytes();
+    case Value::Kind::Int:
+      return std::to_string(k.as_int());
+    default:
+      return k.repr();
   }
 }
 
@@ -32,15 +36,21 @@ bool is_module_state(const Value& state) {
 void append_segment(std::string& name, const Value& k) {
   if (!name.empty()) name += '.';
   switch (k.kind()) {
-    case Value::Kind::Str: name += k.as_str(); break;
-    case Value::Kind::Bytes: name += k.as_bytes(); break;
+    case Value::Kind::Str:
+      name += k.as_str();
+      break;
+    case Value::Kind::Bytes:
+      name += k.as_bytes();
+      break;
     case Value::Kind::Int: {
       char buf[24];
       const auto r = std::to_chars(buf, buf + sizeof buf, k.as_int());
       name.append(buf, r.ptr);
       break;
     }
-    default: name += k.repr(); break;
+    default:
+      name += k.repr();
+      break;
   }
 }
 
@@ -67,10 +77,11 @@ class Flattener {
  private:
   void add(const std::string& name, const Tensor& t) {
     if (name.size() > limits_.max_name_bytes)
-      throw Error(ErrorCode::limit_exceeded,
-                  "tensor name of " + std::to_string(name.size()) +
-                      " bytes exceeds Limits::max_name_bytes = " + std::to_string(limits_.max_name_bytes),
-                  name.substr(0, 64) + "...");
+      throw Error(
+          ErrorCode::limit_exceeded,
+          "tensor name of " + std::to_string(name.size()) +
+              " bytes exceeds Limits::max_name_bytes = " + std::to_string(limits_.max_name_bytes),
+          name.substr(0, 64) + "...");
     if (out_.size() >= limits_.max_tensors)
       throw Error(ErrorCode::limit_exceeded,
                   "more tensors than Limits::max_tensors = " + std::to_string(limits_.max_tensors));
@@ -80,7 +91,9 @@ class Flattener {
   void walk(const Value& v, std::string& name) {
     const std::size_t n = name.size();
     switch (v.kind()) {
-      case Value::Kind::Tensor: add(name, v.as_tensor()); break;
+      case Value::Kind::Tensor:
+        add(name, v.as_tensor());
+        break;
       case Value::Kind::Dict:
         for (const auto& [k, x] : v.pairs()) {
           if (!x.is(Value::Kind::Tensor) && !x.is_container()) continue;  // holds no tensor
@@ -103,8 +116,11 @@ class Flattener {
         }
         break;
       }
-      case Value::Kind::Object: object(v.as_object(), name); break;
-      default: break;
+      case Value::Kind::Object:
+        object(v.as_object(), name);
+        break;
+      default:
+        break;
     }
   }
 
@@ -133,7 +149,9 @@ class Flattener {
       const Value* d = state.find(field);
       if (!d || !d->is(Value::Kind::Dict)) return;
       for (const auto& [k, x] : d->pairs()) {
-        if (x.is_none() || (buffers && !non_persistent.empty() && non_persistent.count(key_segment(k)))) continue;
+        if (x.is_none() ||
+            (buffers && !non_persistent.empty() && non_persistent.count(key_segment(k))))
+          continue;
         append_segment(name, k);
         walk(x, name);
         name.resize(n);
@@ -191,12 +209,14 @@ void TensorCatalog::index(const char* duplicate_message) {
   slots_.assign(cap, 0);
   for (std::size_t i = 0; i < tensors_.size(); ++i) {
     const std::string& name = tensors_[i].name;
-    for (std::size_t s = std::hash<std::string_view>{}(name) & (cap - 1);; s = (s + 1) & (cap - 1)) {
+    for (std::size_t s = std::hash<std::string_view>{}(name) & (cap - 1);;
+         s = (s + 1) & (cap - 1)) {
       if (slots_[s] == 0) {
         slots_[s] = i + 1;
         break;
       }
-      if (tensors_[slots_[s] - 1].name == name) throw Error(ErrorCode::corrupt, duplicate_message, name);
+      if (tensors_[slots_[s] - 1].name == name)
+        throw Error(ErrorCode::corrupt, duplicate_message, name);
     }
   }
 }
@@ -204,7 +224,7 @@ void TensorCatalog::index(const char* duplicate_message) {
 const Tensor* TensorCatalog::find(std::string_view name) const {
   if (slots_.empty()) return nullptr;
   const std::size_t mask = slots_.size() - 1;
-  for (std::size_t s = std::hash<std::string_view>{}(name) & mask; slots_[s] != 0; s = (s + 1) & mask)
+  for (std::size_t s = std::hash<std::string_view>{}(name)&mask; slots_[s] != 0; s = (s + 1) & mask)
     if (tensors_[slots_[s] - 1].name == name) return &tensors_[slots_[s] - 1].tensor;
   return nullptr;
 }
@@ -239,7 +259,8 @@ TensorCatalog TensorCatalog::select(std::string_view key) const {
   for (const auto& t : tensors_) {
     if (t.name == key)
       picked.push_back({std::string(kRootTensorName), t.tensor});
-    else if (t.name.starts_with(prefix)) picked.push_back({t.name.substr(prefix.size()), t.tensor});
+    else if (t.name.starts_with(prefix))
+      picked.push_back({t.name.substr(prefix.size()), t.tensor});
   }
   if (picked.empty()) {
     std::string have;

@@ -16,7 +16,8 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence,
   std::vector<const std::shared_ptr<Storage>*> order;
   std::unordered_map<const Storage*, std::shared_ptr<Storage>> replaced;
   for (const auto& t : catalog.tensors())
-    if (!t.tensor.is_sparse() && !t.tensor.is_meta() && replaced.emplace(t.tensor.storage().get(), nullptr).second)
+    if (!t.tensor.is_sparse() && !t.tensor.is_meta() &&
+        replaced.emplace(t.tensor.storage().get(), nullptr).second)
       order.push_back(&t.tensor.storage());
 
   constexpr std::uint64_t kAlign = 64;

@@ -120,11 +120,21 @@ class Pickler {
     if (v.size() > 3) op(kMark);
     for (std::int64_t x : v) integer(x);
     switch (v.size()) {
-      case 0: op(kEmptyTuple); break;
-      case 1: op(kTuple1); break;
-      case 2: op(kTuple2); break;
-      case 3: op(kTuple3); break;
-      default: op(kTuple); break;
+      case 0:
+        op(kEmptyTuple);
+        break;
+      case 1:
+        op(kTuple1);
+        break;
+      case 2:
+        op(kTuple2);
+        break;
+      case 3:
+        op(kTuple3);
+        break;
+      default:
+        op(kTuple);
+        break;
     }
   }
 
@@ -312,7 +322,7 @@ std::uint64_t pytorch_data_bytes(const std::vector<NamedTensor>& tensors) {
   };
   for (const auto& t : tensors) {
     if (t.tensor.is_meta()) continue;  // no data, no record
-    if (t.tensor.is_sparse()) {  // its parts are the records
+    if (t.tensor.is_sparse()) {        // its parts are the records
       const SparseParts& sp = *t.tensor.sparse();
       for (const Tensor* part :
            {&sp.indices, &sp.compressed_indices, &sp.plain_indices, &sp.values})
@@ -410,7 +420,8 @@ void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStrea
   const std::string& pkl = p.bytes();
   zip.add_entry(prefix + "data.pkl", std::as_bytes(std::span<const char>(pkl.data(), pkl.size())));
   const std::string_view order = "little";
-  zip.add_entry(prefix + "byteorder", std::as_bytes(std::span<const char>(order.data(), order.size())));
+  zip.add_entry(prefix + "byteorder",
+                std::as_bytes(std::span<const char>(order.data(), order.size())));
   const ByteSink sink = [&zip](std::span<const std::byte> b) { zip.write(b); };
   for (Record& r : records) {
     zip.begin_entry(prefix + "data/" + r.key, r.storage->nbytes());
@@ -423,7 +434,8 @@ void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStrea
     r.storage.reset();  // release it (and whatever it made) now
   }
   const std::string_view version = "3\n";
-  zip.add_entry(prefix + "version", std::as_bytes(std::span<const char>(version.data(), version.size())));
+  zip.add_entry(prefix + "version",
+                std::as_bytes(std::span<const char>(version.data(), version.size())));
   zip.finish();
 }
 

@@ -32,12 +32,14 @@ void write_safetensors(std::vector<NamedTensor>& tensors,
                        DataStreamer& data) {
   for (const auto& [name, t] : tensors) {
     if (!t.defined())
-      throw Error(ErrorCode::invalid_argument, "undefined tensor", name, std::nullopt, out.target().string());
+      throw Error(ErrorCode::invalid_argument, "undefined tensor", name, std::nullopt,
+                  out.target().string());
     check_name(name, "safetensors");
     if (name == "__metadata__")
-      throw Error(ErrorCode::invalid_argument,
-                  "a tensor named '__metadata__' collides with the safetensors metadata entry; rename it",
-                  name, std::nullopt, out.target().string());
+      throw Error(
+          ErrorCode::invalid_argument,
+          "a tensor named '__metadata__' collides with the safetensors metadata entry; rename it",
+          name, std::nullopt, out.target().string());
     if (!safetensors_has(t.dtype()))
       throw Error(ErrorCode::unsupported,
                   "safetensors has no dtype for " + std::string(dtype_torch_name(t.dtype())) +

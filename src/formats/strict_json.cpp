@@ -31,9 +31,14 @@ using json = nlohmann::ordered_json;
 // are found with a hash set per open object and members are appended.
 class StrictBuilder : public nlohmann::json_sax<json> {
  public:
-  StrictBuilder(std::string_view text, std::string_view what, std::uint64_t base, const std::string& where,
-                int max_depth, std::uint64_t max_values)
-      : text_(text), what_(what), base_(base), where_(where), max_depth_(max_depth), max_values_(max_values) {}
+  StrictBuilder(std::string_view text, std::string_view what, std::uint64_t base,
+                const std::string& where, int max_depth, std::uint64_t max_values)
+      : text_(text),
+        what_(what),
+        base_(base),
+        where_(where),
+        max_depth_(max_depth),
+        max_values_(max_values) {}
 
   json result;
 
@@ -76,9 +81,11 @@ class StrictBuilder : public nlohmann::json_sax<json> {
     stack_.pop_back();
     return true;
   }
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::detail::exception& e) override {
     std::string msg = e.what();
-    if (const auto close = msg.find("] "); msg.starts_with("[json.exception") && close != std::string::npos)
+    if (const auto close = msg.find("] ");
+        msg.starts_with("[json.exception") && close != std::string::npos)
       msg.erase(0, close + 2);
     throw Error(ErrorCode::corrupt, std::string(what_) + " is not valid JSON: " + msg, {},
                 base_ + (position > 0 ? position - 1 : 0), where_);
@@ -135,10 +142,12 @@ class StrictBuilder : public nlohmann::json_sax<json> {
 
 }  // namespace
 
-nlohmann::ordered_json parse_strict_json(std::string_view text, std::string_view what, std::uint64_t base,
-                                         const std::string& where, int max_depth, std::uint64_t max_values) {
+nlohmann::ordered_json parse_strict_json(std::string_view text, std::string_view what,
+                                         std::uint64_t base, const std::string& where,
+                                         int max_depth, std::uint64_t max_values) {
   StrictBuilder b(text, what, base, where, max_depth, max_values);
-  json::sax_parse(text.begin(), text.end(), &b, nlohmann::detail::input_format_t::json, /*strict=*/true,
+  json::sax_parse(text.begin(), text.end(), &b, nlohmann::detail::input_format_t::json,
+                  /*strict=*/true,
                   /*ignore_comments=*/false);
   return std::move(b.result);
 }

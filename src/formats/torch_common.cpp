@@ -301,15 +301,18 @@ std::string not_read(const Global& g, const Value& args) {
     return g.qualified() + ": a quantized tensor; quantized tensors are not read yet";
   if (n == "_rebuild_wrapper_subclass")
     return g.qualified() +
-           ": a tensor subclass without storage of its own (a DTensor, a fake or functional tensor, "
+           ": a tensor subclass without storage of its own (a DTensor, a fake or functional "
+           "tensor, "
            "an XLA or other device tensor); its data is not in the file as torch.load reads it, "
            "and such tensors are not read";
   if (n == "_rebuild_nested_tensor")
-    return g.qualified() + ": a nested tensor (torch.nested, a list of tensors of different "
-                           "shapes); nested tensors are not read";
+    return g.qualified() +
+           ": a nested tensor (torch.nested, a list of tensors of different "
+           "shapes); nested tensors are not read";
   if (n == "_rebuild_device_tensor_from_numpy" || n == "_rebuild_device_tensor_from_cpu_tensor" ||
       n == "_rebuild_xla_tensor" || n == "_rebuild_mps_tensor")
-    return g.qualified() + ": a tensor of a device other than the CPU saved without a storage; not read";
+    return g.qualified() +
+           ": a tensor of a device other than the CPU saved without a storage; not read";
   return g.qualified() + ": a tensor rebuild function torchport does not read";
 }
 
@@ -432,7 +435,8 @@ std::optional<Tensor> tensor_of_call(const Global& g, const Value& args, Inner&&
     arity(g, args, 4, 4);
     const DType dtype = dtype_global(arg(g, args, 0));
     requires_grad(arg(g, args, 3), dtype, g.name.c_str());
-    return Tensor::meta(dtype, int_list(arg(g, args, 1), "size"), int_list(arg(g, args, 2), "stride"));
+    return Tensor::meta(dtype, int_list(arg(g, args, 1), "size"),
+                        int_list(arg(g, args, 2), "stride"));
   }
   if (utils && g.name == "_rebuild_qtensor")
     return quantized::rebuild(args, [&](const Value& v) -> Value { return inner(v); });
@@ -450,7 +454,8 @@ bool call_requires_grad(const Global& g, const Value& args) {
     return i < args.size() && args.items()[i].is(Value::Kind::Bool) ? args.items()[i].as_bool()
                                                                     : otherwise;
   };
-  if (g.module == "torch._utils" && (g.name == "_rebuild_tensor_v2" || g.name == "_rebuild_tensor_v3"))
+  if (g.module == "torch._utils" &&
+      (g.name == "_rebuild_tensor_v2" || g.name == "_rebuild_tensor_v3"))
     return flag(4, false);
   if (g.module == "torch._utils" && g.name.starts_with("_rebuild_parameter")) return flag(1, false);
   if (g.module == "torch.nn.parameter" && g.name == "Parameter") return flag(1, true);
@@ -570,7 +575,8 @@ class Rebuilder {
           o.cls, o.args, [&](const Value& v) { return walk(v, path); }, storages_);
       if (t && !o.state.is_none()) {
         const Value as_value = Value::tensor(*t);
-        t = set_state(*t, as_value, walk(o.state, path), storages_, call_requires_grad(o.cls, o.args));
+        t = set_state(*t, as_value, walk(o.state, path), storages_,
+                      call_requires_grad(o.cls, o.args));
       }
       return t;
     } catch (const Error& e) {
@@ -659,7 +665,8 @@ Value run_torch_pickle(ByteReader& reader, const OpenOptions& options,
     };
   TensorCalls calls(&storages);
   pickle::BuildHook build = [&](const Value& target, const Value& state, std::uint64_t) {
-    return set_state(target.as_tensor(), target, state, &storages, calls.requires_grad.contains(target));
+    return set_state(target.as_tensor(), target, state, &storages,
+                     calls.requires_grad.contains(target));
   };
   pickle::Stats stats;
   Value v;
@@ -673,7 +680,8 @@ Value run_torch_pickle(ByteReader& reader, const OpenOptions& options,
     throw;
   }
   check_globals(stats, options, reader.what());
-  return calls.failed || numpy::referenced(stats) ? rebuild_tensors(v, reader.what(), &storages) : v;
+  return calls.failed || numpy::referenced(stats) ? rebuild_tensors(v, reader.what(), &storages)
+                                                  : v;
 }
 
 void check_globals(const pickle::Stats& stats, const OpenOptions& options, std::string_view where) {

@@ -16,7 +16,9 @@ constexpr std::size_t kChunk = std::size_t{16} << 20;
 
 }  // namespace
 
-bool is_mapped(const Storage& storage) noexcept { return storage.borrowed() && !storage.writable(); }
+bool is_mapped(const Storage& storage) noexcept {
+  return storage.borrowed() && !storage.writable();
+}
 
 void release_storage_pages(const Storage& storage, std::uint64_t offset, std::uint64_t n) noexcept {
   if (!is_mapped(storage) || n == 0 || offset >= storage.nbytes()) return;
@@ -41,8 +43,8 @@ void release_storage_pages(const Storage& storage, std::uint64_t offset, std::ui
 #endif
 }
 
-void DataStreamer::write_bytes(std::span<const std::byte> bytes, const Storage* storage, std::uint64_t offset,
-                               const ByteSink& sink) {
+void DataStreamer::write_bytes(std::span<const std::byte> bytes, const Storage* storage,
+                               std::uint64_t offset, const ByteSink& sink) {
   while (!bytes.empty()) {
     const auto piece = bytes.first(std::min(bytes.size(), kChunk));
     sink(piece);
@@ -60,8 +62,8 @@ void DataStreamer::write_bytes(std::span<const std::byte> bytes, const Storage* 
 std::uint64_t DataStreamer::write_tensor(const Tensor& t, const ByteSink& sink) {
   if (t.numel() == 0) return 0;
   if (t.is_contiguous()) {
-    write_bytes(t.bytes(), t.storage().get(), static_cast<std::uint64_t>(t.storage_offset()) * dtype_size(t.dtype()),
-                sink);
+    write_bytes(t.bytes(), t.storage().get(),
+                static_cast<std::uint64_t>(t.storage_offset()) * dtype_size(t.dtype()), sink);
     return t.nbytes();
   }
   // A strided view: gather it into C order first.
@@ -100,10 +102,14 @@ bool valid_utf8(std::string_view s) noexcept {
     }
     std::size_t len;
     std::uint32_t cp, min;
-    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
-    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
-    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
-    else return false;
+    if ((c & 0xE0) == 0xC0)
+      len = 2, cp = c & 0x1F, min = 0x80;
+    else if ((c & 0xF0) == 0xE0)
+      len = 3, cp = c & 0x0F, min = 0x800;
+    else if ((c & 0xF8) == 0xF0)
+      len = 4, cp = c & 0x07, min = 0x10000;
+    else
+      return false;
     if (n - i < len) return false;
     for (std::size_t k = 1; k < len; ++k) {
       if ((p[i + k] & 0xC0) != 0x80) return false;

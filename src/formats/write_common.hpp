@@ -18,7 +18,8 @@ using ByteSink = std::function<void(std::span<const std::byte>)>;
 /// Streams tensor data and reports progress across all files of one save.
 class DataStreamer {
  public:
-  DataStreamer(const SaveOptions& options, std::uint64_t total) : options_(options), total_(total) {}
+  DataStreamer(const SaveOptions& options, std::uint64_t total)
+      : options_(options), total_(total) {}
 
   /// Writes `t`'s elements in C order: a contiguous tensor straight from its
   /// storage (a mapped file, zero copy), a strided view through one buffer

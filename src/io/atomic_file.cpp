@@ -1,14 +1,14 @@
 #include "torchport/io/atomic_file.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <fstream>
 #include <string>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "torchport/core/error.hpp"
 
@@ -23,14 +23,15 @@ mode_t current_umask() {
   std::ifstream status("/proc/self/status");
   std::string line;
   while (std::getline(status, line))
-    if (line.rfind("Umask:", 0) == 0) return static_cast<mode_t>(std::strtoul(line.c_str() + 6, nullptr, 8));
+    if (line.rfind("Umask:", 0) == 0)
+      return static_cast<mode_t>(std::strtoul(line.c_str() + 6, nullptr, 8));
   return 022;
 }
 
 // The permissions the new file should have: those of the file it replaces,
 // else what open(..., 0666) would give a new file.
 mode_t target_mode(const std::filesystem::path& target) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(target.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return st.st_mode & 07777;
   return 0666 & ~current_umask();
 }
@@ -58,7 +59,9 @@ AtomicFile::AtomicFile(std::filesystem::path target) : target_(std::move(target)
   buffer_.reserve(kBufferBytes);
 }
 
-AtomicFile::~AtomicFile() { discard(); }
+AtomicFile::~AtomicFile() {
+  discard();
+}
 
 AtomicFile::AtomicFile(AtomicFile&& o) noexcept
     : target_(std::move(o.target_)),
@@ -127,8 +130,10 @@ void AtomicFile::write(std::span<const std::byte> bytes) {
     buffer_.insert(buffer_.end(), bytes.begin(), bytes.end());
   } else {
     flush();
-    if (bytes.size() < kBufferBytes) buffer_.insert(buffer_.end(), bytes.begin(), bytes.end());
-    else write_fd(bytes.data(), bytes.size());
+    if (bytes.size() < kBufferBytes)
+      buffer_.insert(buffer_.end(), bytes.begin(), bytes.end());
+    else
+      write_fd(bytes.data(), bytes.size());
   }
   size_ += bytes.size();
 }
@@ -145,8 +150,8 @@ void AtomicFile::write_at(std::uint64_t offset, std::span<const std::byte> bytes
   flush();
   std::size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t w = ::pwrite(fd_, bytes.data() + done, bytes.size() - done,
-                               static_cast<off_t>(offset + done));
+    const ssize_t w =
+        ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
     if (w < 0) {
       if (errno == EINTR) continue;
       fail("cannot write", errno);

@@ -429,9 +429,10 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits) {
     pos += read_central(dir, pos, d.offset + pos, e, flags[i], where);
     if (flags[i] & kFlagsNotExtracted)
       throw Error(ErrorCode::unsupported,
-                  (flags[i] & kFlagEncrypted) ? "entry is encrypted"
-                                              : "entry is flagged as patch data or strongly encrypted "
-                                                "(general purpose bits 5, 6), which torch's reader refuses",
+                  (flags[i] & kFlagEncrypted)
+                      ? "entry is encrypted"
+                      : "entry is flagged as patch data or strongly encrypted "
+                        "(general purpose bits 5, 6), which torch's reader refuses",
                   e.name, std::nullopt, where);
     if (e.method != 0 && e.method != Z_DEFLATED)
       throw Error(

@@ -78,8 +78,9 @@ void ZipWriter::check_open(bool want_open, const char* op) const {
                 std::nullopt, file_.target().string());
   if (open_ != want_open)
     throw Error(ErrorCode::invalid_argument,
-                std::string("zip ") + op + (want_open ? " without an open entry" : " while entry '" +
-                                                        entries_.back().name + "' is open"),
+                std::string("zip ") + op +
+                    (want_open ? " without an open entry"
+                               : " while entry '" + entries_.back().name + "' is open"),
                 {}, std::nullopt, file_.target().string());
 }
 
@@ -89,8 +90,8 @@ void ZipWriter::begin_entry(std::string_view name, std::uint64_t size) {
     throw Error(ErrorCode::invalid_argument,
                 "zip entry name of " + std::to_string(name.size()) + " bytes (1 to 65535 allowed)");
   if (!names_.emplace(name).second)
-    throw Error(ErrorCode::invalid_argument, "duplicate zip entry name", std::string(name), std::nullopt,
-                file_.target().string());
+    throw Error(ErrorCode::invalid_argument, "duplicate zip entry name", std::string(name),
+                std::nullopt, file_.target().string());
   Entry e;
   e.name = std::string(name);
   e.header_offset = file_.size();
@@ -119,7 +120,9 @@ void ZipWriter::begin_entry(std::string_view name, std::uint64_t size) {
       .u16(static_cast<std::uint16_t>(zip64_len + 4 + pad))
       .str(name);
   if (zip64) h.u16(kZip64ExtraId).u16(16).u64(size).u64(size);
-  h.u16(kPaddingExtraId).u16(static_cast<std::uint16_t>(pad)).fill(static_cast<std::size_t>(pad), 'Z');
+  h.u16(kPaddingExtraId)
+      .u16(static_cast<std::uint16_t>(pad))
+      .fill(static_cast<std::size_t>(pad), 'Z');
   file_.write(h.span());
 
   entries_.push_back(std::move(e));
@@ -174,7 +177,8 @@ void ZipWriter::finish() {
     const bool big_offset = force || e.header_offset >= kMax32;
     Bytes extra;
     if (big_size || big_offset) {
-      const std::uint16_t n = static_cast<std::uint16_t>((big_size ? 16 : 0) + (big_offset ? 8 : 0));
+      const std::uint16_t n =
+          static_cast<std::uint16_t>((big_size ? 16 : 0) + (big_offset ? 8 : 0));
       extra.u16(kZip64ExtraId).u16(n);
       if (big_size) extra.u64(e.size).u64(e.size);  // uncompressed, then compressed
       if (big_offset) extra.u64(e.header_offset);
@@ -193,9 +197,9 @@ void ZipWriter::finish() {
         .u32(clamp32(e.size, big_size))
         .u16(static_cast<std::uint16_t>(e.name.size()))
         .u16(static_cast<std::uint16_t>(extra.size()))
-        .u16(0)                      // comment
-        .u16(0)                      // disk
-        .u16(0)                      // internal attributes
+        .u16(0)                             // comment
+        .u16(0)                             // disk
+        .u16(0)                             // internal attributes
         .u32(std::uint32_t{0100644} << 16)  // regular file, rw-r--r--
         .u32(clamp32(e.header_offset, big_offset))
         .str(e.name);

@@ -9,7 +9,8 @@ namespace torchport::nn {
 
 Tensor relu(const Tensor& x) {
   // `v > 0 ? v : 0` would turn NaN into 0; torch's relu keeps it.
-  return detail::unary_map("relu", x, [](auto v) { return v < decltype(v)(0) ? decltype(v)(0) : v; });
+  return detail::unary_map("relu", x,
+                           [](auto v) { return v < decltype(v)(0) ? decltype(v)(0) : v; });
 }
 
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
@@ -35,7 +36,8 @@ Tensor silu(const Tensor& x) {
 }
 
 Tensor sigmoid(const Tensor& x) {
-  return detail::unary_map("sigmoid", x, [](auto v) { return decltype(v)(1) / (decltype(v)(1) + std::exp(-v)); });
+  return detail::unary_map("sigmoid", x,
+                           [](auto v) { return decltype(v)(1) / (decltype(v)(1) + std::exp(-v)); });
 }
 
 Tensor tanh(const Tensor& x) {
@@ -57,9 +59,9 @@ Tensor prelu(const Tensor& x, const Tensor& weight) {
   const std::int64_t channels = x.dim() >= 2 ? x.size(1) : 1;
   if (weight.numel() != 1 && weight.numel() != channels)
     detail::fail(ErrorCode::shape_mismatch, op,
-                 "weight " + detail::str(weight.shape()) + " has " + std::to_string(weight.numel()) +
-                     " values; input " + detail::str(x.shape()) + " needs 1 or " + std::to_string(channels) +
-                     " (one per channel, dimension 1)");
+                 "weight " + detail::str(weight.shape()) + " has " +
+                     std::to_string(weight.numel()) + " values; input " + detail::str(x.shape()) +
+                     " needs 1 or " + std::to_string(channels) + " (one per channel, dimension 1)");
   const Tensor src = x.to(dt);
   const Tensor w = weight.to(dt);
   Tensor out = Tensor::empty(dt, src.shape());

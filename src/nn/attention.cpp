@@ -25,8 +25,8 @@ void add_causal(T* scores, std::int64_t matrices, std::int64_t l, std::int64_t s
 
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                                    bool causal, std::optional<double> scale) {
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& mask, bool causal, std::optional<double> scale) {
   constexpr std::string_view op = "scaled_dot_product_attention";
   detail::require_defined(op, q, "query");
   detail::require_defined(op, k, "key");
@@ -34,12 +34,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const DType dt = detail::compute_dtype(op, {{&q, "query"}, {&k, "key"}, {&v, "value"}});
   if (q.dim() < 2 || k.dim() < 2 || v.dim() < 2)
     detail::fail(ErrorCode::invalid_argument, op,
-                 "query " + detail::str(q.shape()) + ", key " + detail::str(k.shape()) + " and value " +
-                     detail::str(v.shape()) + " need at least 2 dimensions [..., L, E]");
+                 "query " + detail::str(q.shape()) + ", key " + detail::str(k.shape()) +
+                     " and value " + detail::str(v.shape()) +
+                     " need at least 2 dimensions [..., L, E]");
   if (q.size(-1) != k.size(-1) || k.size(-2) != v.size(-2))
     detail::fail(ErrorCode::shape_mismatch, op,
-                 "query " + detail::str(q.shape()) + ", key " + detail::str(k.shape()) + " and value " +
-                     detail::str(v.shape()) + ": query and key need the same E, key and value the same S");
+                 "query " + detail::str(q.shape()) + ", key " + detail::str(k.shape()) +
+                     " and value " + detail::str(v.shape()) +
+                     ": query and key need the same E, key and value the same S");
   const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   Tensor scores = detail::matmul_scaled(op, q, k.transpose(-2, -1), sc, dt);
   const detail::MaskView m = detail::make_mask(op, "mask", mask, scores.shape(), dt, false);
@@ -55,50 +57,66 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   return detail::matmul_scaled(op, scores, v, 1.0, dt);
 }
 
-MultiheadAttentionResult multi_head_attention(const Tensor& query, const Tensor& key, const Tensor& value,
-                                              const Tensor& q_weight, const Tensor& k_weight,
-                                              const Tensor& v_weight, const Tensor& q_bias, const Tensor& k_bias,
-                                              const Tensor& v_bias, const Tensor& out_weight, const Tensor& out_bias,
+MultiheadAttentionResult multi_head_attention(const Tensor& query, const Tensor& key,
+                                              const Tensor& value, const Tensor& q_weight,
+                                              const Tensor& k_weight, const Tensor& v_weight,
+                                              const Tensor& q_bias, const Tensor& k_bias,
+                                              const Tensor& v_bias, const Tensor& out_weight,
+                                              const Tensor& out_bias,
                                               const MultiheadAttentionOptions& o) {
   constexpr std::string_view op = "multi_head_attention";
-  for (const auto& [t, name] : {std::pair{&query, "query"}, std::pair{&key, "key"}, std::pair{&value, "value"},
-                                std::pair{&q_weight, "q_weight"}, std::pair{&k_weight, "k_weight"},
-                                std::pair{&v_weight, "v_weight"}, std::pair{&out_weight, "out_weight"}})
+  for (const auto& [t, name] :
+       {std::pair{&query, "query"}, std::pair{&key, "key"}, std::pair{&value, "value"},
+        std::pair{&q_weight, "q_weight"}, std::pair{&k_weight, "k_weight"},
+        std::pair{&v_weight, "v_weight"}, std::pair{&out_weight, "out_weight"}})
     detail::require_defined(op, *t, name);
-  const DType dt = detail::compute_dtype(
-      op, {{&query, "query"},       {&key, "key"},       {&value, "value"},           {&q_weight, "q_weight"},
-           {&k_weight, "k_weight"}, {&v_weight, "v_weight"}, {&q_bias, "q_bias"},   {&k_bias, "k_bias"},
-           {&v_bias, "v_bias"},     {&out_weight, "out_weight"}, {&out_bias, "out_bias"}});
+  const DType dt = detail::compute_dtype(op, {{&query, "query"},
+                                              {&key, "key"},
+                                              {&value, "value"},
+                                              {&q_weight, "q_weight"},
+                                              {&k_weight, "k_weight"},
+                                              {&v_weight, "v_weight"},
+                                              {&q_bias, "q_bias"},
+                                              {&k_bias, "k_bias"},
+                                              {&v_bias, "v_bias"},
+                                              {&out_weight, "out_weight"},
+                                              {&out_bias, "out_bias"}});
   const bool batched = query.dim() == 3;
-  if ((query.dim() != 3 && query.dim() != 2) || key.dim() != query.dim() || value.dim() != query.dim())
+  if ((query.dim() != 3 && query.dim() != 2) || key.dim() != query.dim() ||
+      value.dim() != query.dim())
     detail::fail(ErrorCode::invalid_argument, op,
-                 "query " + detail::str(query.shape()) + ", key " + detail::str(key.shape()) + " and value " +
-                     detail::str(value.shape()) + " must all be 3-d (batched) or all 2-d (unbatched)");
-  for (const auto& [t, name] : {std::pair{&q_weight, "q_weight"}, std::pair{&k_weight, "k_weight"},
-                                std::pair{&v_weight, "v_weight"}, std::pair{&out_weight, "out_weight"}})
+                 "query " + detail::str(query.shape()) + ", key " + detail::str(key.shape()) +
+                     " and value " + detail::str(value.shape()) +
+                     " must all be 3-d (batched) or all 2-d (unbatched)");
+  for (const auto& [t, name] :
+       {std::pair{&q_weight, "q_weight"}, std::pair{&k_weight, "k_weight"},
+        std::pair{&v_weight, "v_weight"}, std::pair{&out_weight, "out_weight"}})
     if (t->dim() != 2)
       detail::fail(ErrorCode::invalid_argument, op,
                    std::string(name) + " " + detail::str(t->shape()) + " must be 2-d [in, out]");
   const std::int64_t e = q_weight.size(1);
   if (k_weight.size(1) != e || v_weight.size(1) != e || out_weight.size(0) != e)
     detail::fail(ErrorCode::shape_mismatch, op,
-                 "q_weight " + detail::str(q_weight.shape()) + ", k_weight " + detail::str(k_weight.shape()) +
-                     ", v_weight " + detail::str(v_weight.shape()) + " and out_weight " +
-                     detail::str(out_weight.shape()) + " disagree on the embedding size (weights are [in, out])");
+                 "q_weight " + detail::str(q_weight.shape()) + ", k_weight " +
+                     detail::str(k_weight.shape()) + ", v_weight " + detail::str(v_weight.shape()) +
+                     " and out_weight " + detail::str(out_weight.shape()) +
+                     " disagree on the embedding size (weights are [in, out])");
   const std::int64_t heads = o.num_heads;
   if (heads < 1 || e % heads != 0)
     detail::fail(ErrorCode::invalid_argument, op,
-                 "num_heads " + std::to_string(heads) + " does not divide the embedding size " + std::to_string(e));
+                 "num_heads " + std::to_string(heads) + " does not divide the embedding size " +
+                     std::to_string(e));
   // Sizes: sequence dimension is 0 unless batch_first (unbatched: 0).
   const std::size_t seq_dim = batched && o.batch_first ? 1 : 0;
   const std::int64_t n = batched ? query.size(o.batch_first ? 0 : 1) : 1;
   const std::int64_t l = query.shape()[seq_dim];
   const std::int64_t s = key.shape()[seq_dim];
-  if (key.shape()[seq_dim] != value.shape()[seq_dim] || (batched && (key.size(o.batch_first ? 0 : 1) != n ||
-                                                                     value.size(o.batch_first ? 0 : 1) != n)))
+  if (key.shape()[seq_dim] != value.shape()[seq_dim] ||
+      (batched && (key.size(o.batch_first ? 0 : 1) != n || value.size(o.batch_first ? 0 : 1) != n)))
     detail::fail(ErrorCode::shape_mismatch, op,
-                 "query " + detail::str(query.shape()) + ", key " + detail::str(key.shape()) + " and value " +
-                     detail::str(value.shape()) + " disagree on the batch size or key and value on the length");
+                 "query " + detail::str(query.shape()) + ", key " + detail::str(key.shape()) +
+                     " and value " + detail::str(value.shape()) +
+                     " disagree on the batch size or key and value on the length");
   const std::int64_t hd = e / heads;
 
   // Project, then view as [N, H, len, hd] without copying.
@@ -114,14 +132,17 @@ MultiheadAttentionResult multi_head_attention(const Tensor& query, const Tensor&
   const Tensor kh = heads_view(linear(key, k_weight, k_bias), s);
   const Tensor vh = heads_view(linear(value, v_weight, v_bias), s);
 
-  Tensor scores = detail::matmul_scaled(op, qh, kh.transpose(-2, -1), 1.0 / std::sqrt(static_cast<double>(hd)), dt);
+  Tensor scores = detail::matmul_scaled(op, qh, kh.transpose(-2, -1),
+                                        1.0 / std::sqrt(static_cast<double>(hd)), dt);
   const Shape score_shape{n, heads, l, s};
   Tensor am = o.attn_mask;
   if (am.defined()) {
-    const bool ok = (am.dim() == 2 && am.shape() == Shape{l, s}) || (am.dim() == 3 && am.shape() == Shape{n * heads, l, s});
+    const bool ok = (am.dim() == 2 && am.shape() == Shape{l, s}) ||
+                    (am.dim() == 3 && am.shape() == Shape{n * heads, l, s});
     if (!ok)
       detail::fail(ErrorCode::shape_mismatch, op,
-                   "attn_mask " + detail::str(am.shape()) + " must be [L, S] = " + detail::str(Shape{l, s}) +
+                   "attn_mask " + detail::str(am.shape()) +
+                       " must be [L, S] = " + detail::str(Shape{l, s}) +
                        " or [N * num_heads, L, S] = " + detail::str(Shape{n * heads, l, s}));
     if (am.dim() == 3) am = am.contiguous().reshape(score_shape);
   }
@@ -129,8 +150,9 @@ MultiheadAttentionResult multi_head_attention(const Tensor& query, const Tensor&
   if (kpm.defined()) {
     const Shape want = batched ? Shape{n, s} : Shape{s};
     if (kpm.shape() != want)
-      detail::fail(ErrorCode::shape_mismatch, op,
-                   "key_padding_mask " + detail::str(kpm.shape()) + " must be " + detail::str(want));
+      detail::fail(
+          ErrorCode::shape_mismatch, op,
+          "key_padding_mask " + detail::str(kpm.shape()) + " must be " + detail::str(want));
     kpm = kpm.contiguous().reshape({n, 1, 1, s});
   }
   const detail::MaskView m1 = detail::make_mask(op, "attn_mask", am, score_shape, dt, true);
@@ -181,13 +203,14 @@ Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin) {
   for (const auto& [t, name] : {std::pair{&cos, "cos"}, std::pair{&sin, "sin"}})
     if (!detail::broadcasts_to(t->shape(), x.shape()))
       detail::fail(ErrorCode::shape_mismatch, op,
-                   std::string(name) + " " + detail::str(t->shape()) + " does not broadcast to input " +
-                       detail::str(x.shape()));
+                   std::string(name) + " " + detail::str(t->shape()) +
+                       " does not broadcast to input " + detail::str(x.shape()));
   const Tensor xs = x.to(dt), cs = cos.to(dt), sn = sin.to(dt);
   Tensor out = Tensor::empty(dt, xs.shape());
   if (out.numel() == 0) return out;
   const Shape& shape = xs.shape();
-  const std::array<Shape, 3> st{xs.strides(), detail::broadcast_strides(cs.shape(), cs.strides(), shape),
+  const std::array<Shape, 3> st{xs.strides(),
+                                detail::broadcast_strides(cs.shape(), cs.strides(), shape),
                                 detail::broadcast_strides(sn.shape(), sn.strides(), shape)};
   const std::int64_t d = shape.back(), half = d / 2;
   const std::int64_t c_step = st[1].back(), s_step = st[2].back();
@@ -214,8 +237,11 @@ Tensor repeat_kv(const Tensor& x, std::int64_t n_rep) {
   constexpr std::string_view op = "repeat_kv";
   detail::require_defined(op, x, "input");
   if (x.dim() != 4)
-    detail::fail(ErrorCode::invalid_argument, op, "input " + detail::str(x.shape()) + " must be [N, H_kv, S, D]");
-  if (n_rep < 1) detail::fail(ErrorCode::invalid_argument, op, "n_rep " + std::to_string(n_rep) + " must be >= 1");
+    detail::fail(ErrorCode::invalid_argument, op,
+                 "input " + detail::str(x.shape()) + " must be [N, H_kv, S, D]");
+  if (n_rep < 1)
+    detail::fail(ErrorCode::invalid_argument, op,
+                 "n_rep " + std::to_string(n_rep) + " must be >= 1");
   const Tensor src = x.contiguous();
   const std::int64_t n = x.size(0), h = x.size(1);
   Tensor out = Tensor::empty(x.dtype(), {n, h * n_rep, x.size(2), x.size(3)});
@@ -224,7 +250,8 @@ Tensor repeat_kv(const Tensor& x, std::int64_t n_rep) {
   const std::byte* in = src.bytes().data();
   std::byte* o = out.mutable_bytes().data();
   for (std::int64_t i = 0; i < n * h; ++i)
-    for (std::int64_t r = 0; r < n_rep; ++r, o += block) std::memcpy(o, in + static_cast<std::size_t>(i) * block, block);
+    for (std::int64_t r = 0; r < n_rep; ++r, o += block)
+      std::memcpy(o, in + static_cast<std::size_t>(i) * block, block);
   return out;
 }
 

@@ -18,13 +18,17 @@ DType compute_dtype(std::string_view op,
   for (const auto& [t, name] : operands) {
     if (t == nullptr || !t->defined()) continue;
     switch (t->dtype()) {
-      case DType::F64: dt = DType::F64; break;
+      case DType::F64:
+        dt = DType::F64;
+        break;
       case DType::F32:
       case DType::F16:
-      case DType::BF16: break;
+      case DType::BF16:
+        break;
       default:
         fail(ErrorCode::invalid_argument, op,
-             std::string(name) + " is " + str(*t) + "; expected a floating tensor (F32, F64, F16 or BF16)");
+             std::string(name) + " is " + str(*t) +
+                 "; expected a floating tensor (F32, F64, F16 or BF16)");
     }
   }
   return dt;
@@ -47,8 +51,8 @@ Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
     const std::int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (x != y && x != 1 && y != 1)
       fail(ErrorCode::shape_mismatch, op,
-           "shapes " + str(a) + " and " + str(b) + " do not broadcast: dimension " + std::to_string(i) +
-               " is " + std::to_string(x) + " vs " + std::to_string(y));
+           "shapes " + str(a) + " and " + str(b) + " do not broadcast: dimension " +
+               std::to_string(i) + " is " + std::to_string(x) + " vs " + std::to_string(y));
     out[i] = x == 1 ? y : x;
   }
   return out;
@@ -65,23 +69,23 @@ bool broadcasts_to(const Shape& shape, const Shape& target) {
 Shape broadcast_strides(const Shape& shape, const Shape& strides, const Shape& out) {
   Shape st(out.size(), 0);
   const std::size_t lead = out.size() - shape.size();
-  for (std::size_t i = 0; i < shape.size(); ++i)
-    st[lead + i] = shape[i] == 1 ? 0 : strides[i];
+  for (std::size_t i = 0; i < shape.size(); ++i) st[lead + i] = shape[i] == 1 ? 0 : strides[i];
   return st;
 }
 
-MaskView make_mask(std::string_view op, std::string_view name, const Tensor& mask, const Shape& shape,
-                   DType dt, bool masked_when) {
+MaskView make_mask(std::string_view op, std::string_view name, const Tensor& mask,
+                   const Shape& shape, DType dt, bool masked_when) {
   MaskView m;
   if (!mask.defined()) return m;
   if (!broadcasts_to(mask.shape(), shape))
     fail(ErrorCode::shape_mismatch, op,
-         std::string(name) + " " + str(mask.shape()) + " does not broadcast to the scores' shape " + str(shape));
+         std::string(name) + " " + str(mask.shape()) + " does not broadcast to the scores' shape " +
+             str(shape));
   if (mask.dtype() == DType::BOOL || mask.dtype() == DType::U8) {
     m.kind = MaskView::Kind::boolean;
     m.values = mask.contiguous();
-  } else if (mask.dtype() == DType::F32 || mask.dtype() == DType::F64 || mask.dtype() == DType::F16 ||
-             mask.dtype() == DType::BF16) {
+  } else if (mask.dtype() == DType::F32 || mask.dtype() == DType::F64 ||
+             mask.dtype() == DType::F16 || mask.dtype() == DType::BF16) {
     m.kind = MaskView::Kind::additive;
     m.values = mask.to(dt);
   } else {

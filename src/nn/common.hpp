@@ -19,9 +19,13 @@ namespace torchport::nn::detail {
 [[noreturn]] void fail(ErrorCode code, std::string_view op, const std::string& message);
 
 /// "[2, 3]".
-inline std::string str(const Shape& s) { return shape_to_string(s); }
+inline std::string str(const Shape& s) {
+  return shape_to_string(s);
+}
 /// "F32[2, 3]".
-inline std::string str(const Tensor& t) { return t.description(); }
+inline std::string str(const Tensor& t) {
+  return t.description();
+}
 
 /// Throws invalid_argument when `t` is undefined (a required operand).
 void require_defined(std::string_view op, const Tensor& t, std::string_view name);
@@ -30,7 +34,8 @@ void require_defined(std::string_view op, const Tensor& t, std::string_view name
 /// (F16, BF16 and F32 operands compute in F32). Undefined tensors (absent
 /// optional operands) are skipped. \throws invalid_argument on a non-floating
 /// operand, naming it.
-DType compute_dtype(std::string_view op, std::initializer_list<std::pair<const Tensor*, std::string_view>> operands);
+DType compute_dtype(std::string_view op,
+                    std::initializer_list<std::pair<const Tensor*, std::string_view>> operands);
 
 /// Calls `f.template operator()<T>()` with T = double for F64 and float otherwise.
 template <class F>
@@ -81,8 +86,7 @@ void collapse_dims(Shape& shape, std::array<Shape, K>& strides) {
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 1) continue;
     bool merge = !sh.empty();
-    for (std::size_t k = 0; k < K && merge; ++k)
-      merge = st[k].back() == strides[k][i] * shape[i];
+    for (std::size_t k = 0; k < K && merge; ++k) merge = st[k].back() == strides[k][i] * shape[i];
     if (merge) {
       sh.back() *= shape[i];
       for (std::size_t k = 0; k < K; ++k) st[k].back() = strides[k][i];
@@ -136,8 +140,8 @@ struct MaskView {
 /// Prepares `mask` (undefined = none) to be added to scores of `shape`
 /// computed in `dt`; \throws shape_mismatch when it does not broadcast and
 /// invalid_argument when its dtype is neither boolean nor floating.
-MaskView make_mask(std::string_view op, std::string_view name, const Tensor& mask, const Shape& shape,
-                   DType dt, bool masked_when);
+MaskView make_mask(std::string_view op, std::string_view name, const Tensor& mask,
+                   const Shape& shape, DType dt, bool masked_when);
 
 /// Adds a prepared mask to contiguous `scores` of `shape`.
 template <class T>

@@ -23,8 +23,8 @@ struct Geom {
 };
 
 // [lo, hi): the i in [0, count) for which 0 <= i*stride + off < limit.
-void valid_range(std::int64_t count, std::int64_t stride, std::int64_t off, std::int64_t limit, std::int64_t& lo,
-                 std::int64_t& hi) {
+void valid_range(std::int64_t count, std::int64_t stride, std::int64_t off, std::int64_t limit,
+                 std::int64_t& lo, std::int64_t& hi) {
   lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
   const std::int64_t top = limit - 1 - off;
   hi = top < 0 ? 0 : top / stride + 1;
@@ -36,7 +36,8 @@ void valid_range(std::int64_t count, std::int64_t stride, std::int64_t off, std:
 // into col [cg*kh*kw, rows*wo] (row (c, i, j) holds the input each output
 // position sees through tap (i, j)).
 template <class T>
-void im2col(const T* x, std::int64_t cg, const Geom& g, std::int64_t oh0, std::int64_t rows, T* col) {
+void im2col(const T* x, std::int64_t cg, const Geom& g, std::int64_t oh0, std::int64_t rows,
+            T* col) {
   const std::int64_t plane = rows * g.wo;
   for (std::int64_t c = 0; c < cg; ++c)
     for (std::int64_t ki = 0; ki < g.kh; ++ki)
@@ -74,7 +75,8 @@ constexpr std::int64_t kColumnBudget = std::int64_t{1} << 20;
 // Adds col [og*kh*kw, rows*w], the contributions of input rows
 // [ih0, ih0 + rows), into out [og, ho, wo]: the scatter that undoes im2col.
 template <class T>
-void col2im_add(const T* col, std::int64_t og, const Geom& g, std::int64_t ih0, std::int64_t rows, T* out) {
+void col2im_add(const T* col, std::int64_t og, const Geom& g, std::int64_t ih0, std::int64_t rows,
+                T* out) {
   const std::int64_t plane = rows * g.w;
   for (std::int64_t c = 0; c < og; ++c)
     for (std::int64_t ki = 0; ki < g.kh; ++ki)
@@ -145,8 +147,9 @@ void conv_forward(const T* x, const T* w, const T* bias, const Geom& g, T* out) 
     // A 1x1 convolution is a matrix product with the image itself.
     for (std::int64_t i = 0; i < g.n; ++i)
       for (std::int64_t gr = 0; gr < g.groups; ++gr)
-        detail::gemm<T>(false, false, og, plane, k, T(1), w + gr * og * k, k, x + (i * g.c + gr * cg) * in_plane,
-                        plane, T(1), out + (i * g.o + gr * og) * plane, plane);
+        detail::gemm<T>(false, false, og, plane, k, T(1), w + gr * og * k, k,
+                        x + (i * g.c + gr * cg) * in_plane, plane, T(1),
+                        out + (i * g.o + gr * og) * plane, plane);
     return;
   }
   // im2col a band of output rows at a time (see kColumnBudget).
@@ -170,7 +173,8 @@ void conv_transposed(const T* x, const T* w, const T* bias, const Geom& g, T* ou
   const std::int64_t cg = g.c / g.groups, og = g.o / g.groups;
   const std::int64_t m = og * g.kh * g.kw, in_plane = g.h * g.w, plane = g.ho * g.wo;
   fill_bias(out, g.n, g.o, plane, bias);
-  const std::int64_t band = std::clamp<std::int64_t>(kColumnBudget / (m * g.w), 1, g.h);  // input rows
+  const std::int64_t band =
+      std::clamp<std::int64_t>(kColumnBudget / (m * g.w), 1, g.h);  // input rows
   std::vector<T> col(static_cast<std::size_t>(m * band * g.w));
   for (std::int64_t i = 0; i < g.n; ++i)
     for (std::int64_t gr = 0; gr < g.groups; ++gr)
@@ -178,7 +182,8 @@ void conv_transposed(const T* x, const T* w, const T* bias, const Geom& g, T* ou
         // col = W_g^T @ x_g(band) with W_g [cg, og*kh*kw] and x_g [cg, h*w].
         const std::int64_t rows = std::min(band, g.h - ih0), cols = rows * g.w;
         detail::gemm<T>(true, false, m, cols, cg, T(1), w + gr * cg * m, m,
-                        x + (i * g.c + gr * cg) * in_plane + ih0 * g.w, in_plane, T(0), col.data(), cols);
+                        x + (i * g.c + gr * cg) * in_plane + ih0 * g.w, in_plane, T(0), col.data(),
+                        cols);
         col2im_add(col.data(), og, g, ih0, rows, out + (i * g.o + gr * og) * plane);
       }
 }
@@ -191,35 +196,41 @@ struct Spec {
 };
 
 std::string pair_str(const I2& v, int spatial) {
-  return spatial == 1 ? std::to_string(v[1]) : "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ")";
+  return spatial == 1 ? std::to_string(v[1])
+                      : "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ")";
 }
 
-Tensor convolution(std::string_view op, const Tensor& x, const Tensor& weight, const Tensor& bias, const Spec& s) {
+Tensor convolution(std::string_view op, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                   const Spec& s) {
   detail::require_defined(op, x, "input");
   detail::require_defined(op, weight, "weight");
   const DType dt = detail::compute_dtype(op, {{&x, "input"}, {&weight, "weight"}, {&bias, "bias"}});
   const std::int64_t full = s.spatial + 2;
   if (x.dim() != full && x.dim() != full - 1)
     detail::fail(ErrorCode::invalid_argument, op,
-                 "input " + detail::str(x.shape()) + " must be " + std::to_string(full) + "-d (batched) or " +
-                     std::to_string(full - 1) + "-d (unbatched)");
+                 "input " + detail::str(x.shape()) + " must be " + std::to_string(full) +
+                     "-d (batched) or " + std::to_string(full - 1) + "-d (unbatched)");
   if (weight.dim() != full)
-    detail::fail(ErrorCode::invalid_argument, op,
-                 "weight " + detail::str(weight.shape()) + " must be " + std::to_string(full) + "-d");
+    detail::fail(
+        ErrorCode::invalid_argument, op,
+        "weight " + detail::str(weight.shape()) + " must be " + std::to_string(full) + "-d");
   for (int d = 2 - s.spatial; d < 2; ++d) {
     const std::size_t i = static_cast<std::size_t>(d);
     if (s.stride[i] < 1 || s.dil[i] < 1 || s.pad[i] < 0 || s.out_pad[i] < 0)
       detail::fail(ErrorCode::invalid_argument, op,
-                   "stride " + pair_str(s.stride, s.spatial) + " and dilation " + pair_str(s.dil, s.spatial) +
-                       " must be >= 1, padding " + pair_str(s.pad, s.spatial) + " and output_padding " +
+                   "stride " + pair_str(s.stride, s.spatial) + " and dilation " +
+                       pair_str(s.dil, s.spatial) + " must be >= 1, padding " +
+                       pair_str(s.pad, s.spatial) + " and output_padding " +
                        pair_str(s.out_pad, s.spatial) + " >= 0");
     if (s.transposed && s.out_pad[i] >= s.stride[i] && s.out_pad[i] >= s.dil[i])
       detail::fail(ErrorCode::invalid_argument, op,
-                   "output_padding " + pair_str(s.out_pad, s.spatial) + " must be smaller than the stride " +
-                       pair_str(s.stride, s.spatial) + " or the dilation " + pair_str(s.dil, s.spatial));
+                   "output_padding " + pair_str(s.out_pad, s.spatial) +
+                       " must be smaller than the stride " + pair_str(s.stride, s.spatial) +
+                       " or the dilation " + pair_str(s.dil, s.spatial));
   }
   if (s.groups < 1)
-    detail::fail(ErrorCode::invalid_argument, op, "groups " + std::to_string(s.groups) + " must be >= 1");
+    detail::fail(ErrorCode::invalid_argument, op,
+                 "groups " + std::to_string(s.groups) + " must be >= 1");
 
   // Everything becomes [N, C, H, W] in the compute dtype (1-d: H = 1).
   const bool batched = x.dim() == full;
@@ -235,7 +246,8 @@ Tensor convolution(std::string_view op, const Tensor& x, const Tensor& weight, c
   g.n = xs[0], g.c = xs[1], g.h = xs[2], g.w = xs[3];
   g.kh = ws[2], g.kw = ws[3];
   g.stride = s.stride, g.pad = s.pad, g.dil = s.dil, g.groups = s.groups;
-  const std::string in_desc = "input " + detail::str(x.shape()) + " and weight " + detail::str(weight.shape());
+  const std::string in_desc =
+      "input " + detail::str(x.shape()) + " and weight " + detail::str(weight.shape());
   if (!s.transposed) {
     if (ws[1] * s.groups != g.c || ws[0] % s.groups != 0)
       detail::fail(ErrorCode::shape_mismatch, op,
@@ -249,21 +261,24 @@ Tensor convolution(std::string_view op, const Tensor& x, const Tensor& weight, c
     if (eh < 0 || ew < 0)
       detail::fail(ErrorCode::shape_mismatch, op,
                    in_desc + ": the padded input (padding " + pair_str(s.pad, s.spatial) +
-                       ") is smaller than the dilated kernel (dilation " + pair_str(s.dil, s.spatial) + ")");
+                       ") is smaller than the dilated kernel (dilation " +
+                       pair_str(s.dil, s.spatial) + ")");
     g.ho = eh / g.stride[0] + 1;
     g.wo = ew / g.stride[1] + 1;
   } else {
     if (ws[0] != g.c || g.c % s.groups != 0)
       detail::fail(ErrorCode::shape_mismatch, op,
                    in_desc + " with groups " + std::to_string(s.groups) +
-                       ": expected the weight's first size (C_in) to equal the input's channels, divisible by groups");
+                       ": expected the weight's first size (C_in) to equal the input's channels, "
+                       "divisible by groups");
     g.o = ws[1] * s.groups;
     g.ho = (g.h - 1) * g.stride[0] - 2 * g.pad[0] + g.dil[0] * (g.kh - 1) + s.out_pad[0] + 1;
     g.wo = (g.w - 1) * g.stride[1] - 2 * g.pad[1] + g.dil[1] * (g.kw - 1) + s.out_pad[1] + 1;
     if (g.ho <= 0 || g.wo <= 0)
       detail::fail(ErrorCode::shape_mismatch, op,
-                   in_desc + ": padding " + pair_str(s.pad, s.spatial) + " leaves an empty output (" +
-                       std::to_string(g.ho) + " x " + std::to_string(g.wo) + ")");
+                   in_desc + ": padding " + pair_str(s.pad, s.spatial) +
+                       " leaves an empty output (" + std::to_string(g.ho) + " x " +
+                       std::to_string(g.wo) + ")");
   }
   if (bias.defined() && (bias.dim() != 1 || bias.numel() != g.o))
     detail::fail(ErrorCode::shape_mismatch, op,
@@ -310,7 +325,8 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   return convolution("conv1d", x, weight, bias, s);
 }
 
-Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvTranspose2dOptions& o) {
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const ConvTranspose2dOptions& o) {
   Spec s;
   s.transposed = true;
   s.stride = {o.stride.h, o.stride.w};
@@ -321,7 +337,8 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
   return convolution("conv_transpose2d", x, weight, bias, s);
 }
 
-Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvTranspose1dOptions& o) {
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const ConvTranspose1dOptions& o) {
   Spec s;
   s.spatial = 1;
   s.transposed = true;

@@ -22,9 +22,10 @@ Tensor binary(std::string_view op, const Tensor& a, const Tensor& b, F f) {
   Tensor out = Tensor::empty(dt, shape);
   if (out.numel() == 0) return out;
   dispatch(dt, [&]<class T>() {
-    detail::binary_kernel<T>(detail::view_data<T>(x), detail::broadcast_strides(x.shape(), x.strides(), shape),
-                             detail::view_data<T>(y), detail::broadcast_strides(y.shape(), y.strides(), shape),
-                             out.mutable_data<T>(), shape, f);
+    detail::binary_kernel<T>(
+        detail::view_data<T>(x), detail::broadcast_strides(x.shape(), x.strides(), shape),
+        detail::view_data<T>(y), detail::broadcast_strides(y.shape(), y.strides(), shape),
+        out.mutable_data<T>(), shape, f);
   });
   return out;
 }
@@ -51,15 +52,31 @@ const auto kDiv = [](auto p, auto q) { return p / q; };
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary("add", a, b, kAdd); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary("sub", a, b, kSub); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary("mul", a, b, kMul); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary("div", a, b, kDiv); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  return binary("add", a, b, kAdd);
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return binary("sub", a, b, kSub);
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary("mul", a, b, kMul);
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return binary("div", a, b, kDiv);
+}
 
-Tensor add(const Tensor& a, double s) { return with_scalar("add", a, s, kAdd); }
-Tensor sub(const Tensor& a, double s) { return with_scalar("sub", a, s, kSub); }
-Tensor mul(const Tensor& a, double s) { return with_scalar("mul", a, s, kMul); }
-Tensor div(const Tensor& a, double s) { return with_scalar("div", a, s, kDiv); }
+Tensor add(const Tensor& a, double s) {
+  return with_scalar("add", a, s, kAdd);
+}
+Tensor sub(const Tensor& a, double s) {
+  return with_scalar("sub", a, s, kSub);
+}
+Tensor mul(const Tensor& a, double s) {
+  return with_scalar("mul", a, s, kMul);
+}
+Tensor div(const Tensor& a, double s) {
+  return with_scalar("div", a, s, kDiv);
+}
 
 Tensor neg(const Tensor& x) {
   return detail::unary_map("neg", x, [](auto v) { return -v; });
@@ -83,9 +100,8 @@ Tensor pow(const Tensor& x, double exponent) {
   if (exponent == 2.0) return detail::unary_map("pow", x, [](auto v) { return v * v; });
   if (exponent == 0.5) return detail::unary_map("pow", x, [](auto v) { return std::sqrt(v); });
   if (exponent == 1.0) return detail::unary_map("pow", x, [](auto v) { return v; });
-  return detail::unary_map("pow", x, [exponent](auto v) {
-    return std::pow(v, static_cast<decltype(v)>(exponent));
-  });
+  return detail::unary_map(
+      "pow", x, [exponent](auto v) { return std::pow(v, static_cast<decltype(v)>(exponent)); });
 }
 
 }  // namespace torchport::nn

@@ -11,11 +11,13 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   detail::require_defined(op, indices, "indices");
   detail::require_defined(op, weight, "weight");
   if (indices.dtype() != DType::I64 && indices.dtype() != DType::I32)
-    detail::fail(ErrorCode::invalid_argument, op, "indices are " + detail::str(indices) + "; expected I64 or I32");
+    detail::fail(ErrorCode::invalid_argument, op,
+                 "indices are " + detail::str(indices) + "; expected I64 or I32");
   const DType dt = detail::compute_dtype(op, {{&weight, "weight"}});
   if (weight.dim() != 2)
-    detail::fail(ErrorCode::invalid_argument, op,
-                 "weight " + detail::str(weight.shape()) + " is not 2-d [num_embeddings, embedding_dim]");
+    detail::fail(
+        ErrorCode::invalid_argument, op,
+        "weight " + detail::str(weight.shape()) + " is not 2-d [num_embeddings, embedding_dim]");
   const std::int64_t rows = weight.size(0), dim = weight.size(1);
   Shape out_shape = indices.shape();
   out_shape.push_back(dim);
@@ -34,12 +36,13 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
     const std::int64_t k = wide ? i64[i] : static_cast<std::int64_t>(i32[i]);
     if (k < 0 || k >= rows)
       detail::fail(ErrorCode::invalid_argument, op,
-                   "index " + std::to_string(k) + " at position " + std::to_string(i) + " of indices " +
-                       detail::str(indices.shape()) + " is out of range for a table of " + std::to_string(rows) +
-                       " rows");
+                   "index " + std::to_string(k) + " at position " + std::to_string(i) +
+                       " of indices " + detail::str(indices.shape()) +
+                       " is out of range for a table of " + std::to_string(rows) + " rows");
     if (dim == 0) continue;
-    convert_elements(src + static_cast<std::size_t>(k) * in_row, table.dtype(), dst + static_cast<std::size_t>(i) * out_row,
-                     dt, static_cast<std::size_t>(dim));
+    convert_elements(src + static_cast<std::size_t>(k) * in_row, table.dtype(),
+                     dst + static_cast<std::size_t>(i) * out_row, dt,
+                     static_cast<std::size_t>(dim));
   }
   return out;
 }

@@ -69,8 +69,9 @@ Layout blas_layout(std::int64_t rows, std::int64_t cols, std::int64_t rs, std::i
 }  // namespace
 
 template <class T>
-void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
-          std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+          const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
+          std::int64_t ldc) {
   const blasint M = blas_int(m, "M"), N = blas_int(n, "N"), K = blas_int(k, "K");
   const blasint LDA = blas_int(lda, "lda"), LDB = blas_int(ldb, "ldb"), LDC = blas_int(ldc, "ldc");
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
@@ -83,23 +84,26 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 
 template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*,
                           std::int64_t, const float*, std::int64_t, float, float*, std::int64_t);
-template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double, const double*,
-                           std::int64_t, const double*, std::int64_t, double, double*, std::int64_t);
+template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double,
+                           const double*, std::int64_t, const double*, std::int64_t, double,
+                           double*, std::int64_t);
 
-Tensor matmul_scaled(std::string_view op, const Tensor& a_in, const Tensor& b_in, double alpha, DType dt) {
+Tensor matmul_scaled(std::string_view op, const Tensor& a_in, const Tensor& b_in, double alpha,
+                     DType dt) {
   require_defined(op, a_in, "first operand");
   require_defined(op, b_in, "second operand");
   if (a_in.dim() == 0 || b_in.dim() == 0)
     fail(ErrorCode::invalid_argument, op,
-         "both operands need at least one dimension, got " + str(a_in.shape()) + " and " + str(b_in.shape()));
+         "both operands need at least one dimension, got " + str(a_in.shape()) + " and " +
+             str(b_in.shape()));
   // Operands in the compute dtype keep their strides; others are converted.
   Tensor a = a_in.dtype() == dt ? a_in : a_in.to(dt);
   Tensor b = b_in.dtype() == dt ? b_in : b_in.to(dt);
   Operand oa = describe(a, true), ob = describe(b, false);
   if (oa.cols != ob.rows)
     fail(ErrorCode::shape_mismatch, op,
-         str(a.shape()) + " @ " + str(b.shape()) + ": inner sizes " + std::to_string(oa.cols) + " and " +
-             std::to_string(ob.rows) + " differ");
+         str(a.shape()) + " @ " + str(b.shape()) + ": inner sizes " + std::to_string(oa.cols) +
+             " and " + std::to_string(ob.rows) + " differ");
   const Shape batch = broadcast_shapes(op, oa.batch, ob.batch);
   Layout la = blas_layout(oa.rows, oa.cols, oa.row_stride, oa.col_stride);
   Layout lb = blas_layout(ob.rows, ob.cols, ob.row_stride, ob.col_stride);
@@ -135,8 +139,10 @@ Tensor matmul_scaled(std::string_view op, const Tensor& a_in, const Tensor& b_in
       st[0].push_back(la.ld);
       collapse_dims(sh, st);
       const std::int64_t ld = sh.empty() ? la.ld : st[0][0];
-      if (sh.size() <= 1 && ld >= std::max<std::int64_t>(k, 1)) {  // stride 0 (expanded) rows do not fold
-        gemm<T>(false, lb.trans, shape_numel(oa.batch) * m, n, k, al, pa, ld, pb, lb.ld, T(0), pc, n);
+      if (sh.size() <= 1 &&
+          ld >= std::max<std::int64_t>(k, 1)) {  // stride 0 (expanded) rows do not fold
+        gemm<T>(false, lb.trans, shape_numel(oa.batch) * m, n, k, al, pa, ld, pb, lb.ld, T(0), pc,
+                n);
         return;
       }
     }
@@ -148,8 +154,8 @@ Tensor matmul_scaled(std::string_view op, const Tensor& a_in, const Tensor& b_in
     st[1].push_back(0);
     std::int64_t index = 0;
     for_each_row(loop, st, [&](const std::array<std::int64_t, 2>& off) {
-      gemm<T>(la.trans, lb.trans, m, n, k, al, pa + off[0], la.ld, pb + off[1], lb.ld, T(0), pc + index * m * n,
-              n);
+      gemm<T>(la.trans, lb.trans, m, n, k, al, pa + off[0], la.ld, pb + off[1], lb.ld, T(0),
+              pc + index * m * n, n);
       ++index;
     });
   });
@@ -169,8 +175,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   detail::require_defined(op, weight, "weight");
   const DType dt = detail::compute_dtype(op, {{&x, "input"}, {&weight, "weight"}, {&bias, "bias"}});
   if (weight.dim() != 2)
-    detail::fail(ErrorCode::invalid_argument, op,
-                 "weight " + detail::str(weight.shape()) + " is not 2-d [in_features, out_features]");
+    detail::fail(
+        ErrorCode::invalid_argument, op,
+        "weight " + detail::str(weight.shape()) + " is not 2-d [in_features, out_features]");
   if (x.dim() == 0 || x.size(-1) != weight.size(0))
     detail::fail(ErrorCode::shape_mismatch, op,
                  "input " + detail::str(x.shape()) + " does not end in in_features = " +

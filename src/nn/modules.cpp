@@ -8,7 +8,9 @@
 namespace torchport::nn {
 namespace {
 
-Tensor zeros(DType dtype, Shape shape) { return Tensor::zeros(dtype, std::move(shape)); }
+Tensor zeros(DType dtype, Shape shape) {
+  return Tensor::zeros(dtype, std::move(shape));
+}
 
 Tensor filled(DType dtype, Shape shape, double value) {
   const std::int64_t n = shape_numel(shape);
@@ -28,11 +30,13 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool with_bi
   if (with_bias) bias = zeros(dtype, {out_features});
 }
 
-Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, opt(bias)); }
+Tensor Linear::forward(const Tensor& x) const {
+  return linear(x, weight, opt(bias));
+}
 
 template <int D>
-Conv<D>::Conv(std::int64_t in_channels, std::int64_t out_channels, Int2 kernel, Int2 stride_, Int2 padding_,
-              Int2 dilation_, std::int64_t groups_, bool with_bias, DType dtype)
+Conv<D>::Conv(std::int64_t in_channels, std::int64_t out_channels, Int2 kernel, Int2 stride_,
+              Int2 padding_, Int2 dilation_, std::int64_t groups_, bool with_bias, DType dtype)
     : stride(stride_), padding(padding_), dilation(dilation_), groups(groups_) {
   if (groups <= 0 || in_channels % groups != 0 || out_channels % groups != 0)
     throw Error(ErrorCode::invalid_argument, "channels must divide into groups");
@@ -44,15 +48,21 @@ Conv<D>::Conv(std::int64_t in_channels, std::int64_t out_channels, Int2 kernel, 
 
 template <int D>
 Tensor Conv<D>::forward(const Tensor& x) const {
-  if constexpr (D == 1) return conv1d(x, weight, opt(bias), {stride.h, padding.h, dilation.h, groups});
-  else return conv2d(x, weight, opt(bias), {stride, padding, dilation, groups});
+  if constexpr (D == 1)
+    return conv1d(x, weight, opt(bias), {stride.h, padding.h, dilation.h, groups});
+  else
+    return conv2d(x, weight, opt(bias), {stride, padding, dilation, groups});
 }
 
 template <int D>
-ConvTranspose<D>::ConvTranspose(std::int64_t in_channels, std::int64_t out_channels, Int2 kernel, Int2 stride_,
-                                Int2 padding_, Int2 output_padding_, Int2 dilation_, std::int64_t groups_,
-                                bool with_bias, DType dtype)
-    : stride(stride_), padding(padding_), output_padding(output_padding_), dilation(dilation_), groups(groups_) {
+ConvTranspose<D>::ConvTranspose(std::int64_t in_channels, std::int64_t out_channels, Int2 kernel,
+                                Int2 stride_, Int2 padding_, Int2 output_padding_, Int2 dilation_,
+                                std::int64_t groups_, bool with_bias, DType dtype)
+    : stride(stride_),
+      padding(padding_),
+      output_padding(output_padding_),
+      dilation(dilation_),
+      groups(groups_) {
   if (groups <= 0 || in_channels % groups != 0 || out_channels % groups != 0)
     throw Error(ErrorCode::invalid_argument, "channels must divide into groups");
   Shape w{in_channels, out_channels / groups, kernel.h};
@@ -64,8 +74,11 @@ ConvTranspose<D>::ConvTranspose(std::int64_t in_channels, std::int64_t out_chann
 template <int D>
 Tensor ConvTranspose<D>::forward(const Tensor& x) const {
   if constexpr (D == 1)
-    return conv_transpose1d(x, weight, opt(bias), {stride.h, padding.h, output_padding.h, dilation.h, groups});
-  else return conv_transpose2d(x, weight, opt(bias), {stride, padding, output_padding, dilation, groups});
+    return conv_transpose1d(x, weight, opt(bias),
+                            {stride.h, padding.h, output_padding.h, dilation.h, groups});
+  else
+    return conv_transpose2d(x, weight, opt(bias),
+                            {stride, padding, output_padding, dilation, groups});
 }
 
 template <int D>
@@ -83,8 +96,9 @@ BatchNorm<D>::BatchNorm(std::int64_t num_features, double eps_, bool affine, DTy
 template <int D>
 Tensor BatchNorm<D>::forward(const Tensor& x) const {
   if (!running_mean || !running_var)
-    throw Error(ErrorCode::unsupported, "BatchNorm without running statistics (track_running_stats=False) "
-                                        "normalises by batch statistics, which inference does not do");
+    throw Error(ErrorCode::unsupported,
+                "BatchNorm without running statistics (track_running_stats=False) "
+                "normalises by batch statistics, which inference does not do");
   return batch_norm(x, *running_mean, *running_var, opt(gamma), opt(beta), eps);
 }
 
@@ -109,7 +123,8 @@ Tensor LayerNorm::forward(const Tensor& x) const {
   return layer_norm(x, shape, opt(gamma), opt(beta), eps);
 }
 
-GroupNorm::GroupNorm(std::int64_t num_groups_, std::int64_t num_channels, double eps_, bool affine, DType dtype)
+GroupNorm::GroupNorm(std::int64_t num_groups_, std::int64_t num_channels, double eps_, bool affine,
+                     DType dtype)
     : num_groups(num_groups_), eps(eps_) {
   if (affine) {
     gamma = filled(dtype, {num_channels}, 1.0);
@@ -117,7 +132,9 @@ GroupNorm::GroupNorm(std::int64_t num_groups_, std::int64_t num_channels, double
   }
 }
 
-Tensor GroupNorm::forward(const Tensor& x) const { return group_norm(x, num_groups, opt(gamma), opt(beta), eps); }
+Tensor GroupNorm::forward(const Tensor& x) const {
+  return group_norm(x, num_groups, opt(gamma), opt(beta), eps);
+}
 
 RMSNorm::RMSNorm(Dims normalized_shape_, double eps_, bool affine, DType dtype)
     : normalized_shape(std::move(normalized_shape_)), eps(eps_) {
@@ -133,14 +150,20 @@ Tensor RMSNorm::forward(const Tensor& x) const {
 Embedding::Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim, DType dtype)
     : weight(zeros(dtype, {num_embeddings, embedding_dim})) {}
 
-Tensor Embedding::forward(const Tensor& indices) const { return embedding(indices, weight); }
+Tensor Embedding::forward(const Tensor& indices) const {
+  return embedding(indices, weight);
+}
 
-PReLU::PReLU(std::int64_t num_parameters, double init, DType dtype) : alpha(filled(dtype, {num_parameters}, init)) {}
+PReLU::PReLU(std::int64_t num_parameters, double init, DType dtype)
+    : alpha(filled(dtype, {num_parameters}, init)) {}
 
-Tensor PReLU::forward(const Tensor& x) const { return prelu(x, alpha); }
+Tensor PReLU::forward(const Tensor& x) const {
+  return prelu(x, alpha);
+}
 
-MultiheadAttention::MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads_, bool with_bias,
-                                       bool batch_first_, std::int64_t kdim, std::int64_t vdim, DType dtype)
+MultiheadAttention::MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads_,
+                                       bool with_bias, bool batch_first_, std::int64_t kdim,
+                                       std::int64_t vdim, DType dtype)
     : query(embed_dim, embed_dim, with_bias, dtype),
       key(kdim > 0 ? kdim : embed_dim, embed_dim, with_bias, dtype),
       value(vdim > 0 ? vdim : embed_dim, embed_dim, with_bias, dtype),
@@ -148,33 +171,39 @@ MultiheadAttention::MultiheadAttention(std::int64_t embed_dim, std::int64_t num_
       num_heads(num_heads_),
       batch_first(batch_first_) {}
 
-MultiheadAttention::Output MultiheadAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                                       const Tensor& key_padding_mask, const Tensor& attn_mask,
+MultiheadAttention::Output MultiheadAttention::forward(const Tensor& q, const Tensor& k,
+                                                       const Tensor& v,
+                                                       const Tensor& key_padding_mask,
+                                                       const Tensor& attn_mask,
                                                        bool need_weights) const {
   if (bias_k || bias_v)
-    throw Error(ErrorCode::unsupported, "MultiheadAttention with add_bias_kv=True: its forward pass is not implemented");
+    throw Error(ErrorCode::unsupported,
+                "MultiheadAttention with add_bias_kv=True: its forward pass is not implemented");
   MultiheadAttentionOptions o;
   o.num_heads = num_heads;
   o.batch_first = batch_first;
   o.attn_mask = attn_mask;
   o.key_padding_mask = key_padding_mask;
   o.need_weights = need_weights;
-  auto r = multi_head_attention(q, k, v, query.weight, key.weight, value.weight, opt(query.bias), opt(key.bias),
-                                opt(value.bias), output.weight, opt(output.bias), o);
+  auto r = multi_head_attention(q, k, v, query.weight, key.weight, value.weight, opt(query.bias),
+                                opt(key.bias), opt(value.bias), output.weight, opt(output.bias), o);
   return {std::move(r.output), std::move(r.weights)};
 }
 
-GateController::GateController(std::int64_t input_size, std::int64_t hidden_size, bool with_bias, DType dtype)
+GateController::GateController(std::int64_t input_size, std::int64_t hidden_size, bool with_bias,
+                               DType dtype)
     : input_transform(input_size, hidden_size, with_bias, dtype),
       hidden_transform(hidden_size, hidden_size, with_bias, dtype) {}
 
-LSTM::LSTM(std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers, bool with_bias,
-           bool batch_first_, DType dtype)
+LSTM::LSTM(std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers,
+           bool with_bias, bool batch_first_, DType dtype)
     : batch_first(batch_first_) {
   for (std::int64_t l = 0; l < num_layers; ++l) {
     const std::int64_t in = l == 0 ? input_size : hidden_size;
-    layers.push_back({GateController(in, hidden_size, with_bias, dtype), GateController(in, hidden_size, with_bias, dtype),
-                      GateController(in, hidden_size, with_bias, dtype), GateController(in, hidden_size, with_bias, dtype)});
+    layers.push_back({GateController(in, hidden_size, with_bias, dtype),
+                      GateController(in, hidden_size, with_bias, dtype),
+                      GateController(in, hidden_size, with_bias, dtype),
+                      GateController(in, hidden_size, with_bias, dtype)});
   }
 }
 
@@ -182,7 +211,8 @@ LSTM::Output LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& 
   std::vector<LstmLayerWeights> weights;
   for (const auto& layer : layers) {
     LstmLayerWeights w;
-    const GateController* gates[] = {&layer.input_gate, &layer.forget_gate, &layer.cell_gate, &layer.output_gate};
+    const GateController* gates[] = {&layer.input_gate, &layer.forget_gate, &layer.cell_gate,
+                                     &layer.output_gate};
     for (std::size_t g = 0; g < 4; ++g) {
       w.w_ih[g] = gates[g]->input_transform.weight;
       w.w_hh[g] = gates[g]->hidden_transform.weight;
@@ -199,12 +229,13 @@ LSTM::Output LSTM::forward(const Tensor& input, const Tensor& h0, const Tensor& 
   return {std::move(r.output), std::move(r.h_n), std::move(r.c_n)};
 }
 
-GRU::GRU(std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers, bool with_bias, bool batch_first_,
-         DType dtype)
+GRU::GRU(std::int64_t input_size, std::int64_t hidden_size, std::int64_t num_layers, bool with_bias,
+         bool batch_first_, DType dtype)
     : batch_first(batch_first_) {
   for (std::int64_t l = 0; l < num_layers; ++l) {
     const std::int64_t in = l == 0 ? input_size : hidden_size;
-    layers.push_back({GateController(in, hidden_size, with_bias, dtype), GateController(in, hidden_size, with_bias, dtype),
+    layers.push_back({GateController(in, hidden_size, with_bias, dtype),
+                      GateController(in, hidden_size, with_bias, dtype),
                       GateController(in, hidden_size, with_bias, dtype)});
   }
 }

@@ -16,16 +16,18 @@ void check_param(std::string_view op, const Tensor& p, std::string_view name, st
                  const Tensor& x) {
   if (p.defined() && p.numel() != count)
     detail::fail(ErrorCode::shape_mismatch, op,
-                 std::string(name) + " " + detail::str(p.shape()) + " has " + std::to_string(p.numel()) +
-                     " elements; input " + detail::str(x.shape()) + " has " + std::to_string(count) + " channels");
+                 std::string(name) + " " + detail::str(p.shape()) + " has " +
+                     std::to_string(p.numel()) + " elements; input " + detail::str(x.shape()) +
+                     " has " + std::to_string(count) + " channels");
 }
 
 // The number of elements of the trailing `normalized_shape` of x, checked.
-std::int64_t trailing(std::string_view op, const Tensor& x, const Dims& normalized_shape, const Tensor& weight,
-                      const Tensor& bias) {
+std::int64_t trailing(std::string_view op, const Tensor& x, const Dims& normalized_shape,
+                      const Tensor& weight, const Tensor& bias) {
   const std::size_t k = normalized_shape.size();
   bool ok = k >= 1 && static_cast<std::size_t>(x.dim()) >= k;
-  for (std::size_t i = 0; ok && i < k; ++i) ok = x.shape()[x.shape().size() - k + i] == normalized_shape[i];
+  for (std::size_t i = 0; ok && i < k; ++i)
+    ok = x.shape()[x.shape().size() - k + i] == normalized_shape[i];
   if (!ok)
     detail::fail(ErrorCode::shape_mismatch, op,
                  "input " + detail::str(x.shape()) + " does not end in normalized_shape " +
@@ -40,8 +42,8 @@ std::int64_t trailing(std::string_view op, const Tensor& x, const Dims& normaliz
 
 }  // namespace
 
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, double eps) {
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, double eps) {
   constexpr std::string_view op = "batch_norm";
   detail::require_defined(op, x, "input");
   detail::require_defined(op, running_mean, "running_mean");
@@ -63,15 +65,18 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   Tensor out = Tensor::empty(dt, src.shape());
   detail::dispatch(dt, [&]<class T>() {
     const Tensor rm = running_mean.to(dt), rv = running_var.to(dt);
-    const Tensor w = weight.defined() ? weight.to(dt) : Tensor(), b = bias.defined() ? bias.to(dt) : Tensor();
+    const Tensor w = weight.defined() ? weight.to(dt) : Tensor(),
+                 b = bias.defined() ? bias.to(dt) : Tensor();
     // Per channel: y = x * scale + shift, folded in double.
-    std::vector<T> scale(static_cast<std::size_t>(channels)), shift(static_cast<std::size_t>(channels));
+    std::vector<T> scale(static_cast<std::size_t>(channels)),
+        shift(static_cast<std::size_t>(channels));
     for (std::int64_t c = 0; c < channels; ++c) {
       const double inv = 1.0 / std::sqrt(static_cast<double>(cdata<T>(rv)[c]) + eps);
       const double g = w.defined() ? static_cast<double>(cdata<T>(w)[c]) : 1.0;
       const double be = b.defined() ? static_cast<double>(cdata<T>(b)[c]) : 0.0;
       scale[static_cast<std::size_t>(c)] = static_cast<T>(g * inv);
-      shift[static_cast<std::size_t>(c)] = static_cast<T>(be - static_cast<double>(cdata<T>(rm)[c]) * g * inv);
+      shift[static_cast<std::size_t>(c)] =
+          static_cast<T>(be - static_cast<double>(cdata<T>(rm)[c]) * g * inv);
     }
     if (src.numel() == 0) return;
     const T* in = src.data<T>();
@@ -87,8 +92,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   return out;
 }
 
-Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& weight, const Tensor& bias,
-                  double eps) {
+Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
   constexpr std::string_view op = "layer_norm";
   detail::require_defined(op, x, "input");
   const DType dt = detail::compute_dtype(op, {{&x, "input"}, {&weight, "weight"}, {&bias, "bias"}});
@@ -97,7 +102,8 @@ Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& w
   Tensor out = Tensor::empty(dt, src.shape());
   if (src.numel() == 0) return out;
   detail::dispatch(dt, [&]<class T>() {
-    const Tensor w = weight.defined() ? weight.to(dt) : Tensor(), b = bias.defined() ? bias.to(dt) : Tensor();
+    const Tensor w = weight.defined() ? weight.to(dt) : Tensor(),
+                 b = bias.defined() ? bias.to(dt) : Tensor();
     const T* pw = w.defined() ? w.data<T>() : nullptr;
     const T* pb = b.defined() ? b.data<T>() : nullptr;
     const T* in = src.data<T>();
@@ -126,7 +132,8 @@ Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& w
   return out;
 }
 
-Tensor group_norm(const Tensor& x, std::int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor group_norm(const Tensor& x, std::int64_t num_groups, const Tensor& weight,
+                  const Tensor& bias, double eps) {
   constexpr std::string_view op = "group_norm";
   detail::require_defined(op, x, "input");
   const DType dt = detail::compute_dtype(op, {{&x, "input"}, {&weight, "weight"}, {&bias, "bias"}});
@@ -144,7 +151,8 @@ Tensor group_norm(const Tensor& x, std::int64_t num_groups, const Tensor& weight
   Tensor out = Tensor::empty(dt, src.shape());
   if (src.numel() == 0) return out;
   detail::dispatch(dt, [&]<class T>() {
-    const Tensor w = weight.defined() ? weight.to(dt) : Tensor(), b = bias.defined() ? bias.to(dt) : Tensor();
+    const Tensor w = weight.defined() ? weight.to(dt) : Tensor(),
+                 b = bias.defined() ? bias.to(dt) : Tensor();
     const T* pw = w.defined() ? w.data<T>() : nullptr;
     const T* pb = b.defined() ? b.data<T>() : nullptr;
     const T* in = src.data<T>();
@@ -176,7 +184,8 @@ Tensor group_norm(const Tensor& x, std::int64_t num_groups, const Tensor& weight
   return out;
 }
 
-Tensor rms_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& weight, std::optional<double> eps) {
+Tensor rms_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& weight,
+                std::optional<double> eps) {
   constexpr std::string_view op = "rms_norm";
   detail::require_defined(op, x, "input");
   const DType dt = detail::compute_dtype(op, {{&x, "input"}, {&weight, "weight"}});
@@ -194,7 +203,8 @@ Tensor rms_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& wei
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* row = in + r * d;
       double ss = 0;
-      for (std::int64_t j = 0; j < d; ++j) ss += static_cast<double>(row[j]) * static_cast<double>(row[j]);
+      for (std::int64_t j = 0; j < d; ++j)
+        ss += static_cast<double>(row[j]) * static_cast<double>(row[j]);
       const double inv = 1.0 / std::sqrt(ss / static_cast<double>(d) + e);
       for (std::int64_t j = 0; j < d; ++j) {
         double y = static_cast<double>(row[j]) * inv;

@@ -9,7 +9,9 @@
 namespace torchport::nn {
 namespace {
 
-std::string int2_str(Int2 v) { return "(" + std::to_string(v.h) + ", " + std::to_string(v.w) + ")"; }
+std::string int2_str(Int2 v) {
+  return "(" + std::to_string(v.h) + ", " + std::to_string(v.w) + ")";
+}
 
 // The input as [planes, H, W] in the compute dtype, plus how to shape the output.
 struct Input {
@@ -55,23 +57,24 @@ struct Window {
   std::int64_t ho = 0, wo = 0;
 };
 
-Window check_window(std::string_view op, const Input& in, const Tensor& x, Int2 k, const std::optional<Int2>& stride,
-                    Int2 pad, Int2 dil, bool ceil_mode) {
+Window check_window(std::string_view op, const Input& in, const Tensor& x, Int2 k,
+                    const std::optional<Int2>& stride, Int2 pad, Int2 dil, bool ceil_mode) {
   Window w{k, stride.value_or(k), pad, dil};
   if (k.h < 1 || k.w < 1 || w.s.h < 1 || w.s.w < 1 || dil.h < 1 || dil.w < 1)
     detail::fail(ErrorCode::invalid_argument, op,
-                 "kernel " + int2_str(k) + ", stride " + int2_str(w.s) + " and dilation " + int2_str(dil) +
-                     " must be >= 1");
+                 "kernel " + int2_str(k) + ", stride " + int2_str(w.s) + " and dilation " +
+                     int2_str(dil) + " must be >= 1");
   if (pad.h < 0 || pad.w < 0 || pad.h > k.h / 2 || pad.w > k.w / 2)
-    detail::fail(ErrorCode::invalid_argument, op,
-                 "padding " + int2_str(pad) + " must be >= 0 and at most half the kernel " + int2_str(k));
+    detail::fail(
+        ErrorCode::invalid_argument, op,
+        "padding " + int2_str(pad) + " must be >= 0 and at most half the kernel " + int2_str(k));
   w.ho = pooled_size(in.h, k.h, pad.h, w.s.h, dil.h, ceil_mode);
   w.wo = pooled_size(in.w, k.w, pad.w, w.s.w, dil.w, ceil_mode);
   if (w.ho < 1 || w.wo < 1)
     detail::fail(ErrorCode::invalid_argument, op,
-                 "input " + detail::str(x.shape()) + " is too small for kernel " + int2_str(k) + " with padding " +
-                     int2_str(pad) + " and dilation " + int2_str(dil) + " (output " + std::to_string(w.ho) + " x " +
-                     std::to_string(w.wo) + ")");
+                 "input " + detail::str(x.shape()) + " is too small for kernel " + int2_str(k) +
+                     " with padding " + int2_str(pad) + " and dilation " + int2_str(dil) +
+                     " (output " + std::to_string(w.ho) + " x " + std::to_string(w.wo) + ")");
   return w;
 }
 
@@ -80,7 +83,8 @@ Window check_window(std::string_view op, const Input& in, const Tensor& x, Int2 
 Tensor max_pool2d(const Tensor& x, Int2 kernel_size, const MaxPool2dOptions& o) {
   constexpr std::string_view op = "max_pool2d";
   const Input in = prepare(op, x);
-  const Window win = check_window(op, in, x, kernel_size, o.stride, o.padding, o.dilation, o.ceil_mode);
+  const Window win =
+      check_window(op, in, x, kernel_size, o.stride, o.padding, o.dilation, o.ceil_mode);
   Tensor out = Tensor::empty(in.dt, out_shape(x, win.ho, win.wo));
   if (out.numel() == 0) return out;
   detail::dispatch(in.dt, [&]<class T>() {
@@ -126,7 +130,8 @@ Tensor avg_pool2d(const Tensor& x, Int2 kernel_size, const AvgPool2dOptions& o) 
       for (std::int64_t oh = 0; oh < win.ho; ++oh)
         for (std::int64_t ow = 0; ow < win.wo; ++ow) {
           std::int64_t h0 = oh * win.s.h - win.p.h, w0 = ow * win.s.w - win.p.w;
-          std::int64_t h1 = std::min(h0 + win.k.h, in.h + win.p.h), w1 = std::min(w0 + win.k.w, in.w + win.p.w);
+          std::int64_t h1 = std::min(h0 + win.k.h, in.h + win.p.h),
+                       w1 = std::min(w0 + win.k.w, in.w + win.p.w);
           const std::int64_t pool = (h1 - h0) * (w1 - w0);
           h0 = std::max<std::int64_t>(h0, 0), w0 = std::max<std::int64_t>(w0, 0);
           h1 = std::min(h1, in.h), w1 = std::min(w1, in.w);
@@ -136,8 +141,9 @@ Tensor avg_pool2d(const Tensor& x, Int2 kernel_size, const AvgPool2dOptions& o) 
           }
           double s = 0;
           for (std::int64_t ih = h0; ih < h1; ++ih)
-            for (std::int64_t iw = w0; iw < w1; ++iw) s += static_cast<double>(plane[ih * in.w + iw]);
-          const std::int64_t div = o.divisor_override ? *o.divisor_override
+            for (std::int64_t iw = w0; iw < w1; ++iw)
+              s += static_cast<double>(plane[ih * in.w + iw]);
+          const std::int64_t div = o.divisor_override    ? *o.divisor_override
                                    : o.count_include_pad ? pool
                                                          : (h1 - h0) * (w1 - w0);
           *dst++ = static_cast<T>(s / static_cast<double>(div));
@@ -151,9 +157,11 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Int2 output_size) {
   constexpr std::string_view op = "adaptive_avg_pool2d";
   const Input in = prepare(op, x);
   if (output_size.h < 1 || output_size.w < 1)
-    detail::fail(ErrorCode::invalid_argument, op, "output size " + int2_str(output_size) + " must be >= 1");
+    detail::fail(ErrorCode::invalid_argument, op,
+                 "output size " + int2_str(output_size) + " must be >= 1");
   if (in.h == 0 || in.w == 0)
-    detail::fail(ErrorCode::invalid_argument, op, "input " + detail::str(x.shape()) + " has an empty spatial dimension");
+    detail::fail(ErrorCode::invalid_argument, op,
+                 "input " + detail::str(x.shape()) + " has an empty spatial dimension");
   Tensor out = Tensor::empty(in.dt, out_shape(x, output_size.h, output_size.w));
   if (out.numel() == 0) return out;
   detail::dispatch(in.dt, [&]<class T>() {
@@ -168,7 +176,8 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Int2 output_size) {
           const std::int64_t w0 = ow * in.w / ow_n, w1 = ((ow + 1) * in.w + ow_n - 1) / ow_n;
           double s = 0;
           for (std::int64_t ih = h0; ih < h1; ++ih)
-            for (std::int64_t iw = w0; iw < w1; ++iw) s += static_cast<double>(plane[ih * in.w + iw]);
+            for (std::int64_t iw = w0; iw < w1; ++iw)
+              s += static_cast<double>(plane[ih * in.w + iw]);
           *dst++ = static_cast<T>(s / static_cast<double>((h1 - h0) * (w1 - w0)));
         }
       }

@@ -27,8 +27,9 @@ Plan plan_reduce(std::string_view op, const Tensor& x, const Dims& dims, bool ke
   for (std::int64_t d : dims) {
     const std::size_t w = static_cast<std::size_t>(detail::wrap_dim(op, d, nd));
     if (reduced[w])
-      detail::fail(ErrorCode::invalid_argument, op,
-                   "dimension " + std::to_string(d) + " appears more than once in the reduced dimensions");
+      detail::fail(
+          ErrorCode::invalid_argument, op,
+          "dimension " + std::to_string(d) + " appears more than once in the reduced dimensions");
     reduced[w] = true;
   }
   const Tensor src = x.to(dt);
@@ -37,20 +38,27 @@ Plan plan_reduce(std::string_view op, const Tensor& x, const Dims& dims, bool ke
     return p;
   }
   Shape kept_order, red_order;
-  for (std::int64_t i = 0; i < nd; ++i) (reduced[static_cast<std::size_t>(i)] ? red_order : kept_order).push_back(i);
+  for (std::int64_t i = 0; i < nd; ++i)
+    (reduced[static_cast<std::size_t>(i)] ? red_order : kept_order).push_back(i);
   for (std::int64_t i = 0; i < nd; ++i) {
     const std::int64_t s = x.shape()[static_cast<std::size_t>(i)];
-    if (!reduced[static_cast<std::size_t>(i)]) p.out_shape.push_back(s);
-    else if (keepdim) p.out_shape.push_back(1);
+    if (!reduced[static_cast<std::size_t>(i)])
+      p.out_shape.push_back(s);
+    else if (keepdim)
+      p.out_shape.push_back(1);
   }
-  const bool range = red_order.back() - red_order.front() + 1 == static_cast<std::int64_t>(red_order.size());
+  const bool range =
+      red_order.back() - red_order.front() + 1 == static_cast<std::int64_t>(red_order.size());
   if (range) {
     p.src = src;
     for (std::int64_t i = 0; i < nd; ++i) {
       const std::int64_t s = x.shape()[static_cast<std::size_t>(i)];
-      if (i < red_order.front()) p.outer *= s;
-      else if (i > red_order.back()) p.inner *= s;
-      else p.red *= s;
+      if (i < red_order.front())
+        p.outer *= s;
+      else if (i > red_order.back())
+        p.inner *= s;
+      else
+        p.red *= s;
     }
   } else {
     // Move the reduced dimensions last and make that layout dense.
@@ -78,7 +86,8 @@ std::vector<double> sums(const Plan& p) {
       a[0] = s;
     } else {
       for (std::int64_t r = 0; r < p.red; ++r)
-        for (std::int64_t i = 0; i < p.inner; ++i) a[i] += static_cast<double>(row[r * p.inner + i]);
+        for (std::int64_t i = 0; i < p.inner; ++i)
+          a[i] += static_cast<double>(row[r * p.inner + i]);
     }
   }
   return acc;
@@ -95,7 +104,8 @@ Tensor from_acc(DType dt, const Shape& shape, const std::vector<double>& acc, do
 void require_nonempty(std::string_view op, const Tensor& x, std::int64_t red) {
   if (red == 0)
     detail::fail(ErrorCode::invalid_argument, op,
-                 "cannot reduce an empty dimension of " + detail::str(x.shape()) + " (no identity for this op)");
+                 "cannot reduce an empty dimension of " + detail::str(x.shape()) +
+                     " (no identity for this op)");
 }
 
 }  // namespace
@@ -103,14 +113,17 @@ void require_nonempty(std::string_view op, const Tensor& x, std::int64_t red) {
 Tensor sum(const Tensor& x, const Dims& dims, bool keepdim) {
   const DType dt = detail::compute_dtype("sum", {{&x, "input"}});
   const Plan p = plan_reduce("sum", x, dims, keepdim, dt);
-  return detail::dispatch(dt, [&]<class T>() { return from_acc<T>(dt, p.out_shape, sums<T>(p), 1.0); });
+  return detail::dispatch(dt,
+                          [&]<class T>() { return from_acc<T>(dt, p.out_shape, sums<T>(p), 1.0); });
 }
 
 Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
   const DType dt = detail::compute_dtype("mean", {{&x, "input"}});
   const Plan p = plan_reduce("mean", x, dims, keepdim, dt);
-  const double scale = p.red == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / static_cast<double>(p.red);
-  return detail::dispatch(dt, [&]<class T>() { return from_acc<T>(dt, p.out_shape, sums<T>(p), scale); });
+  const double scale =
+      p.red == 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / static_cast<double>(p.red);
+  return detail::dispatch(
+      dt, [&]<class T>() { return from_acc<T>(dt, p.out_shape, sums<T>(p), scale); });
 }
 
 Tensor var(const Tensor& x, const Dims& dims, bool unbiased, bool keepdim) {
@@ -126,7 +139,8 @@ Tensor var(const Tensor& x, const Dims& dims, bool unbiased, bool keepdim) {
       const T* row = xs + o * p.red * p.inner;
       for (std::int64_t r = 0; r < p.red; ++r)
         for (std::int64_t i = 0; i < p.inner; ++i) {
-          const double dlt = static_cast<double>(row[r * p.inner + i]) - mu[static_cast<std::size_t>(o * p.inner + i)];
+          const double dlt = static_cast<double>(row[r * p.inner + i]) -
+                             mu[static_cast<std::size_t>(o * p.inner + i)];
           acc[static_cast<std::size_t>(o * p.inner + i)] += dlt * dlt;
         }
     }
@@ -218,7 +232,8 @@ Tensor softmax_impl(std::string_view op, const Tensor& x, std::int64_t dim) {
       }
       for (std::int64_t r = 1; r < p.red; ++r)
         for (std::int64_t i = 0; i < p.inner; ++i)
-          mx[static_cast<std::size_t>(i)] = std::max(mx[static_cast<std::size_t>(i)], row[r * p.inner + i]);
+          mx[static_cast<std::size_t>(i)] =
+              std::max(mx[static_cast<std::size_t>(i)], row[r * p.inner + i]);
       for (std::int64_t r = 0; r < p.red; ++r)
         for (std::int64_t i = 0; i < p.inner; ++i) {
           T& v = row[r * p.inner + i];
@@ -234,8 +249,10 @@ Tensor softmax_impl(std::string_view op, const Tensor& x, std::int64_t dim) {
       for (std::int64_t r = 0; r < p.red; ++r)
         for (std::int64_t i = 0; i < p.inner; ++i) {
           T& v = row[r * p.inner + i];
-          if constexpr (kLog) v -= static_cast<T>(s[static_cast<std::size_t>(i)]);
-          else v *= static_cast<T>(s[static_cast<std::size_t>(i)]);
+          if constexpr (kLog)
+            v -= static_cast<T>(s[static_cast<std::size_t>(i)]);
+          else
+            v *= static_cast<T>(s[static_cast<std::size_t>(i)]);
         }
     }
     return out;
@@ -244,7 +261,11 @@ Tensor softmax_impl(std::string_view op, const Tensor& x, std::int64_t dim) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, std::int64_t dim) { return softmax_impl<false>("softmax", x, dim); }
-Tensor log_softmax(const Tensor& x, std::int64_t dim) { return softmax_impl<true>("log_softmax", x, dim); }
+Tensor softmax(const Tensor& x, std::int64_t dim) {
+  return softmax_impl<false>("softmax", x, dim);
+}
+Tensor log_softmax(const Tensor& x, std::int64_t dim) {
+  return softmax_impl<true>("log_softmax", x, dim);
+}
 
 }  // namespace torchport::nn

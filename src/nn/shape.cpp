@@ -38,11 +38,13 @@ Tensor concat(const std::vector<Tensor>& tensors, std::int64_t dim) {
     const Tensor& t = tensors[i];
     bool fits = t.dim() == first.dim();
     for (std::int64_t j = 0; fits && j < t.dim(); ++j)
-      fits = j == d || t.shape()[static_cast<std::size_t>(j)] == first.shape()[static_cast<std::size_t>(j)];
+      fits = j == d ||
+             t.shape()[static_cast<std::size_t>(j)] == first.shape()[static_cast<std::size_t>(j)];
     if (!fits)
       detail::fail(ErrorCode::shape_mismatch, op,
-                   "tensor " + std::to_string(i) + " " + detail::str(t.shape()) + " does not match tensor 0 " +
-                       detail::str(first.shape()) + " outside dimension " + std::to_string(d));
+                   "tensor " + std::to_string(i) + " " + detail::str(t.shape()) +
+                       " does not match tensor 0 " + detail::str(first.shape()) +
+                       " outside dimension " + std::to_string(d));
     out_shape[static_cast<std::size_t>(d)] += t.shape()[static_cast<std::size_t>(d)];
   }
   Tensor out = Tensor::empty(dt, out_shape);
@@ -50,14 +52,16 @@ Tensor concat(const std::vector<Tensor>& tensors, std::int64_t dim) {
   const std::size_t elem = dtype_size(dt);
   std::int64_t outer = 1, inner = 1;
   for (std::int64_t j = 0; j < d; ++j) outer *= out_shape[static_cast<std::size_t>(j)];
-  for (std::size_t j = static_cast<std::size_t>(d) + 1; j < out_shape.size(); ++j) inner *= out_shape[j];
+  for (std::size_t j = static_cast<std::size_t>(d) + 1; j < out_shape.size(); ++j)
+    inner *= out_shape[j];
   // Each part contributes one chunk of size[d] * inner elements per outer index.
   std::vector<Tensor> parts;
   std::vector<std::pair<const std::byte*, std::size_t>> chunks;
   parts.reserve(tensors.size());
   for (const Tensor& t : tensors) {
     parts.push_back(t.to(dt));
-    const std::size_t chunk = static_cast<std::size_t>(t.shape()[static_cast<std::size_t>(d)] * inner) * elem;
+    const std::size_t chunk =
+        static_cast<std::size_t>(t.shape()[static_cast<std::size_t>(d)] * inner) * elem;
     if (chunk > 0) chunks.emplace_back(parts.back().bytes().data(), chunk);
   }
   std::byte* dst = out.mutable_bytes().data();
@@ -69,13 +73,15 @@ Tensor concat(const std::vector<Tensor>& tensors, std::int64_t dim) {
   return out;
 }
 
-Tensor slice(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step) {
+Tensor slice(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t end,
+             std::int64_t step) {
   constexpr std::string_view op = "slice";
   detail::require_defined(op, x, "input");
   if (x.dim() == 0) detail::fail(ErrorCode::invalid_argument, op, "cannot slice a 0-d tensor");
   const std::int64_t d = detail::wrap_dim(op, dim, x.dim());
   if (step <= 0)
-    detail::fail(ErrorCode::invalid_argument, op, "step " + std::to_string(step) + " must be positive");
+    detail::fail(ErrorCode::invalid_argument, op,
+                 "step " + std::to_string(step) + " must be positive");
   const std::int64_t n = x.shape()[static_cast<std::size_t>(d)];
   auto clamp = [n](std::int64_t v) {
     if (v < 0) v = v < -n ? 0 : v + n;  // written so that v + n cannot overflow
@@ -86,7 +92,8 @@ Tensor slice(const Tensor& x, std::int64_t dim, std::int64_t start, std::int64_t
   const std::int64_t len = (hi - lo + step - 1) / step;
   Shape sh = x.shape(), st = x.strides();
   sh[static_cast<std::size_t>(d)] = len;
-  const std::int64_t offset = x.storage_offset() + (len > 0 ? lo * st[static_cast<std::size_t>(d)] : 0);
+  const std::int64_t offset =
+      x.storage_offset() + (len > 0 ? lo * st[static_cast<std::size_t>(d)] : 0);
   if (len > 1) st[static_cast<std::size_t>(d)] *= step;  // len > 1 implies step < n: no overflow
   return Tensor(x.dtype(), std::move(sh), std::move(st), offset, x.storage()).clone();
 }
@@ -103,8 +110,8 @@ Tensor flatten(const Tensor& x, std::int64_t start_dim, std::int64_t end_dim) {
   const std::int64_t e = detail::wrap_dim(op, end_dim, x.dim());
   if (s > e)
     detail::fail(ErrorCode::invalid_argument, op,
-                 "start_dim " + std::to_string(start_dim) + " comes after end_dim " + std::to_string(end_dim) +
-                     " for a " + std::to_string(x.dim()) + "-d tensor");
+                 "start_dim " + std::to_string(start_dim) + " comes after end_dim " +
+                     std::to_string(end_dim) + " for a " + std::to_string(x.dim()) + "-d tensor");
   Shape sh;
   std::int64_t merged = 1;
   for (std::int64_t i = 0; i < x.dim(); ++i) {

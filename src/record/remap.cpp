@@ -26,7 +26,8 @@ namespace {
 std::string pcre2_message(int rc) {
   PCRE2_UCHAR buf[256];
   const int n = pcre2_get_error_message(rc, buf, sizeof buf);
-  return n < 0 ? "PCRE2 error " + std::to_string(rc) : std::string(reinterpret_cast<const char*>(buf));
+  return n < 0 ? "PCRE2 error " + std::to_string(rc)
+               : std::string(reinterpret_cast<const char*>(buf));
 }
 
 std::shared_ptr<const detail::CompiledRegex> compile(std::string_view pattern) {
@@ -35,9 +36,9 @@ std::shared_ptr<const detail::CompiledRegex> compile(std::string_view pattern) {
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                    PCRE2_UTF | PCRE2_MATCH_INVALID_UTF, &rc, &offset, nullptr);
   if (code == nullptr)
-    throw Error(ErrorCode::invalid_argument,
-                "invalid regular expression '" + std::string(pattern) + "' at offset " +
-                    std::to_string(offset) + ": " + pcre2_message(rc));
+    throw Error(ErrorCode::invalid_argument, "invalid regular expression '" + std::string(pattern) +
+                                                 "' at offset " + std::to_string(offset) + ": " +
+                                                 pcre2_message(rc));
   // JIT makes matching several times faster; where it is unavailable the
   // interpreter runs instead, so a failure here is not an error.
   pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
@@ -49,8 +50,8 @@ std::shared_ptr<const detail::CompiledRegex> compile(std::string_view pattern) {
 
 [[noreturn]] void bad_reference(const detail::CompiledRegex& re, std::string_view replacement,
                                 const std::string& why) {
-  throw Error(ErrorCode::invalid_argument, "replacement '" + std::string(replacement) + "' for pattern '" +
-                                               re.pattern + "': " + why);
+  throw Error(ErrorCode::invalid_argument, "replacement '" + std::string(replacement) +
+                                               "' for pattern '" + re.pattern + "': " + why);
 }
 
 // Checks every `$` reference of a replacement against the groups of the
@@ -65,15 +66,18 @@ void check_replacement(const detail::CompiledRegex& re, std::string_view r) {
     if (std::isdigit(static_cast<unsigned char>(ref[0]))) {
       for (char c : ref)
         if (!std::isdigit(static_cast<unsigned char>(c)))
-          bad_reference(re, r, "group reference '" + std::string(ref) + "' is not a number or a name");
+          bad_reference(re, r,
+                        "group reference '" + std::string(ref) + "' is not a number or a name");
       const unsigned long n = ref.size() > 6 ? ~0ul : std::stoul(std::string(ref));
       if (n > groups)
-        bad_reference(re, r, "refers to group " + std::string(ref) + " but the pattern has " +
-                                 std::to_string(groups) + " capturing group" + (groups == 1 ? "" : "s"));
+        bad_reference(re, r,
+                      "refers to group " + std::string(ref) + " but the pattern has " +
+                          std::to_string(groups) + " capturing group" + (groups == 1 ? "" : "s"));
       return;
     }
     const std::string name(ref);
-    const int n = pcre2_substring_number_from_name(re.code, reinterpret_cast<PCRE2_SPTR>(name.c_str()));
+    const int n =
+        pcre2_substring_number_from_name(re.code, reinterpret_cast<PCRE2_SPTR>(name.c_str()));
     if (n < 0 && n != PCRE2_ERROR_NOUNIQUESUBSTRING)
       bad_reference(re, r, "refers to group '" + name + "', which the pattern does not name");
   };

@@ -30,7 +30,8 @@ nlohmann::json entry(const nlohmann::json& j, const std::string& name) {
 class CliConvert : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = test::temp_dir(std::string("cli-") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = test::temp_dir(std::string("cli-") +
+                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -66,7 +67,8 @@ TEST_F(CliConvert, SelectFilterRemapAndCast) {
   Value sd = Value::dict();
   const Tensor w = test::patterned(DType::F32, {3, 2}, 1);
   sd.insert(Value::str("model.layers.0.attn.weight"), Value::tensor(w));
-  sd.insert(Value::str("model.layers.0.attn.bias"), Value::tensor(Tensor::from<float>({1, 2, 3}, {3})));
+  sd.insert(Value::str("model.layers.0.attn.bias"),
+            Value::tensor(Tensor::from<float>({1, 2, 3}, {3})));
   sd.insert(Value::str("model.layers.1.mlp.weight"), Value::tensor(w.transpose(0, 1)));
   sd.insert(Value::str("model.rotary.inv_freq"), Value::tensor(Tensor::from<float>({1}, {1})));
   sd.insert(Value::str("model.ids"), Value::tensor(Tensor::from<std::int64_t>({7, 8}, {2})));
@@ -76,11 +78,12 @@ TEST_F(CliConvert, SelectFilterRemapAndCast) {
   save(TensorCatalog::from_value("t", root), dir_ / "ckpt.pt", SaveFormat::pytorch);
 
   std::string out;
-  ASSERT_EQ(tool("convert " + p("ckpt.pt") + " " + p("m.safetensors") +
-                     " --top-level-key state_dict --include '^model\\.(layers|ids)' --exclude 'bias$'"
-                     " --remap '^model\\.' '' --remap 'layers\\.(\\d+)' 'h.$1' --dtype bf16",
-                 &out),
-            0)
+  ASSERT_EQ(
+      tool("convert " + p("ckpt.pt") + " " + p("m.safetensors") +
+               " --top-level-key state_dict --include '^model\\.(layers|ids)' --exclude 'bias$'"
+               " --remap '^model\\.' '' --remap 'layers\\.(\\d+)' 'h.$1' --dtype bf16",
+           &out),
+      0)
       << out;
   const auto got = open(dir_ / "m.safetensors");
   ASSERT_EQ(got.size(), 3u);
@@ -95,18 +98,24 @@ TEST_F(CliConvert, SelectFilterRemapAndCast) {
 TEST_F(CliConvert, ShardedOutAndInAgain) {
   std::vector<NamedTensor> want;
   for (unsigned i = 0; i < 6; ++i)
-    want.push_back({"l" + std::to_string(i), test::patterned(DType::F32, {64}, i)});  // 256 bytes each
+    want.push_back(
+        {"l" + std::to_string(i), test::patterned(DType::F32, {64}, i)});  // 256 bytes each
   write("in.safetensors", want, SaveFormat::safetensors);
   fs::create_directory(dir_ / "shards");
   std::string out;
-  ASSERT_EQ(tool("convert " + p("in.safetensors") + " " + p("shards/pytorch_model.bin") + " --max-shard-size 600B", &out), 0)
+  ASSERT_EQ(tool("convert " + p("in.safetensors") + " " + p("shards/pytorch_model.bin") +
+                     " --max-shard-size 600B",
+                 &out),
+            0)
       << out;
   EXPECT_NE(out.find("3 shards"), std::string::npos) << out;
   EXPECT_TRUE(fs::exists(dir_ / "shards" / "pytorch_model-00003-of-00003.bin"));
   EXPECT_TRUE(fs::exists(dir_ / "shards" / "pytorch_model.bin.index.json"));
   ASSERT_EQ(tool("convert " + p("shards") + " " + p("single.safetensors"), &out), 0) << out;
   ASSERT_EQ(tool("diff " + p("in.safetensors") + " " + p("single.safetensors"), &out), 0) << out;
-  ASSERT_EQ(tool("diff " + p("in.safetensors") + " " + p("shards/pytorch_model.bin.index.json"), &out), 0) << out;
+  ASSERT_EQ(
+      tool("diff " + p("in.safetensors") + " " + p("shards/pytorch_model.bin.index.json"), &out), 0)
+      << out;
 }
 
 TEST_F(CliConvert, DirectoryOutputGetsHuggingFaceNames) {
@@ -130,7 +139,8 @@ TEST_F(CliConvert, RecordOutputsByExtension) {
     ASSERT_EQ(tool("diff " + p("in.pt") + " " + p(name), &out), 0) << out;
   }
   std::string out;
-  EXPECT_EQ(tool("convert " + p("in.pt") + " " + p("r2.tpb") + " --max-shard-size 1MB", &out), 2) << out;
+  EXPECT_EQ(tool("convert " + p("in.pt") + " " + p("r2.tpb") + " --max-shard-size 1MB", &out), 2)
+      << out;
 }
 
 TEST_F(CliConvert, UsageErrorsExitTwo) {
@@ -164,8 +174,9 @@ TEST_F(CliConvert, UsageErrorsExitTwo) {
 TEST_F(CliConvert, BadInputExitsOneAndKeepsTheOldOutput) {
   write("old.safetensors", {{"w", Tensor::scalar(2.5f)}}, SaveFormat::safetensors);
   const auto before = test::read_bytes(dir_ / "old.safetensors");
-  test::write_bytes(dir_ / "bad.safetensors",
-                    test::safetensors_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,9]}})", 9));
+  test::write_bytes(
+      dir_ / "bad.safetensors",
+      test::safetensors_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,9]}})", 9));
   std::string out;
   EXPECT_EQ(tool("convert " + p("bad.safetensors") + " " + p("old.safetensors"), &out), 1) << out;
   EXPECT_NE(out.find("F32[2] needs 8 bytes"), std::string::npos) << out;
@@ -219,7 +230,8 @@ TEST_F(CliConvert, ContentErrorsExitOneWhateverTheirCode) {
 TEST_F(CliConvert, DiffReportsEveryKindOfDifference) {
   const Tensor w = Tensor::from<float>({1, 2, 3, 4}, {2, 2});
   write("a.safetensors",
-        {{"same", w}, {"changed", w}, {"reshaped", w}, {"retyped", w}, {"only_a", w}}, SaveFormat::safetensors);
+        {{"same", w}, {"changed", w}, {"reshaped", w}, {"retyped", w}, {"only_a", w}},
+        SaveFormat::safetensors);
   write("b.pt",
         {{"same", w},
          {"changed", Tensor::from<float>({1, 2, 3, 4.5f}, {2, 2})},
@@ -231,7 +243,9 @@ TEST_F(CliConvert, DiffReportsEveryKindOfDifference) {
   EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("b.pt"), &out), 1);
   EXPECT_NE(out.find("only in A: only_a"), std::string::npos) << out;
   EXPECT_NE(out.find("only in B: only_b"), std::string::npos) << out;
-  EXPECT_NE(out.find("changed: 1 of 4 elements differ, max abs 0.5, max rel 0.111"), std::string::npos) << out;
+  EXPECT_NE(out.find("changed: 1 of 4 elements differ, max abs 0.5, max rel 0.111"),
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find("reshaped: F32[2, 2] vs F32[4]: not comparable"), std::string::npos) << out;
   EXPECT_NE(out.find("retyped: dtype F32 vs F64"), std::string::npos) << out;
   EXPECT_NE(out.find("different: 1 of 4 common tensors identical"), std::string::npos) << out;
@@ -255,18 +269,25 @@ TEST_F(CliConvert, DiffReportsEveryKindOfDifference) {
 TEST_F(CliConvert, DiffTolerancesAndDtypes) {
   const Tensor a = Tensor::from<float>({1.0f, 100.0f, -3.0f}, {3});
   write("a.safetensors", {{"x", a}}, SaveFormat::safetensors);
-  write("b.safetensors", {{"x", Tensor::from<float>({1.001f, 100.05f, -3.0f}, {3})}}, SaveFormat::safetensors);
+  write("b.safetensors", {{"x", Tensor::from<float>({1.001f, 100.05f, -3.0f}, {3})}},
+        SaveFormat::safetensors);
   write("bf.safetensors", {{"x", a.to(DType::BF16)}}, SaveFormat::safetensors);
   std::string out;
   EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("b.safetensors"), &out), 1) << out;
-  EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("b.safetensors") + " --atol 0.01", &out), 1) << out;  // 0.05 off
-  EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("b.safetensors") + " --atol 0.01 --rtol 0.001", &out), 0)
+  EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("b.safetensors") + " --atol 0.01", &out), 1)
+      << out;  // 0.05 off
+  EXPECT_EQ(
+      tool("diff " + p("a.safetensors") + " " + p("b.safetensors") + " --atol 0.01 --rtol 0.001",
+           &out),
+      0)
       << out;
   EXPECT_NE(out.find("within tolerance"), std::string::npos) << out;
   // The same values in another dtype: a difference when exact, equal within a tolerance.
   EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("bf.safetensors"), &out), 1) << out;
   EXPECT_NE(out.find("dtype F32 vs BF16; values equal"), std::string::npos) << out;
-  EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("bf.safetensors") + " --atol 1e-9", &out), 0) << out;
+  EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("bf.safetensors") + " --atol 1e-9", &out),
+            0)
+      << out;
 }
 
 TEST_F(CliConvert, DiffNaNsZerosAndInfinities) {
@@ -275,23 +296,32 @@ TEST_F(CliConvert, DiffNaNsZerosAndInfinities) {
   float other_nan;
   const std::uint32_t bits = 0x7fc00001u;  // a NaN with another payload
   std::memcpy(&other_nan, &bits, 4);
-  write("a.safetensors", {{"nan", Tensor::from<float>({nan}, {1})}, {"zero", Tensor::from<float>({0.0f}, {1})},
-                          {"inf", Tensor::from<float>({inf, -inf}, {2})}},
+  write("a.safetensors",
+        {{"nan", Tensor::from<float>({nan}, {1})},
+         {"zero", Tensor::from<float>({0.0f}, {1})},
+         {"inf", Tensor::from<float>({inf, -inf}, {2})}},
         SaveFormat::safetensors);
-  write("same.safetensors", {{"nan", Tensor::from<float>({nan}, {1})}, {"zero", Tensor::from<float>({0.0f}, {1})},
-                             {"inf", Tensor::from<float>({inf, -inf}, {2})}},
+  write("same.safetensors",
+        {{"nan", Tensor::from<float>({nan}, {1})},
+         {"zero", Tensor::from<float>({0.0f}, {1})},
+         {"inf", Tensor::from<float>({inf, -inf}, {2})}},
         SaveFormat::safetensors);
-  write("b.safetensors", {{"nan", Tensor::from<float>({other_nan}, {1})}, {"zero", Tensor::from<float>({-0.0f}, {1})},
-                          {"inf", Tensor::from<float>({inf, -inf}, {2})}},
+  write("b.safetensors",
+        {{"nan", Tensor::from<float>({other_nan}, {1})},
+         {"zero", Tensor::from<float>({-0.0f}, {1})},
+         {"inf", Tensor::from<float>({inf, -inf}, {2})}},
         SaveFormat::safetensors);
   std::string out;
   EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("same.safetensors"), &out), 0) << out;
   EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("b.safetensors"), &out), 1) << out;
   EXPECT_NE(out.find("nan: 1 of 1 elements differ"), std::string::npos) << out;
-  EXPECT_NE(out.find("zero: 1 of 1 elements differ"), std::string::npos) << out;  // -0 is not +0 bitwise
+  EXPECT_NE(out.find("zero: 1 of 1 elements differ"), std::string::npos)
+      << out;  // -0 is not +0 bitwise
   EXPECT_EQ(out.find("inf:"), std::string::npos) << out;
   // With a tolerance -0 == +0, but a NaN still only equals the same NaN.
-  EXPECT_EQ(tool("diff --json " + p("a.safetensors") + " " + p("b.safetensors") + " --rtol 0.5", &out), 1) << out;
+  EXPECT_EQ(
+      tool("diff --json " + p("a.safetensors") + " " + p("b.safetensors") + " --rtol 0.5", &out), 1)
+      << out;
   const auto j = nlohmann::json::parse(out);
   EXPECT_FALSE(entry(j, "nan")["equal"].get<bool>());
   EXPECT_TRUE(entry(j, "zero")["equal"].get<bool>());

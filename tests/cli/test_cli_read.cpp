@@ -10,7 +10,9 @@ using torchport::test::run_command;
 
 namespace {
 
-std::string tool() { return TORCHPORT_TOOL; }
+std::string tool() {
+  return TORCHPORT_TOOL;
+}
 
 TEST(Cli, InspectListsTensorsAndValues) {
   std::string out;
@@ -39,7 +41,8 @@ TEST(Cli, InspectJsonHasTheDocumentedShape) {
 
 TEST(Cli, InspectTreeCountsEachSubtree) {
   std::string out;
-  ASSERT_EQ(run_command(tool() + " inspect --tree " + fixture("checkpoint.pt").string(), &out), 0) << out;
+  ASSERT_EQ(run_command(tool() + " inspect --tree " + fixture("checkpoint.pt").string(), &out), 0)
+      << out;
   // 183 elements in all: 152 in the model (138 in its two blocks), 31 in the optimiser's state.
   EXPECT_NE(out.find("(all)"), std::string::npos) << out;
   const auto line_of = [&](const std::string& label) {
@@ -56,11 +59,15 @@ TEST(Cli, InspectTreeCountsEachSubtree) {
 
   // A checkpoint without tensors: only the total.
   std::string none;
-  ASSERT_EQ(run_command(tool() + " inspect --tree " + fixture("plain_protocol2.pkl").string(), &none), 0) << none;
+  ASSERT_EQ(
+      run_command(tool() + " inspect --tree " + fixture("plain_protocol2.pkl").string(), &none), 0)
+      << none;
   EXPECT_NE(none.find("(all)"), std::string::npos) << none;
 
   std::string shallow;
-  ASSERT_EQ(run_command(tool() + " inspect --tree --depth 1 " + fixture("checkpoint.pt").string(), &shallow), 0);
+  ASSERT_EQ(run_command(tool() + " inspect --tree --depth 1 " + fixture("checkpoint.pt").string(),
+                        &shallow),
+            0);
   EXPECT_NE(shallow.find("optimizer_state_dict"), std::string::npos) << shallow;
   EXPECT_EQ(shallow.find("blocks"), std::string::npos) << shallow;
 }
@@ -71,8 +78,8 @@ TEST(Cli, InspectJsonOfAllDtypesSpellsThemLikeSafetensors) {
   const auto j = nlohmann::json::parse(out);
   std::vector<std::string> dtypes;
   for (const auto& t : j["tensors"]) dtypes.push_back(t["dtype"]);
-  EXPECT_EQ(dtypes, (std::vector<std::string>{"F16", "BF16", "F32", "F64", "U8", "I8", "I16", "I32", "I64",
-                                              "BOOL", "C64", "C128"}));
+  EXPECT_EQ(dtypes, (std::vector<std::string>{"F16", "BF16", "F32", "F64", "U8", "I8", "I16", "I32",
+                                              "I64", "BOOL", "C64", "C128"}));
 }
 
 TEST(Cli, LoadReportsSpeed) {
@@ -95,7 +102,8 @@ TEST(Cli, BadInputExitsOneWithOneLine) {
 TEST(Cli, UsageErrorsExitTwo) {
   std::string out;
   EXPECT_EQ(run_command(tool() + " inspect /no/such/file.pt", &out), 2) << out;
-  EXPECT_EQ(run_command(tool() + " inspect --frobnicate " + fixture("views.pt").string(), &out), 2) << out;
+  EXPECT_EQ(run_command(tool() + " inspect --frobnicate " + fixture("views.pt").string(), &out), 2)
+      << out;
   EXPECT_EQ(run_command(tool(), &out), 2) << out;
   EXPECT_EQ(run_command(tool() + " --version", &out), 0);
   EXPECT_NE(out.find("torchport "), std::string::npos);

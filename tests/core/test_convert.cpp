@@ -27,8 +27,12 @@ void same_bits_16(const Tensor& got, const Tensor& want, bool (*is_nan)(std::uin
       ADD_FAILURE() << "element " << i << ": got 0x" << std::hex << g[i] << " want 0x" << w[i];
 }
 
-bool half_nan(std::uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu); }
-bool bf16_nan(std::uint16_t h) { return (h & 0x7f80u) == 0x7f80u && (h & 0x7fu); }
+bool half_nan(std::uint16_t h) {
+  return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu);
+}
+bool bf16_nan(std::uint16_t h) {
+  return (h & 0x7f80u) == 0x7f80u && (h & 0x7fu);
+}
 
 class Conversions : public ::testing::Test {
  protected:
@@ -39,13 +43,20 @@ class Conversions : public ::testing::Test {
 };
 TensorCatalog* Conversions::cat_ = nullptr;
 
-TEST_F(Conversions, F32ToF16MatchesTorch) { same_bits_16(t("f32").to(DType::F16), t("f32_to_f16"), half_nan); }
-TEST_F(Conversions, F32ToBF16MatchesTorch) { same_bits_16(t("f32").to(DType::BF16), t("f32_to_bf16"), bf16_nan); }
-TEST_F(Conversions, F64ToF16RoundsOnce) { same_bits_16(t("f64").to(DType::F16), t("f64_to_f16"), half_nan); }
+TEST_F(Conversions, F32ToF16MatchesTorch) {
+  same_bits_16(t("f32").to(DType::F16), t("f32_to_f16"), half_nan);
+}
+TEST_F(Conversions, F32ToBF16MatchesTorch) {
+  same_bits_16(t("f32").to(DType::BF16), t("f32_to_bf16"), bf16_nan);
+}
+TEST_F(Conversions, F64ToF16RoundsOnce) {
+  same_bits_16(t("f64").to(DType::F16), t("f64_to_f16"), half_nan);
+}
 
 TEST_F(Conversions, EveryHalfWidensExactly) {
   const Tensor bits = t("f16_bits");
-  const Tensor as_half(DType::F16, bits.shape(), bits.strides(), bits.storage_offset(), bits.storage());
+  const Tensor as_half(DType::F16, bits.shape(), bits.strides(), bits.storage_offset(),
+                       bits.storage());
   const Tensor widened = as_half.to(DType::F32);
   const auto got = widened.span<float>();
   const auto want = t("f16_bits_to_f32").span<float>();
@@ -75,7 +86,8 @@ TEST(Convert, IntegersAreRangeChecked) {
   const Tensor big = Tensor::from<std::uint64_t>({~0ull}, {1}).to(DType::F64);
   EXPECT_EQ(big.span<double>()[0], 18446744073709551616.0);
   EXPECT_THROW(Tensor::from<std::uint64_t>({~0ull}, {1}).to(DType::I64), Error);
-  const Tensor min = Tensor::from<std::int64_t>({std::numeric_limits<std::int64_t>::min()}, {1}).to(DType::I64);
+  const Tensor min =
+      Tensor::from<std::int64_t>({std::numeric_limits<std::int64_t>::min()}, {1}).to(DType::I64);
   EXPECT_EQ(min.span<std::int64_t>()[0], std::numeric_limits<std::int64_t>::min());
   EXPECT_THROW(Tensor::from<std::int64_t>({2}, {1}).to(DType::BOOL), Error);
 }
@@ -99,12 +111,14 @@ TEST(Convert, Float8Decodes) {
   const std::uint8_t a[] = {0x00, 0x38, 0x40, 0x7e, 0xb8, 0x7f};
   const std::uint8_t b[] = {0x00, 0x3c, 0x40, 0x7b, 0xbc, 0x7c};
   float out[6];
-  convert_elements(reinterpret_cast<const std::byte*>(a), DType::F8_E4M3, reinterpret_cast<std::byte*>(out), DType::F32, 6);
+  convert_elements(reinterpret_cast<const std::byte*>(a), DType::F8_E4M3,
+                   reinterpret_cast<std::byte*>(out), DType::F32, 6);
   EXPECT_EQ(out[1], 1.0f);
   EXPECT_EQ(out[3], 448.0f);
   EXPECT_EQ(out[4], -1.0f);
   EXPECT_TRUE(std::isnan(out[5]));
-  convert_elements(reinterpret_cast<const std::byte*>(b), DType::F8_E5M2, reinterpret_cast<std::byte*>(out), DType::F32, 6);
+  convert_elements(reinterpret_cast<const std::byte*>(b), DType::F8_E5M2,
+                   reinterpret_cast<std::byte*>(out), DType::F32, 6);
   EXPECT_EQ(out[2], 2.0f);
   EXPECT_EQ(out[3], 57344.0f);
   EXPECT_TRUE(std::isinf(out[5]));

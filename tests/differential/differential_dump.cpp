@@ -55,9 +55,11 @@ json read_open(const std::string& path) {
       j["shape"] = t.shape();
       if (t.is_sparse()) {
         // Compared by layout and dense values, as torch's side does.
-        j["layout"] = "torch." + std::string(torchport::SparseParts::layout_name(t.sparse()->layout));
+        j["layout"] =
+            "torch." + std::string(torchport::SparseParts::layout_name(t.sparse()->layout));
         try {
-          j["sha256"] = t.nbytes() <= kMaxHashBytes ? torchport::test::tensor_sha256(t.to_dense()) : "";
+          j["sha256"] =
+              t.nbytes() <= kMaxHashBytes ? torchport::test::tensor_sha256(t.to_dense()) : "";
         } catch (const torchport::Error& e) {
           return error_json(std::string(torchport::error_code_name(e.code())), e.what());
         }

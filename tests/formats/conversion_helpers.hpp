@@ -41,8 +41,8 @@ inline std::vector<NamedTensor> every_dtype(bool safetensors_only) {
   std::vector<NamedTensor> out;
   for (int i = 0; i < kDTypeCount; ++i) {
     const auto d = static_cast<DType>(i);
-    if (safetensors_only && (d == DType::C32 || d == DType::C128 || d == DType::F8_E4M3FNUZ ||
-                             d == DType::F8_E5M2FNUZ))
+    if (safetensors_only &&
+        (d == DType::C32 || d == DType::C128 || d == DType::F8_E4M3FNUZ || d == DType::F8_E5M2FNUZ))
       continue;
     out.push_back({std::string(dtype_name(d)), patterned(d, {2, 3}, static_cast<unsigned>(i))});
   }
@@ -55,13 +55,13 @@ inline std::vector<NamedTensor> views_and_ties() {
   const Tensor halfs = patterned(DType::F16, {10}, 7);
   return {
       {"fc.weight", base},
-      {"fc.weight_t", base.transpose(0, 1)},          // non-contiguous view
-      {"fc.rows", base.narrow(0, 1, 2)},              // offset view, contiguous
-      {"fc.cols", base.narrow(1, 2, 3)},              // offset, strided
-      {"tied.weight", base},                          // tied: the same storage and view
-      {"half.tail", halfs.narrow(0, 3, 7)},           // offset into a 2-byte storage
-      {"scalar", Tensor::scalar(3.25f)},              // 0-d
-      {"empty", Tensor::zeros(DType::I64, {0, 5})},   // no elements
+      {"fc.weight_t", base.transpose(0, 1)},         // non-contiguous view
+      {"fc.rows", base.narrow(0, 1, 2)},             // offset view, contiguous
+      {"fc.cols", base.narrow(1, 2, 3)},             // offset, strided
+      {"tied.weight", base},                         // tied: the same storage and view
+      {"half.tail", halfs.narrow(0, 3, 7)},          // offset into a 2-byte storage
+      {"scalar", Tensor::scalar(3.25f)},             // 0-d
+      {"empty", Tensor::zeros(DType::I64, {0, 5})},  // no elements
       {"empty_1d", Tensor::zeros(DType::BF16, {0})},
   };
 }
@@ -92,7 +92,9 @@ inline Error expect_error(const std::function<void()>& f, ErrorCode code,
     f();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), code) << e.what();
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << "'" << p << "' not in: " << e.what();
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "'" << p << "' not in: " << e.what();
     return e;
   }
   ADD_FAILURE() << "no Error thrown";
@@ -106,14 +108,16 @@ inline std::vector<std::byte> safetensors_bytes(const std::string& header, std::
   std::vector<std::byte> out(8 + header.size() + data_bytes);
   std::memcpy(out.data(), &n, 8);
   std::memcpy(out.data() + 8, header.data(), header.size());
-  for (std::size_t i = 0; i < data_bytes; ++i) out[8 + header.size() + i] = static_cast<std::byte>(i * 7 + 1);
+  for (std::size_t i = 0; i < data_bytes; ++i)
+    out[8 + header.size() + i] = static_cast<std::byte>(i * 7 + 1);
   return out;
 }
 
 /// Files in `dir` (names only), to check that no temporary was left behind.
 inline std::vector<std::string> files_in(const std::filesystem::path& dir) {
   std::vector<std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    out.push_back(e.path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
 }

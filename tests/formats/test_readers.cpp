@@ -19,9 +19,11 @@ namespace {
 
 // The fixture file next to `<name>.expected.json`.
 fs::path data_file(const fs::path& expected) {
-  const std::string stem = expected.filename().string().substr(0, expected.filename().string().size() - 14);
+  const std::string stem =
+      expected.filename().string().substr(0, expected.filename().string().size() - 14);
   for (const char* ext : {".pt", ".pkl"})
-    if (fs::exists(expected.parent_path() / (stem + ext))) return expected.parent_path() / (stem + ext);
+    if (fs::exists(expected.parent_path() / (stem + ext)))
+      return expected.parent_path() / (stem + ext);
   return {};
 }
 
@@ -39,7 +41,8 @@ const Value* at_path(const Value& root, const std::string& dotted) {
   std::size_t start = 0;
   while (v && start <= dotted.size()) {
     const auto dot = dotted.find('.', start);
-    const std::string seg = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const std::string seg =
+        dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (v->is(Value::Kind::Dict)) {
       const Value* next = v->find(seg);
       if (!next)
@@ -60,12 +63,18 @@ const Value* at_path(const Value& root, const std::string& dotted) {
 
 void check_value(const Value& v, const nlohmann::json& want, const std::string& key) {
   SCOPED_TRACE(key);
-  if (want.is_null()) EXPECT_TRUE(v.is_none());
-  else if (want.is_boolean()) EXPECT_EQ(v.as_bool(), want.get<bool>());
-  else if (want.is_number_integer()) EXPECT_EQ(v.as_int(), want.get<std::int64_t>());
-  else if (want.is_number_float()) EXPECT_DOUBLE_EQ(v.as_float(), want.get<double>());
-  else if (want.is_string()) EXPECT_EQ(v.as_str(), want.get<std::string>());
-  else FAIL() << "unexpected expectation " << want;
+  if (want.is_null())
+    EXPECT_TRUE(v.is_none());
+  else if (want.is_boolean())
+    EXPECT_EQ(v.as_bool(), want.get<bool>());
+  else if (want.is_number_integer())
+    EXPECT_EQ(v.as_int(), want.get<std::int64_t>());
+  else if (want.is_number_float())
+    EXPECT_DOUBLE_EQ(v.as_float(), want.get<double>());
+  else if (want.is_string())
+    EXPECT_EQ(v.as_str(), want.get<std::string>());
+  else
+    FAIL() << "unexpected expectation " << want;
 }
 
 class Fixture : public ::testing::TestWithParam<fs::path> {};
@@ -89,14 +98,13 @@ TEST_P(Fixture, MatchesTorch) {
   test::expect_tensors(materialize(cat, Residence::mapped), want);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, Fixture, ::testing::ValuesIn(expectation_files()),
-                         [](const auto& p) {
-                           std::string n = p.param.filename().string();
-                           n = n.substr(0, n.size() - 14);
-                           for (char& c : n)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(All, Fixture, ::testing::ValuesIn(expectation_files()), [](const auto& p) {
+  std::string n = p.param.filename().string();
+  n = n.substr(0, n.size() - 14);
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+});
 
 struct BadCase {
   std::string file, code, message;

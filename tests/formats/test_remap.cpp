@@ -22,7 +22,9 @@ TEST(KeyRemap, EmptyRemapIsTheIdentity) {
 
 TEST(KeyRemap, RulesApplyInOrderToThePreviousResult) {
   KeyRemap r;
-  r.add(R"(^model\.)", "").add(R"((^|\.)layers\.(\d+)\.)", "$1blocks.$2.").add(R"(^blocks\.)", "body.blocks.");
+  r.add(R"(^model\.)", "")
+      .add(R"((^|\.)layers\.(\d+)\.)", "$1blocks.$2.")
+      .add(R"(^blocks\.)", "body.blocks.");
   EXPECT_EQ(r.size(), 3u);
   // Rule 2 only matches because rule 1 removed the prefix first, and rule 3
   // only because rule 2 produced "blocks.".
@@ -68,12 +70,14 @@ TEST(KeyRemap, InvalidPatternNamesPatternOffsetAndMessage) {
   expect_error([&] { r.add("layers.(\\d+", "x"); }, ErrorCode::invalid_argument,
                {"'layers.(\\d+'", "at offset 11", "missing closing parenthesis"});
   EXPECT_TRUE(r.empty());  // a failed add adds nothing
-  expect_error([&] { r.add("a{2,1}", "x"); }, ErrorCode::invalid_argument, {"'a{2,1}'", "out of order"});
+  expect_error([&] { r.add("a{2,1}", "x"); }, ErrorCode::invalid_argument,
+               {"'a{2,1}'", "out of order"});
 }
 
 TEST(KeyRemap, ReplacementReferencesAreCheckedWhenAdded) {
   KeyRemap r;
-  expect_error([&] { r.add("(a)", "$2"); }, ErrorCode::invalid_argument, {"group 2", "1 capturing group"});
+  expect_error([&] { r.add("(a)", "$2"); }, ErrorCode::invalid_argument,
+               {"group 2", "1 capturing group"});
   expect_error([&] { r.add("(a)", "${nope}"); }, ErrorCode::invalid_argument, {"'nope'"});
   expect_error([&] { r.add("(a)", "$nope"); }, ErrorCode::invalid_argument, {"'nope'"});
   expect_error([&] { r.add("a", "cost: $"); }, ErrorCode::invalid_argument, {"lone '$'"});
@@ -134,7 +138,8 @@ TEST(KeyFilter, IncludesExcludesAndNone) {
 
 TEST(KeyFilter, InvalidPattern) {
   KeyFilter f;
-  expect_error([&] { f.include("[unclosed"); }, ErrorCode::invalid_argument, {"'[unclosed'", "offset 9"});
+  expect_error([&] { f.include("[unclosed"); }, ErrorCode::invalid_argument,
+               {"'[unclosed'", "offset 9"});
   expect_error([&] { f.exclude("*x"); }, ErrorCode::invalid_argument, {"'*x'", "offset 0"});
   EXPECT_TRUE(f.empty());
 }

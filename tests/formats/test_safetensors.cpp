@@ -22,8 +22,8 @@ TensorCatalog read(const std::string& header, std::size_t data, OpenOptions opti
   return read(safetensors_bytes(header, data), options);
 }
 
-Error bad(const std::string& header, std::size_t data, ErrorCode code, std::initializer_list<std::string> parts,
-          OpenOptions options = {}) {
+Error bad(const std::string& header, std::size_t data, ErrorCode code,
+          std::initializer_list<std::string> parts, OpenOptions options = {}) {
   if (options.format.empty()) options.format = "safetensors";
   return expect_error([&] { read(header, data, options); }, code, parts);
 }
@@ -76,8 +76,9 @@ TEST(Safetensors, EveryDtypeName) {
   for (int i = 0; i < kDTypeCount; ++i) {
     const auto d = static_cast<DType>(i);
     const std::uint64_t n = 3 * dtype_size(d);
-    h += std::string(i ? "," : "") + "\"t" + std::to_string(i) + "\":{\"dtype\":\"" + std::string(dtype_name(d)) +
-         "\",\"shape\":[3],\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + n) + "]}";
+    h += std::string(i ? "," : "") + "\"t" + std::to_string(i) + "\":{\"dtype\":\"" +
+         std::string(dtype_name(d)) + "\",\"shape\":[3],\"data_offsets\":[" + std::to_string(off) +
+         "," + std::to_string(off + n) + "]}";
     off += n;
     want.push_back(d);
   }
@@ -100,7 +101,9 @@ TEST(Safetensors, EmptyHeaderZeroSizedAndZeroDimTensors) {
 
 TEST(Safetensors, OpenSniffsAFile) {
   const auto dir = test::temp_dir("st-sniff");
-  test::write_bytes(dir / "m.bin", safetensors_bytes(R"({"x":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})", 2));
+  test::write_bytes(
+      dir / "m.bin",
+      safetensors_bytes(R"({"x":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})", 2));
   EXPECT_EQ(open(dir / "m.bin").format(), "safetensors");
   std::filesystem::remove_all(dir);
 }
@@ -135,7 +138,8 @@ TEST(SafetensorsBad, HeaderNotAnObject) {
 }
 
 TEST(SafetensorsBad, InvalidJson) {
-  const auto e = bad(R"({"x": {"dtype": "F32",, }})", 0, ErrorCode::corrupt, {"not valid JSON", "syntax error"});
+  const auto e = bad(R"({"x": {"dtype": "F32",, }})", 0, ErrorCode::corrupt,
+                     {"not valid JSON", "syntax error"});
   ASSERT_TRUE(e.offset().has_value());
   EXPECT_EQ(*e.offset(), 8u + 22u);  // the second comma
 }
@@ -149,8 +153,8 @@ TEST(SafetensorsBad, DuplicateTensorName) {
 }
 
 TEST(SafetensorsBad, DuplicateFieldInAnEntry) {
-  bad(R"({"w":{"dtype":"U8","dtype":"F32","shape":[1],"data_offsets":[0,1]}})", 1, ErrorCode::corrupt,
-      {"'dtype' twice"});
+  bad(R"({"w":{"dtype":"U8","dtype":"F32","shape":[1],"data_offsets":[0,1]}})", 1,
+      ErrorCode::corrupt, {"'dtype' twice"});
 }
 
 TEST(SafetensorsBad, MetadataNotStrings) {
@@ -171,10 +175,14 @@ TEST(SafetensorsBad, MissingFields) {
 }
 
 TEST(SafetensorsBad, Dtypes) {
-  bad(R"({"w":{"dtype":"F33","shape":[1],"data_offsets":[0,4]}})", 4, ErrorCode::corrupt, {"unknown dtype 'F33'"});
-  bad(R"({"w":{"dtype":"f32","shape":[1],"data_offsets":[0,4]}})", 4, ErrorCode::corrupt, {"unknown dtype 'f32'"});
-  bad(R"({"w":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}})", 1, ErrorCode::unsupported, {"F4"});
-  bad(R"({"w":{"dtype":3,"shape":[1],"data_offsets":[0,4]}})", 4, ErrorCode::corrupt, {"not a string"});
+  bad(R"({"w":{"dtype":"F33","shape":[1],"data_offsets":[0,4]}})", 4, ErrorCode::corrupt,
+      {"unknown dtype 'F33'"});
+  bad(R"({"w":{"dtype":"f32","shape":[1],"data_offsets":[0,4]}})", 4, ErrorCode::corrupt,
+      {"unknown dtype 'f32'"});
+  bad(R"({"w":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}})", 1, ErrorCode::unsupported,
+      {"F4"});
+  bad(R"({"w":{"dtype":3,"shape":[1],"data_offsets":[0,4]}})", 4, ErrorCode::corrupt,
+      {"not a string"});
 }
 
 TEST(SafetensorsBad, Shapes) {
@@ -182,39 +190,47 @@ TEST(SafetensorsBad, Shapes) {
       {"shape entry -1", "non-negative integer"});
   bad(R"({"w":{"dtype":"U8","shape":[1.0],"data_offsets":[0,1]}})", 1, ErrorCode::corrupt,
       {"shape entry 1.0", "non-negative integer"});
-  bad(R"({"w":{"dtype":"U8","shape":["2"],"data_offsets":[0,2]}})", 2, ErrorCode::corrupt, {"non-negative integer"});
-  bad(R"({"w":{"dtype":"U8","shape":3,"data_offsets":[0,3]}})", 3, ErrorCode::corrupt, {"not an array"});
-  bad(R"({"w":{"dtype":"U8","shape":[[1]],"data_offsets":[0,1]}})", 1, ErrorCode::corrupt, {"nests deeper"});
-  bad(R"({"w":{"dtype":"U8","shape":[18446744073709551615],"data_offsets":[0,1]}})", 1, ErrorCode::corrupt,
-      {"does not fit 63 bits"});
+  bad(R"({"w":{"dtype":"U8","shape":["2"],"data_offsets":[0,2]}})", 2, ErrorCode::corrupt,
+      {"non-negative integer"});
+  bad(R"({"w":{"dtype":"U8","shape":3,"data_offsets":[0,3]}})", 3, ErrorCode::corrupt,
+      {"not an array"});
+  bad(R"({"w":{"dtype":"U8","shape":[[1]],"data_offsets":[0,1]}})", 1, ErrorCode::corrupt,
+      {"nests deeper"});
+  bad(R"({"w":{"dtype":"U8","shape":[18446744073709551615],"data_offsets":[0,1]}})", 1,
+      ErrorCode::corrupt, {"does not fit 63 bits"});
 }
 
 TEST(SafetensorsBad, SizeOverflow) {
-  bad(R"({"w":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8, ErrorCode::corrupt,
-      {"more bytes than fit in 64 bits"});
+  bad(R"({"w":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8,
+      ErrorCode::corrupt, {"more bytes than fit in 64 bits"});
 }
 
 TEST(SafetensorsBad, SizeDisagreesWithShape) {
-  const auto e = bad(R"({"w":{"dtype":"F32","shape":[3,4],"data_offsets":[0,40]}})", 40, ErrorCode::corrupt,
-                     {"F32[3, 4] needs 48 bytes", "[0, 40] hold 40"});
+  const auto e = bad(R"({"w":{"dtype":"F32","shape":[3,4],"data_offsets":[0,40]}})", 40,
+                     ErrorCode::corrupt, {"F32[3, 4] needs 48 bytes", "[0, 40] hold 40"});
   EXPECT_EQ(e.key(), "w");
 }
 
 TEST(SafetensorsBad, Offsets) {
-  bad(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0]}})", 1, ErrorCode::corrupt, {"not [begin, end]"});
-  bad(R"({"w":{"dtype":"U8","shape":[0],"data_offsets":[3,2]}})", 3, ErrorCode::corrupt, {"end before they begin"});
-  bad(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[-1,0]}})", 1, ErrorCode::corrupt, {"non-negative integer"});
+  bad(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0]}})", 1, ErrorCode::corrupt,
+      {"not [begin, end]"});
+  bad(R"({"w":{"dtype":"U8","shape":[0],"data_offsets":[3,2]}})", 3, ErrorCode::corrupt,
+      {"end before they begin"});
+  bad(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[-1,0]}})", 1, ErrorCode::corrupt,
+      {"non-negative integer"});
 }
 
 TEST(SafetensorsBad, PastTheDataRegion) {
-  const std::string h = R"({"w":{"dtype":"U8","shape":[4],"data_offsets":[2,6]},"v":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})";
+  const std::string h =
+      R"({"w":{"dtype":"U8","shape":[4],"data_offsets":[2,6]},"v":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})";
   const auto e = bad(h, 5, ErrorCode::truncated, {"[2, 6]", "5-byte data region"});
   EXPECT_EQ(e.key(), "w");
   EXPECT_EQ(e.offset(), 8 + h.size() + 2);
 }
 
 TEST(SafetensorsBad, Overlap) {
-  const std::string h = R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}})";
+  const std::string h =
+      R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}})";
   const auto e = bad(h, 4, ErrorCode::corrupt, {"overlap 'a' [0, 4]"});
   EXPECT_EQ(e.key(), "b");
   EXPECT_EQ(e.offset(), 8 + h.size() + 2);
@@ -226,11 +242,13 @@ TEST(SafetensorsBad, SharedBytesAreAnOverlapToo) {
 }
 
 TEST(SafetensorsBad, Hole) {
-  const std::string h = R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[5,7]}})";
+  const std::string h =
+      R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[5,7]}})";
   const auto e = bad(h, 7, ErrorCode::corrupt, {"3 unused bytes", "after 'a'", "contiguous"});
   EXPECT_EQ(e.key(), "b");
   EXPECT_EQ(e.offset(), 8 + h.size() + 2);
-  bad(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})", 3, ErrorCode::corrupt, {"1 unused bytes", "the header"});
+  bad(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})", 3, ErrorCode::corrupt,
+      {"1 unused bytes", "the header"});
 }
 
 TEST(SafetensorsBad, TrailingBytes) {

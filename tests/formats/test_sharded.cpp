@@ -22,7 +22,8 @@ namespace {
 class Sharded : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = test::temp_dir(std::string("sharded-") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = test::temp_dir(std::string("sharded-") +
+                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -42,7 +43,8 @@ class Sharded : public ::testing::Test {
 std::vector<NamedTensor> layers() {
   std::vector<NamedTensor> out;
   for (unsigned i = 0; i < 10; ++i)
-    out.push_back({"layers." + std::to_string(i) + ".weight", test::patterned(DType::F32, {100}, i)});
+    out.push_back(
+        {"layers." + std::to_string(i) + ".weight", test::patterned(DType::F32, {100}, i)});
   return out;
 }
 
@@ -78,11 +80,14 @@ TEST_F(Sharded, SafetensorsShardsAndIndexRoundTrip) {
 
 TEST_F(Sharded, PytorchShardsKeepStorageSharingWithinAShard) {
   const Tensor base = test::patterned(DType::F32, {100}, 1);
-  const std::vector<NamedTensor> want = {{"a", base}, {"a_view", base.narrow(0, 10, 20)}, {"b", test::patterned(DType::F32, {100}, 2)},
+  const std::vector<NamedTensor> want = {{"a", base},
+                                         {"a_view", base.narrow(0, 10, 20)},
+                                         {"b", test::patterned(DType::F32, {100}, 2)},
                                          {"c", test::patterned(DType::F32, {100}, 3)}};
   SaveOptions o;
   o.max_shard_size = 800;  // base (400) + its view (free) + b (400); then c
-  const SaveResult r = save(TensorCatalog::from_tensors("t", want), dir_ / "pytorch_model.bin", SaveFormat::pytorch, o);
+  const SaveResult r = save(TensorCatalog::from_tensors("t", want), dir_ / "pytorch_model.bin",
+                            SaveFormat::pytorch, o);
   ASSERT_EQ(r.files.size(), 2u);
   EXPECT_EQ(r.files[0].filename(), "pytorch_model-00001-of-00002.bin");
   EXPECT_EQ(r.index.filename(), "pytorch_model.bin.index.json");
@@ -99,7 +104,8 @@ TEST_F(Sharded, ATensorLargerThanTheLimitGetsItsOwnShard) {
                                          {"tail", test::patterned(DType::U8, {10}, 3)}};
   SaveOptions o;
   o.max_shard_size = 100;
-  const SaveResult r = save(TensorCatalog::from_tensors("t", want), dir_ / "m.safetensors", SaveFormat::safetensors, o);
+  const SaveResult r = save(TensorCatalog::from_tensors("t", want), dir_ / "m.safetensors",
+                            SaveFormat::safetensors, o);
   ASSERT_EQ(r.files.size(), 3u);
   EXPECT_EQ(open(r.files[1]).tensors().front().name, "huge");
   expect_same_tensors(open(r.index), want);
@@ -125,22 +131,29 @@ TEST_F(Sharded, ResavingRemovesTheLeftoversOfAnEarlierSave) {
   ASSERT_TRUE(fs::exists(dir_ / "model-00005-of-00005.safetensors"));
   save(model, dir_ / "model.safetensors", SaveFormat::safetensors, two);
   EXPECT_EQ(test::files_in(dir_),
-            (std::vector<std::string>{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
-                                      "model-00009-of-00009.bin", "model-notes.txt", "model.safetensors.index.json"}));
+            (std::vector<std::string>{
+                "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                "model-00009-of-00009.bin", "model-notes.txt", "model.safetensors.index.json"}));
   expect_same_tensors(open(dir_), layers());
   save(model, dir_ / "model.safetensors", SaveFormat::safetensors);  // one file now
   EXPECT_EQ(test::files_in(dir_),
-            (std::vector<std::string>{"model-00009-of-00009.bin", "model-notes.txt", "model.safetensors"}));
+            (std::vector<std::string>{"model-00009-of-00009.bin", "model-notes.txt",
+                                      "model.safetensors"}));
 }
 
 TEST_F(Sharded, AFailedShardedSaveLeavesNothing) {
-  auto failing = Storage::deferred(400, []() -> std::shared_ptr<Storage> { throw Error(ErrorCode::io, "disk gone"); });
+  auto failing = Storage::deferred(
+      400, []() -> std::shared_ptr<Storage> { throw Error(ErrorCode::io, "disk gone"); });
   auto ts = layers();
   ts.push_back({"broken", Tensor(DType::F32, {100}, {1}, 0, failing)});
   SaveOptions o;
   o.max_shard_size = 1000;
-  expect_error([&] { save(TensorCatalog::from_tensors("t", ts), dir_ / "model.safetensors", SaveFormat::safetensors, o); },
-               ErrorCode::io, {"disk gone"});
+  expect_error(
+      [&] {
+        save(TensorCatalog::from_tensors("t", ts), dir_ / "model.safetensors",
+             SaveFormat::safetensors, o);
+      },
+      ErrorCode::io, {"disk gone"});
   EXPECT_TRUE(test::files_in(dir_).empty());
 }
 
@@ -153,7 +166,8 @@ TEST(ByteSize, ParsesHuggingFaceSpellings) {
   EXPECT_EQ(parse_byte_size("4096"), 4096u);
   EXPECT_EQ(parse_byte_size("3 MiB"), 3145728u);
   for (const char* bad : {"", "GB", "5XB", "-5GB", "0", "1.2.3MB", "0.1B", "99999999999TB"})
-    expect_error([&] { parse_byte_size(bad); }, ErrorCode::invalid_argument, {"size '" + std::string(bad) + "'"});
+    expect_error([&] { parse_byte_size(bad); }, ErrorCode::invalid_argument,
+                 {"size '" + std::string(bad) + "'"});
 }
 
 // --- bad indexes -------------------------------------------------------------
@@ -169,22 +183,26 @@ TEST_F(Sharded, IndexWithoutWeightMap) {
 
 TEST_F(Sharded, IndexNotJson) {
   write_text("m.index.json", R"({"weight_map": {"a": "s.safetensors",}})");
-  const auto e = expect_error([&] { open(dir_ / "m.index.json"); }, ErrorCode::corrupt, {"index is not valid JSON"});
+  const auto e = expect_error([&] { open(dir_ / "m.index.json"); }, ErrorCode::corrupt,
+                              {"index is not valid JSON"});
   EXPECT_TRUE(e.offset().has_value());
 }
 
 TEST_F(Sharded, DuplicateNameInTheWeightMap) {
   shard("s.safetensors", {"a"});
   write_text("m.index.json", R"({"weight_map": {"a": "s.safetensors", "a": "t.safetensors"}})");
-  const auto e = expect_error([&] { open(dir_ / "m.index.json"); }, ErrorCode::corrupt, {"'a' twice"});
+  const auto e =
+      expect_error([&] { open(dir_ / "m.index.json"); }, ErrorCode::corrupt, {"'a' twice"});
   EXPECT_EQ(e.key(), "a");
 }
 
 TEST_F(Sharded, ShardNamesMustBePlainFileNames) {
-  for (const char* name : {"../s.safetensors", "sub/s.safetensors", "/etc/passwd", "..", ".", "", "a\\\\b"}) {
+  for (const char* name :
+       {"../s.safetensors", "sub/s.safetensors", "/etc/passwd", "..", ".", "", "a\\\\b"}) {
     SCOPED_TRACE(name);
     write_text("m.index.json", std::string(R"({"weight_map": {"w": ")") + name + "\"}}");
-    const auto e = expect_error([&] { open(dir_ / "m.index.json"); }, ErrorCode::corrupt, {"not a plain file name"});
+    const auto e = expect_error([&] { open(dir_ / "m.index.json"); }, ErrorCode::corrupt,
+                                {"not a plain file name"});
     EXPECT_EQ(e.key(), "w");
   }
   write_text("m.index.json", R"({"weight_map": {"w": 3}})");
@@ -201,14 +219,16 @@ TEST_F(Sharded, MissingShardFile) {
 TEST_F(Sharded, BadShardReportsItsOwnError) {
   write_text("s.safetensors", std::string("\x05\0\0\0\0\0\0\0{\"a\":", 13));
   write_text("m.index.json", R"({"weight_map": {"w": "s.safetensors"}})");
-  expect_error([&] { open(dir_ / "m.index.json"); }, ErrorCode::corrupt, {"shard 's.safetensors'", "not valid JSON"});
+  expect_error([&] { open(dir_ / "m.index.json"); }, ErrorCode::corrupt,
+               {"shard 's.safetensors'", "not valid JSON"});
 }
 
 TEST_F(Sharded, TensorOfTheMapMissingFromItsShard) {
   shard("s1.safetensors", {"a"});
   write_text("m.index.json", R"({"weight_map": {"a": "s1.safetensors", "b": "s1.safetensors"}})");
-  const auto e = expect_error([&] { open(dir_ / "m.index.json"); }, ErrorCode::corrupt,
-                              {"assigns this tensor to shard 's1.safetensors'", "no such tensor", "stale index"});
+  const auto e = expect_error(
+      [&] { open(dir_ / "m.index.json"); }, ErrorCode::corrupt,
+      {"assigns this tensor to shard 's1.safetensors'", "no such tensor", "stale index"});
   EXPECT_EQ(e.key(), "b");
 }
 
@@ -216,25 +236,29 @@ TEST_F(Sharded, ShardHoldingATensorAssignedElsewhere) {
   shard("s1.safetensors", {"a", "b"});
   shard("s2.safetensors", {"b"});
   write_text("m.index.json", R"({"weight_map": {"a": "s1.safetensors", "b": "s2.safetensors"}})");
-  const auto e = expect_error([&] { open(dir_ / "m.index.json"); }, ErrorCode::corrupt,
-                              {"shard 's1.safetensors' holds this tensor", "assigns it to 's2.safetensors'"});
+  const auto e =
+      expect_error([&] { open(dir_ / "m.index.json"); }, ErrorCode::corrupt,
+                   {"shard 's1.safetensors' holds this tensor", "assigns it to 's2.safetensors'"});
   EXPECT_EQ(e.key(), "b");
 }
 
 TEST_F(Sharded, ShardHoldingATensorTheIndexDoesNotList) {
   shard("s1.safetensors", {"a", "extra"});
   write_text("m.index.json", R"({"weight_map": {"a": "s1.safetensors"}})");
-  const auto e = expect_error([&] { open(dir_ / "m.index.json"); }, ErrorCode::corrupt, {"does not list it"});
+  const auto e =
+      expect_error([&] { open(dir_ / "m.index.json"); }, ErrorCode::corrupt, {"does not list it"});
   EXPECT_EQ(e.key(), "extra");
 }
 
 TEST_F(Sharded, DirectoryNeedsExactlyOneIndex) {
   shard("s1.safetensors", {"a"});
-  expect_error([&] { open(dir_); }, ErrorCode::not_a_checkpoint, {"no *.index.json", "open that file"});
+  expect_error([&] { open(dir_); }, ErrorCode::not_a_checkpoint,
+               {"no *.index.json", "open that file"});
   write_text("a.index.json", R"({"weight_map": {"a": "s1.safetensors"}})");
   EXPECT_EQ(open(dir_).size(), 1u);
   write_text("b.index.json", R"({"weight_map": {"a": "s1.safetensors"}})");
-  expect_error([&] { open(dir_); }, ErrorCode::invalid_argument, {"2 indexes", "a.index.json, b.index.json"});
+  expect_error([&] { open(dir_); }, ErrorCode::invalid_argument,
+               {"2 indexes", "a.index.json, b.index.json"});
 }
 
 TEST_F(Sharded, IndexLimits) {
@@ -242,10 +266,12 @@ TEST_F(Sharded, IndexLimits) {
   write_text("m.index.json", R"({"weight_map": {"a": "s1.safetensors", "b": "s1.safetensors"}})");
   OpenOptions small;
   small.limits.max_header_bytes = 10;
-  expect_error([&] { open(dir_ / "m.index.json", small); }, ErrorCode::limit_exceeded, {"max_header_bytes = 10"});
+  expect_error([&] { open(dir_ / "m.index.json", small); }, ErrorCode::limit_exceeded,
+               {"max_header_bytes = 10"});
   OpenOptions few;
   few.limits.max_tensors = 1;
-  expect_error([&] { open(dir_ / "m.index.json", few); }, ErrorCode::limit_exceeded, {"max_tensors = 1"});
+  expect_error([&] { open(dir_ / "m.index.json", few); }, ErrorCode::limit_exceeded,
+               {"max_tensors = 1"});
 }
 
 TEST_F(Sharded, ForcedFormatAndBytesOnly) {
@@ -254,7 +280,8 @@ TEST_F(Sharded, ForcedFormatAndBytesOnly) {
   OpenOptions o;
   o.format = "sharded-safetensors";
   EXPECT_EQ(open(dir_ / "weights.json", o).format(), "sharded-safetensors");
-  expect_error([&] { open(Source::from_buffer({}, "x"), o); }, ErrorCode::invalid_argument, {"read from a path"});
+  expect_error([&] { open(Source::from_buffer({}, "x"), o); }, ErrorCode::invalid_argument,
+               {"read from a path"});
 }
 
 }  // namespace

@@ -177,7 +177,8 @@ TEST(MetaTensors, CompareByDtypeAndShape) {
   EXPECT_EQ(data.check, ValueCheck::no_data);
   EXPECT_FALSE(data.equal);
   EXPECT_EQ(data.a.description(), "F32[3, 4] meta");
-  const TensorComparison shape = compare_tensors("w", w, Tensor::meta(DType::F32, {4, 3}, {3, 1}), {});
+  const TensorComparison shape =
+      compare_tensors("w", w, Tensor::meta(DType::F32, {4, 3}, {3, 1}), {});
   EXPECT_EQ(shape.check, ValueCheck::shape_differs);
   EXPECT_FALSE(shape.equal);
   EXPECT_FALSE(compare_tensors("w", w, Tensor::meta(DType::F16, {3, 4}, {4, 1}), {}).equal);

@@ -29,7 +29,8 @@ namespace {
 class Writers : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = test::temp_dir(std::string("writers-") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = test::temp_dir(std::string("writers-") +
+                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
   }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path dir_;
@@ -98,17 +99,30 @@ TEST_F(Writers, SafetensorsLayout) {
 }
 
 TEST_F(Writers, SafetensorsKeepsAnExistingFormatEntry) {
-  save(catalog({{"x", Tensor::scalar(1.0f)}}, {{"format", "mlx"}}), dir_ / "m.safetensors", SaveFormat::safetensors);
+  save(catalog({{"x", Tensor::scalar(1.0f)}}, {{"format", "mlx"}}), dir_ / "m.safetensors",
+       SaveFormat::safetensors);
   EXPECT_EQ(open(dir_ / "m.safetensors").metadata().at("format"), "mlx");
 }
 
 TEST_F(Writers, SafetensorsRefusesWhatItCannotHold) {
-  expect_error([&] { save(catalog({{"z", test::patterned(DType::C128, {2}, 1)}}), dir_ / "a.safetensors", SaveFormat::safetensors); },
-               ErrorCode::unsupported, {"complex128", "--format pytorch"});
-  expect_error([&] { save(catalog({{"__metadata__", Tensor::scalar(1.0f)}}), dir_ / "a.safetensors", SaveFormat::safetensors); },
-               ErrorCode::invalid_argument, {"collides"});
-  expect_error([&] { save(catalog({{"bad\xff", Tensor::scalar(1.0f)}}), dir_ / "a.safetensors", SaveFormat::safetensors); },
-               ErrorCode::invalid_argument, {"not valid UTF-8"});
+  expect_error(
+      [&] {
+        save(catalog({{"z", test::patterned(DType::C128, {2}, 1)}}), dir_ / "a.safetensors",
+             SaveFormat::safetensors);
+      },
+      ErrorCode::unsupported, {"complex128", "--format pytorch"});
+  expect_error(
+      [&] {
+        save(catalog({{"__metadata__", Tensor::scalar(1.0f)}}), dir_ / "a.safetensors",
+             SaveFormat::safetensors);
+      },
+      ErrorCode::invalid_argument, {"collides"});
+  expect_error(
+      [&] {
+        save(catalog({{"bad\xff", Tensor::scalar(1.0f)}}), dir_ / "a.safetensors",
+             SaveFormat::safetensors);
+      },
+      ErrorCode::invalid_argument, {"not valid UTF-8"});
   EXPECT_TRUE(test::files_in(dir_).empty());  // no file, no temporary
 }
 
@@ -189,11 +203,12 @@ TEST_F(Writers, PytorchPickleEncodesEveryIntegerWidth) {
   // Strides of size-1 dimensions reach no element, so any value is a valid
   // view of a small storage: they exercise BININT1/BININT2/BININT/LONG1.
   const Tensor base = test::patterned(DType::F32, {70000}, 8);
-  const std::vector<std::int64_t> strides = {1, 300, 70000, std::int64_t{1} << 31, std::int64_t{1} << 40,
-                                             INT64_MAX};
+  const std::vector<std::int64_t> strides = {
+      1, 300, 70000, std::int64_t{1} << 31, std::int64_t{1} << 40, INT64_MAX};
   std::vector<NamedTensor> want;
   for (std::size_t i = 0; i < strides.size(); ++i)
-    want.push_back({"s" + std::to_string(i), Tensor(DType::F32, {1, 2}, {strides[i], 1}, 69990, base.storage())});
+    want.push_back({"s" + std::to_string(i),
+                    Tensor(DType::F32, {1, 2}, {strides[i], 1}, 69990, base.storage())});
   save(catalog(want), dir_ / "ints.pt", SaveFormat::pytorch);
   const auto got = open(dir_ / "ints.pt");
   for (std::size_t i = 0; i < strides.size(); ++i) {
@@ -218,7 +233,8 @@ Tensor counted(std::shared_ptr<LiveCounter> c, std::int64_t n, unsigned seed) {
   const Tensor pattern = test::patterned(DType::F32, {n}, seed);
   auto st = Storage::deferred(static_cast<std::uint64_t>(n) * 4, [c, pattern] {
     auto buf = std::shared_ptr<std::vector<std::byte>>(
-        new std::vector<std::byte>(pattern.bytes().begin(), pattern.bytes().end()), [c](std::vector<std::byte>* p) {
+        new std::vector<std::byte>(pattern.bytes().begin(), pattern.bytes().end()),
+        [c](std::vector<std::byte>* p) {
           c->live--;
           delete p;
         });
@@ -237,7 +253,8 @@ TEST_F(Writers, StreamsOneTensorAtATime) {
     auto c = std::make_shared<LiveCounter>();
     std::vector<NamedTensor> ts;
     for (unsigned i = 0; i < 8; ++i) ts.push_back({"t" + std::to_string(i), counted(c, 1000, i)});
-    save(catalog(std::move(ts)), dir_ / (f == SaveFormat::safetensors ? "s.safetensors" : "s.pt"), f);
+    save(catalog(std::move(ts)), dir_ / (f == SaveFormat::safetensors ? "s.safetensors" : "s.pt"),
+         f);
     EXPECT_EQ(c->made, 8);
     EXPECT_EQ(c->peak, 1);
     EXPECT_EQ(c->live, 0);
@@ -258,7 +275,8 @@ TEST_F(Writers, ProgressIsMonotoneAndEndsAtTheTotal) {
   SaveOptions o;
   o.progress = [&](std::uint64_t done, std::uint64_t total) { calls.emplace_back(done, total); };
   const Tensor big = test::patterned(DType::F32, {5 << 20}, 3);  // 20 MiB: two chunks
-  save(catalog({{"big", big}, {"small", Tensor::scalar(1.0)}}), dir_ / "p.safetensors", SaveFormat::safetensors, o);
+  save(catalog({{"big", big}, {"small", Tensor::scalar(1.0)}}), dir_ / "p.safetensors",
+       SaveFormat::safetensors, o);
   ASSERT_GE(calls.size(), 2u);
   for (std::size_t i = 1; i < calls.size(); ++i) EXPECT_GT(calls[i].first, calls[i - 1].first);
   EXPECT_EQ(calls.back().first, big.nbytes() + 8);
@@ -277,7 +295,8 @@ long rss_file_kb() {
 TEST_F(Writers, MappedInputPagesAreReleasedAsTheyStream) {
   // 64 MiB of mapped input, written once with and once without release.
   std::vector<NamedTensor> ts;
-  for (unsigned i = 0; i < 4; ++i) ts.push_back({"t" + std::to_string(i), test::patterned(DType::F32, {4 << 20}, i)});
+  for (unsigned i = 0; i < 4; ++i)
+    ts.push_back({"t" + std::to_string(i), test::patterned(DType::F32, {4 << 20}, i)});
   save(catalog(std::move(ts)), dir_ / "in.safetensors", SaveFormat::safetensors);
   for (const bool release : {false, true}) {
     SCOPED_TRACE(release);
@@ -308,7 +327,8 @@ TEST_F(Writers, AFailedSaveLeavesTheOldFileAndNoTemporary) {
     });
     const std::vector<NamedTensor> ts = {{"fine", Tensor::scalar(2.0f)},
                                          {"broken", Tensor(DType::F64, {1}, {1}, 0, failing)}};
-    const auto e = expect_error([&] { save(catalog(ts), out, f); }, ErrorCode::corrupt, {"record went bad"});
+    const auto e =
+        expect_error([&] { save(catalog(ts), out, f); }, ErrorCode::corrupt, {"record went bad"});
     if (f == SaveFormat::safetensors) {
       EXPECT_EQ(e.key(), "broken");
     }
@@ -346,7 +366,7 @@ TEST_F(Writers, AtomicFileCommitDiscardAndPermissions) {
   AtomicFile g(target);
   g.write(std::as_bytes(std::span<const char>(s.data(), 2)));
   g.commit();
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(target.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0640u);
   EXPECT_EQ(file_text(target), "he");
@@ -357,11 +377,11 @@ TEST_F(Writers, AtomicFileErrors) {
                {"cannot create a temporary file", "No such file or directory"});
   AtomicFile f(dir_ / "x.bin");
   const std::string s = "abc";
-  expect_error([&] { f.write_at(2, std::as_bytes(std::span<const char>(s.data(), 3))); }, ErrorCode::invalid_argument,
-               {"past the 0 bytes written"});
+  expect_error([&] { f.write_at(2, std::as_bytes(std::span<const char>(s.data(), 3))); },
+               ErrorCode::invalid_argument, {"past the 0 bytes written"});
   f.discard();
-  expect_error([&] { f.write(std::as_bytes(std::span<const char>(s.data(), 3))); }, ErrorCode::invalid_argument,
-               {"committed or discarded"});
+  expect_error([&] { f.write(std::as_bytes(std::span<const char>(s.data(), 3))); },
+               ErrorCode::invalid_argument, {"committed or discarded"});
 }
 
 TEST_F(Writers, SavingOverTheMappedInputIsSafe) {
@@ -377,7 +397,8 @@ TEST_F(Writers, SavingOverTheMappedInputIsSafe) {
 // Little-endian fields of a byte vector, for checking zip records by hand.
 std::uint64_t le(const std::vector<std::byte>& b, std::size_t at, int n) {
   std::uint64_t v = 0;
-  for (int i = n - 1; i >= 0; --i) v = (v << 8) | static_cast<std::uint8_t>(b.at(at + static_cast<std::size_t>(i)));
+  for (int i = n - 1; i >= 0; --i)
+    v = (v << 8) | static_cast<std::uint8_t>(b.at(at + static_cast<std::size_t>(i)));
   return v;
 }
 
@@ -417,7 +438,7 @@ TEST_F(Writers, ZipWriterForcedZip64Records) {
     EXPECT_EQ(le(x, cd + 42, 4), 0xFFFFFFFFu);
     const std::size_t name_len = le(x, cd + 28, 2), extra_len = le(x, cd + 30, 2);
     const std::size_t ex = cd + 46 + name_len;
-    ASSERT_EQ(le(x, ex, 2), 1u);    // zip64 extra id
+    ASSERT_EQ(le(x, ex, 2), 1u);  // zip64 extra id
     ASSERT_EQ(le(x, ex + 2, 2), 24u);
     EXPECT_EQ(le(x, ex + 4, 8), data[i].size());
     EXPECT_EQ(le(x, ex + 12, 8), data[i].size());
@@ -425,7 +446,8 @@ TEST_F(Writers, ZipWriterForcedZip64Records) {
     ASSERT_EQ(le(x, local, 4), 0x04034b50u);
     const std::size_t start = local + 30 + le(x, local + 26, 2) + le(x, local + 28, 2);
     EXPECT_EQ(start % 4096, 0u);
-    EXPECT_EQ(std::string(reinterpret_cast<const char*>(x.data()) + start, data[i].size()), data[i]);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(x.data()) + start, data[i].size()),
+              data[i]);
     EXPECT_EQ(le(x, local + 14, 4), le(x, cd + 16, 4));  // the patched CRC matches the directory
     cd += 46 + name_len + extra_len;
   }
@@ -451,18 +473,24 @@ TEST_F(Writers, ZipWriterOutputReadsBackWithoutZip64) {
 
 TEST_F(Writers, ZipWriterMisuse) {
   AtomicFile f(dir_ / "z.zip");
-  expect_error([&] { ZipWriter(f, ZipWriterOptions{48, false}); }, ErrorCode::invalid_argument, {"power of two"});
+  expect_error(
+      [&] {
+        ZipWriter(f, ZipWriterOptions{48, false});
+      },
+      ErrorCode::invalid_argument, {"power of two"});
   ZipWriter z(f);
   const std::string a = "abc";
   const auto bytes = std::as_bytes(std::span<const char>(a.data(), a.size()));
   expect_error([&] { z.write(bytes); }, ErrorCode::invalid_argument, {"without an open entry"});
   z.begin_entry("a", 2);
-  expect_error([&] { z.write(bytes); }, ErrorCode::invalid_argument, {"declared 2 bytes", "3 were written"});
+  expect_error([&] { z.write(bytes); }, ErrorCode::invalid_argument,
+               {"declared 2 bytes", "3 were written"});
   expect_error([&] { z.end_entry(); }, ErrorCode::invalid_argument, {"only 0 were written"});
   expect_error([&] { z.begin_entry("b", 1); }, ErrorCode::invalid_argument, {"'a' is open"});
   z.write(bytes.first(2));
   z.end_entry();
-  expect_error([&] { z.add_entry("a", bytes); }, ErrorCode::invalid_argument, {"duplicate zip entry name"});
+  expect_error([&] { z.add_entry("a", bytes); }, ErrorCode::invalid_argument,
+               {"duplicate zip entry name"});
   expect_error([&] { z.add_entry("", bytes); }, ErrorCode::invalid_argument, {"name of 0 bytes"});
   z.finish();
   expect_error([&] { z.add_entry("c", bytes); }, ErrorCode::invalid_argument, {"after finish"});
@@ -473,18 +501,17 @@ TEST_F(Writers, ZipWriterMisuse) {
 TEST_F(Writers, TransformSelectsFiltersRenamesAndCastsLazily) {
   const Tensor w = test::patterned(DType::F32, {2, 3}, 1);
   const Tensor ids = Tensor::from<std::int64_t>({1, 2, 3}, {3});
-  const auto src = TensorCatalog::from_value(
-      "test", [&] {
-        Value sd = Value::dict();
-        sd.insert(Value::str("enc.w"), Value::tensor(w));
-        sd.insert(Value::str("enc.wt"), Value::tensor(w.transpose(0, 1)));
-        sd.insert(Value::str("enc.ids"), Value::tensor(ids));
-        sd.insert(Value::str("dec.w"), Value::tensor(w));
-        Value root = Value::dict();
-        root.insert(Value::str("state_dict"), sd);
-        root.insert(Value::str("epoch"), Value::integer(3));
-        return root;
-      }());
+  const auto src = TensorCatalog::from_value("test", [&] {
+    Value sd = Value::dict();
+    sd.insert(Value::str("enc.w"), Value::tensor(w));
+    sd.insert(Value::str("enc.wt"), Value::tensor(w.transpose(0, 1)));
+    sd.insert(Value::str("enc.ids"), Value::tensor(ids));
+    sd.insert(Value::str("dec.w"), Value::tensor(w));
+    Value root = Value::dict();
+    root.insert(Value::str("state_dict"), sd);
+    root.insert(Value::str("epoch"), Value::integer(3));
+    return root;
+  }());
   TransformOptions o;
   o.top_level_key = "state_dict";
   o.keep = [](std::string_view k) { return k.starts_with("enc."); };
@@ -499,8 +526,8 @@ TEST_F(Writers, TransformSelectsFiltersRenamesAndCastsLazily) {
   const Tensor& cwt = *out.find("encoder.wt");
   EXPECT_EQ(cw.dtype(), DType::BF16);
   EXPECT_EQ(out.find("encoder.ids")->dtype(), DType::I64);  // integers keep theirs
-  EXPECT_TRUE(cw.storage()->pending());                      // nothing converted yet
-  EXPECT_EQ(cw.storage(), cwt.storage());                    // tied views share one cast
+  EXPECT_TRUE(cw.storage()->pending());                     // nothing converted yet
+  EXPECT_EQ(cw.storage(), cwt.storage());                   // tied views share one cast
   EXPECT_EQ(cwt.strides(), (Shape{1, 3}));
   EXPECT_TRUE(cw.equal(w.to(DType::BF16)));
   EXPECT_TRUE(cwt.equal(w.transpose(0, 1).to(DType::BF16)));
@@ -522,16 +549,19 @@ TEST_F(Writers, TransformErrors) {
   const auto cat = catalog({{"a.x", Tensor::scalar(1.0f)}, {"b.x", Tensor::scalar(2.0f)}});
   TransformOptions collide;
   collide.rename = [](std::string_view k) { return std::string(k.substr(2)); };
-  expect_error([&] { transform(cat, collide); }, ErrorCode::invalid_argument, {"both 'a.x' and 'b.x'", "'x'"});
+  expect_error([&] { transform(cat, collide); }, ErrorCode::invalid_argument,
+               {"both 'a.x' and 'b.x'", "'x'"});
   TransformOptions empty;
   empty.rename = [](std::string_view) { return std::string(); };
   expect_error([&] { transform(cat, empty); }, ErrorCode::invalid_argument, {"empty name"});
   TransformOptions to_int;
   to_int.dtype = DType::I32;
-  expect_error([&] { transform(cat, to_int); }, ErrorCode::invalid_argument, {"only floating dtypes"});
+  expect_error([&] { transform(cat, to_int); }, ErrorCode::invalid_argument,
+               {"only floating dtypes"});
   TransformOptions to_f8;
   to_f8.dtype = DType::F8_E4M3;
-  expect_error([&] { transform(cat, to_f8); }, ErrorCode::invalid_argument, {"float8 is not implemented"});
+  expect_error([&] { transform(cat, to_f8); }, ErrorCode::invalid_argument,
+               {"float8 is not implemented"});
   TransformOptions key;
   key.top_level_key = "c";
   expect_error([&] { transform(cat, key); }, ErrorCode::missing_key, {"'a', 'b'"});

@@ -21,7 +21,9 @@ class Interop : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new fs::path(torchport::test::temp_dir("interop"));
     std::string out;
-    const int rc = run_command(kPython + " -W ignore " + (kHere / "make_checkpoints.py").string() + " " + dir_->string(), &out);
+    const int rc = run_command(
+        kPython + " -W ignore " + (kHere / "make_checkpoints.py").string() + " " + dir_->string(),
+        &out);
     ASSERT_EQ(rc, 0) << out;
   }
   static void TearDownTestSuite() {
@@ -33,12 +35,16 @@ class Interop : public ::testing::Test {
   // Runs the tool, then check.py; both must succeed.
   static void convert_and_check(const std::string& convert_args, const std::string& check_args) {
     std::string out;
-    ASSERT_EQ(run_command(std::string(TORCHPORT_TOOL) + " convert " + convert_args, &out), 0) << out;
+    ASSERT_EQ(run_command(std::string(TORCHPORT_TOOL) + " convert " + convert_args, &out), 0)
+        << out;
     check(check_args);
   }
   static void check(const std::string& check_args) {
     std::string out;
-    EXPECT_EQ(run_command("cd '" + kHere.string() + "' && " + kPython + " -W ignore check.py " + check_args, &out), 0)
+    EXPECT_EQ(run_command(
+                  "cd '" + kHere.string() + "' && " + kPython + " -W ignore check.py " + check_args,
+                  &out),
+              0)
         << check_args << "\n"
         << out;
   }
@@ -48,7 +54,8 @@ class Interop : public ::testing::Test {
 fs::path* Interop::dir_ = nullptr;
 
 TEST_F(Interop, TorchToPytorchLoadsBitExactWithWeightsOnly) {
-  convert_and_check(p("state.pt") + " " + p("state_out.pt"), "torch " + p("state.pt") + " " + p("state_out.pt"));
+  convert_and_check(p("state.pt") + " " + p("state_out.pt"),
+                    "torch " + p("state.pt") + " " + p("state_out.pt"));
   check("zip " + p("state_out.pt") + " 64");
 }
 
@@ -58,38 +65,51 @@ TEST_F(Interop, NestedCheckpointTopLevelKey) {
 }
 
 TEST_F(Interop, LegacyFormatAndWholeModule) {
-  convert_and_check(p("legacy.pt") + " " + p("legacy_out.pt"), "torch " + p("state.pt") + " " + p("legacy_out.pt"));
-  convert_and_check(p("module.pt") + " " + p("module_out.bin"), "torch " + p("module.pt") + " " + p("module_out.bin"));
+  convert_and_check(p("legacy.pt") + " " + p("legacy_out.pt"),
+                    "torch " + p("state.pt") + " " + p("legacy_out.pt"));
+  convert_and_check(p("module.pt") + " " + p("module_out.bin"),
+                    "torch " + p("module.pt") + " " + p("module_out.bin"));
 }
 
 TEST_F(Interop, SafetensorsOutputMatchesTorchsTensors) {
   // complex128 has no safetensors dtype: leave it out.
-  convert_and_check(p("state.pt") + " " + p("state.safetensors") + " --exclude complex128",
-                    "safetensors " + p("state.pt") + " " + p("state.safetensors") + " --exclude complex128");
+  convert_and_check(
+      p("state.pt") + " " + p("state.safetensors") + " --exclude complex128",
+      "safetensors " + p("state.pt") + " " + p("state.safetensors") + " --exclude complex128");
 }
 
 TEST_F(Interop, SafetensorsBackToPytorch) {
-  convert_and_check(p("state.pt") + " " + p("st.safetensors") + " --exclude complex128",
-                    "safetensors " + p("state.pt") + " " + p("st.safetensors") + " --exclude complex128");
+  convert_and_check(
+      p("state.pt") + " " + p("st.safetensors") + " --exclude complex128",
+      "safetensors " + p("state.pt") + " " + p("st.safetensors") + " --exclude complex128");
   // Back to a PyTorch zip: the same tensors (in safetensors' sorted order).
   std::string out;
-  ASSERT_EQ(run_command(std::string(TORCHPORT_TOOL) + " convert " + p("st.safetensors") + " " + p("st_back.pt"), &out), 0)
-      << out;
-  check("zip " + p("st_back.pt") + " 64");
-  ASSERT_EQ(run_command(std::string(TORCHPORT_TOOL) + " diff " + p("st_back.pt") + " " + p("st.safetensors"), &out), 0)
-      << out;
-  ASSERT_EQ(run_command(kPython + " -W ignore -c \"import torch; d = torch.load(" + p("st_back.pt") +
-                            ", weights_only=True); assert len(d) == 22 and d['special'].isnan()[0]\"",
+  ASSERT_EQ(run_command(std::string(TORCHPORT_TOOL) + " convert " + p("st.safetensors") + " " +
+                            p("st_back.pt"),
                         &out),
             0)
+      << out;
+  check("zip " + p("st_back.pt") + " 64");
+  ASSERT_EQ(run_command(std::string(TORCHPORT_TOOL) + " diff " + p("st_back.pt") + " " +
+                            p("st.safetensors"),
+                        &out),
+            0)
+      << out;
+  ASSERT_EQ(
+      run_command(kPython + " -W ignore -c \"import torch; d = torch.load(" + p("st_back.pt") +
+                      ", weights_only=True); assert len(d) == 22 and d['special'].isnan()[0]\"",
+                  &out),
+      0)
       << out;
 }
 
 TEST_F(Interop, CastMatchesTorchsRounding) {
   convert_and_check(p("state.pt") + " " + p("bf16.pt") + " --dtype bfloat16",
                     "torch " + p("state.pt") + " " + p("bf16.pt") + " --cast bfloat16");
-  convert_and_check(p("state.pt") + " " + p("f16.safetensors") + " --dtype F16 --exclude complex128",
-                    "safetensors " + p("state.pt") + " " + p("f16.safetensors") + " --cast float16 --exclude complex128");
+  convert_and_check(
+      p("state.pt") + " " + p("f16.safetensors") + " --dtype F16 --exclude complex128",
+      "safetensors " + p("state.pt") + " " + p("f16.safetensors") +
+          " --cast float16 --exclude complex128");
 }
 
 TEST_F(Interop, ShardedInSingleOutShardedBack) {
@@ -98,8 +118,9 @@ TEST_F(Interop, ShardedInSingleOutShardedBack) {
   convert_and_check(p("hf/pytorch_model.bin.index.json") + " " + p("hf_single.pt"),
                     "torch " + p("hf_model.pt") + " " + p("hf_single.pt"));
   fs::create_directories(*dir_ / "resharded");
-  convert_and_check(p("hf_single.safetensors") + " " + p("resharded/pytorch_model.bin") + " --max-shard-size 3kB",
-                    "shards " + p("hf_model.pt") + " " + p("resharded/pytorch_model.bin.index.json"));
+  convert_and_check(
+      p("hf_single.safetensors") + " " + p("resharded/pytorch_model.bin") + " --max-shard-size 3kB",
+      "shards " + p("hf_model.pt") + " " + p("resharded/pytorch_model.bin.index.json"));
   // In the safetensors file's order (lm_head 640 B, then bias 64 B / weight
   // 1,024 B per layer), 3,000-byte shards of whole tensors make 3 shards.
   EXPECT_TRUE(fs::exists(*dir_ / "resharded" / "pytorch_model-00003-of-00003.bin"));

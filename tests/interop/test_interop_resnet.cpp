@@ -32,23 +32,27 @@ TEST_P(ResNetParity, LogitsMatchTorchvision) {
   const std::string arch = GetParam();
   const fs::path dir = torchport::test::temp_dir("resnet-" + arch);
   const auto q = [&](const char* name) { return "'" + (dir / name).string() + "'"; };
-  const std::string script = "cd '" + kHere.string() + "' && " + kPython + " -W ignore resnet_parity.py ";
+  const std::string script =
+      "cd '" + kHere.string() + "' && " + kPython + " -W ignore resnet_parity.py ";
   std::string out;
   ASSERT_EQ(run_command(script + "make " + arch + " '" + dir.string() + "'", &out), 0) << out;
-  ASSERT_EQ(run_command(kResnetInfer + " --arch " + arch + " --weights " + q("weights.pt") + " --input " +
-                            q("input.safetensors") + " --output " + q("output.safetensors"),
-                        &out),
-            0)
+  ASSERT_EQ(
+      run_command(kResnetInfer + " --arch " + arch + " --weights " + q("weights.pt") + " --input " +
+                      q("input.safetensors") + " --output " + q("output.safetensors"),
+                  &out),
+      0)
       << out;
   EXPECT_NE(out.find("every field found, every key used"), std::string::npos) << out;
-  const int rc = run_command(script + "compare '" + dir.string() + "' " + std::to_string(kLogitsRtol), &out);
+  const int rc =
+      run_command(script + "compare '" + dir.string() + "' " + std::to_string(kLogitsRtol), &out);
   EXPECT_EQ(rc, 0) << arch << ": " << out;
   std::cout << arch << ": " << out;
   fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Torchvision, ResNetParity,
-                         ::testing::Values("resnet18", "resnet34", "resnet50", "resnet101", "resnet152"),
+                         ::testing::Values("resnet18", "resnet34", "resnet50", "resnet101",
+                                           "resnet152"),
                          [](const auto& param_info) { return std::string(param_info.param); });
 
 }  // namespace

@@ -55,7 +55,8 @@ TEST(InteropSpecial, QuantizedToSafetensorsNeedsAnOption) {
   const fs::path dir = torchport::test::temp_dir("interop_quantized_st");
   const fs::path in = fixture("quantized/quantized.pt");
   std::string out;
-  convert(q(in) + " " + q(dir / "a.safetensors"), 1, &out);  // the file's content, not the command line: exit 1
+  convert(q(in) + " " + q(dir / "a.safetensors"), 1,
+          &out);  // the file's content, not the command line: exit 1
   EXPECT_NE(out.find("--dequantize"), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(dir / "a.safetensors"));
   convert(q(in) + " " + q(dir / "a.safetensors") + " --dequantize --keep-quantized", 2, &out);

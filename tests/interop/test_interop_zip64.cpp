@@ -19,8 +19,9 @@ namespace {
 TEST(InteropZip64, RecordOverFourGiBLoadsInTorch) {
   const fs::path dir = torchport::test::temp_dir("zip64");
   const std::uint64_t n = (std::uint64_t{1} << 32) + 3 * 4096;
-  std::string header = R"({"huge":{"dtype":"U8","shape":[)" + std::to_string(n) + R"(],"data_offsets":[0,)" +
-                       std::to_string(n) + R"(]},"small":{"dtype":"U8","shape":[3],"data_offsets":[)" +
+  std::string header = R"({"huge":{"dtype":"U8","shape":[)" + std::to_string(n) +
+                       R"(],"data_offsets":[0,)" + std::to_string(n) +
+                       R"(]},"small":{"dtype":"U8","shape":[3],"data_offsets":[)" +
                        std::to_string(n) + "," + std::to_string(n + 3) + "]}}";
   header.append((8 - header.size() % 8) % 8, ' ');
   const fs::path in = dir / "big.safetensors";
@@ -37,24 +38,35 @@ TEST(InteropZip64, RecordOverFourGiBLoadsInTorch) {
     ::close(fd);
   }
   std::string out;
-  ASSERT_EQ(run_command(std::string(TORCHPORT_TOOL) + " convert '" + in.string() + "' '" + (dir / "big.pt").string() + "'",
+  ASSERT_EQ(run_command(std::string(TORCHPORT_TOOL) + " convert '" + in.string() + "' '" +
+                            (dir / "big.pt").string() + "'",
                         &out),
             0)
       << out;
   fs::remove(in);
   const std::string check =
       "import torch, zipfile\n"
-      "z = zipfile.ZipFile('" + (dir / "big.pt").string() + "')\n"
+      "z = zipfile.ZipFile('" +
+      (dir / "big.pt").string() +
+      "')\n"
       "i = {x.filename: x for x in z.infolist()}\n"
-      "assert i['big/data/0'].file_size == " + std::to_string(n) + "\n"
+      "assert i['big/data/0'].file_size == " +
+      std::to_string(n) +
+      "\n"
       "assert i['big/version'].header_offset > 2**32\n"
-      "d = torch.load('" + (dir / "big.pt").string() + "', weights_only=True)\n"
+      "d = torch.load('" +
+      (dir / "big.pt").string() +
+      "', weights_only=True)\n"
       "h = d['huge']\n"
-      "assert h.dtype == torch.uint8 and h.shape == (" + std::to_string(n) + ",)\n"
-      "assert int(h[-1]) == 7 and int(h[:4096].sum()) == 0 and int(h[2**32:2**32 + 4096].sum()) == 0\n"
+      "assert h.dtype == torch.uint8 and h.shape == (" +
+      std::to_string(n) +
+      ",)\n"
+      "assert int(h[-1]) == 7 and int(h[:4096].sum()) == 0 and int(h[2**32:2**32 + 4096].sum()) == "
+      "0\n"
       "assert d['small'].tolist() == [1, 2, 3]\n"
       "print('ok')\n";
-  const int rc = run_command(std::string(TORCHPORT_PYTHON) + " -W ignore -c \"" + check + "\"", &out);
+  const int rc =
+      run_command(std::string(TORCHPORT_PYTHON) + " -W ignore -c \"" + check + "\"", &out);
   fs::remove_all(dir);
   EXPECT_EQ(rc, 0) << out;
 }

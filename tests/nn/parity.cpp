@@ -24,10 +24,12 @@ Tensor NnFixture::operator[](const std::string& key) const {
   return t->contiguous();
 }
 
-void expect_close(const Tensor& actual, const Tensor& expected, Tolerance tol, const std::string& what) {
+void expect_close(const Tensor& actual, const Tensor& expected, Tolerance tol,
+                  const std::string& what) {
   ASSERT_TRUE(actual.defined()) << what << ": result undefined";
   ASSERT_EQ(actual.shape(), expected.shape())
-      << what << ": shape " << shape_to_string(actual.shape()) << " vs expected " << shape_to_string(expected.shape());
+      << what << ": shape " << shape_to_string(actual.shape()) << " vs expected "
+      << shape_to_string(expected.shape());
   if (is_floating(expected.dtype())) {
     const DType want = expected.dtype() == DType::F64 ? DType::F64 : DType::F32;
     ASSERT_EQ(actual.dtype(), want) << what << ": dtype " << dtype_name(actual.dtype());
@@ -44,7 +46,8 @@ void expect_close(const Tensor& actual, const Tensor& expected, Tolerance tol, c
     if (std::isinf(ev[i]) && av[i] == ev[i]) continue;
     const double err = std::abs(av[i] - ev[i]);
     max_abs = std::max(max_abs, err);
-    if (tol.atol + tol.rtol > 0) max_ratio = std::max(max_ratio, err / (tol.atol + tol.rtol * std::abs(ev[i])));
+    if (tol.atol + tol.rtol > 0)
+      max_ratio = std::max(max_ratio, err / (tol.atol + tol.rtol * std::abs(ev[i])));
     const double allowed = tol.atol + tol.rtol * std::abs(ev[i]);
     if (!(err <= allowed)) {
       ++bad;
@@ -55,9 +58,9 @@ void expect_close(const Tensor& actual, const Tensor& expected, Tolerance tol, c
   // TORCHPORT_NN_TOLERANCE_REPORT=1 prints how much of each tolerance is used.
   if (std::getenv("TORCHPORT_NN_TOLERANCE_REPORT") != nullptr)
     std::printf("%-45s max |err| %.3g, %.3g of the tolerance\n", what.c_str(), max_abs, max_ratio);
-  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << av.size() << " elements outside rtol " << tol.rtol
-                     << " atol " << tol.atol << "; worst at flat index " << worst << ": got " << av[worst]
-                     << ", expected " << ev[worst];
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << av.size() << " elements outside rtol "
+                     << tol.rtol << " atol " << tol.atol << "; worst at flat index " << worst
+                     << ": got " << av[worst] << ", expected " << ev[worst];
 }
 
 Tensor f32(std::initializer_list<float> values, Shape shape) {

@@ -31,7 +31,8 @@ class NnFixture {
 /// reference, F32 for other floating references, the same dtype for integer
 /// ones) and values within `tol` (NaN matches NaN). Reports the worst
 /// element. `what` names the comparison in failures.
-void expect_close(const Tensor& actual, const Tensor& expected, Tolerance tol, const std::string& what);
+void expect_close(const Tensor& actual, const Tensor& expected, Tolerance tol,
+                  const std::string& what);
 
 /// A tensor of `shape` filled with `values` (F32).
 Tensor f32(std::initializer_list<float> values, Shape shape);

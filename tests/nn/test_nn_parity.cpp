@@ -88,19 +88,23 @@ TEST(NnParity, MatmulF64) {
 
 TEST(NnParity, Linear) {
   const NnFixture f("linear");
-  expect_close(nn::linear(f["input"], f["weight"], f["bias"]), f["expected"], kF32Dot, "linear [2,3,8]");
-  expect_close(nn::linear(f["input_1d"], f["weight"], f["bias"]), f["expected_1d"], kF32Dot, "linear [8]");
-  expect_close(nn::linear(f["input"], f["weight"]), f["expected_nobias"], kF32Dot, "linear without bias");
+  expect_close(nn::linear(f["input"], f["weight"], f["bias"]), f["expected"], kF32Dot,
+               "linear [2,3,8]");
+  expect_close(nn::linear(f["input_1d"], f["weight"], f["bias"]), f["expected_1d"], kF32Dot,
+               "linear [8]");
+  expect_close(nn::linear(f["input"], f["weight"]), f["expected_nobias"], kF32Dot,
+               "linear without bias");
   // torch's [out, in] weight, passed as a transposed view.
-  expect_close(nn::linear(f["input"], f["weight_torch"].transpose(0, 1), f["bias"]), f["expected"], kF32Dot,
-               "linear with a transposed torch weight");
+  expect_close(nn::linear(f["input"], f["weight_torch"].transpose(0, 1), f["bias"]), f["expected"],
+               kF32Dot, "linear with a transposed torch weight");
 }
 
 TEST(NnParity, LinearHalfWeights) {
   const NnFixture f("linear_half_weights");
-  expect_close(nn::linear(f["input"], f["weight_f16"], f["bias_f16"]), f["expected_f16"], kF32Dot, "f16 weights");
-  expect_close(nn::linear(f["input"], f["weight_bf16"], f["bias_bf16"]), f["expected_bf16"], kF32Dot,
-               "bf16 weights");
+  expect_close(nn::linear(f["input"], f["weight_f16"], f["bias_f16"]), f["expected_f16"], kF32Dot,
+               "f16 weights");
+  expect_close(nn::linear(f["input"], f["weight_bf16"], f["bias_bf16"]), f["expected_bf16"],
+               kF32Dot, "bf16 weights");
 }
 
 TEST(NnParity, ShapeOps) {
@@ -123,7 +127,8 @@ TEST(NnParity, Reductions) {
   expect_close(nn::max(x, {2}), f["max_2"], kExact, "amax(2)");
   expect_close(nn::max(x, {0, 2}), f["max_02"], kExact, "amax((0, 2))");
   expect_close(nn::var(x, {1}), f["var_1"], kF32, "var(1)");
-  expect_close(nn::var(x, {0, 2}, false, true), f["var_02_biased_k"], kF32, "var((0, 2), biased, keepdim)");
+  expect_close(nn::var(x, {0, 2}, false, true), f["var_02_biased_k"], kF32,
+               "var((0, 2), biased, keepdim)");
   expect_close(nn::argmax(x, 1), f["argmax_1"], kExact, "argmax(1)");
   expect_close(nn::argmax(x, 2, true), f["argmax_2k"], kExact, "argmax(2, keepdim) with a tie");
   expect_close(nn::argmax(x), f["argmax_all"], kExact, "argmax()");
@@ -180,7 +185,9 @@ TEST(NnParity, Conv2d) {
       {"conv2d_dilation", {.padding = 2, .dilation = 2}, kF32Dot},
       {"conv2d_groups2", {.stride = 2, .padding = 1, .groups = 2}, kF32Dot},
       {"conv2d_depthwise", {.padding = 1, .groups = 5}, kF32Dot},
-      {"conv2d_depth_multiplier", {.stride = 2, .padding = {1, 0}, .dilation = {1, 2}, .groups = 3}, kF32Dot},
+      {"conv2d_depth_multiplier",
+       {.stride = 2, .padding = {1, 0}, .dilation = {1, 2}, .groups = 3},
+       kF32Dot},
       {"conv2d_1x1", {}, kF32Dot},
       {"conv2d_f64", {.stride = 2, .padding = 1}, kF64},
       {"conv2d_bf16_weight", {.padding = 1}, kF32Dot},
@@ -189,9 +196,11 @@ TEST(NnParity, Conv2d) {
   for (const ConvCase& c : cases) {
     SCOPED_TRACE(c.name);
     const NnFixture f(c.name);
-    const bool has_bias = std::string(c.name) != "conv2d_dilation" && std::string(c.name) != "conv2d_unbatched";
+    const bool has_bias =
+        std::string(c.name) != "conv2d_dilation" && std::string(c.name) != "conv2d_unbatched";
     const Tensor bias = has_bias ? f["bias"] : Tensor();
-    expect_close(nn::conv2d(f["input"], f["weight"], bias, c.options), f["expected"], c.tol, c.name);
+    expect_close(nn::conv2d(f["input"], f["weight"], bias, c.options), f["expected"], c.tol,
+                 c.name);
   }
 }
 
@@ -202,16 +211,18 @@ TEST(NnParity, Conv2dNonContiguousInput) {
   const Shape nhwc{0, 2, 3, 1}, back{0, 3, 1, 2};
   const Tensor strided = x.permute(nhwc).clone().permute(back);
   ASSERT_FALSE(strided.is_contiguous());
-  expect_close(nn::conv2d(strided, f["weight"], f["bias"], {.stride = 2, .padding = 1, .groups = 2}),
-               f["expected"], kF32Dot, "channels-last input");
+  expect_close(
+      nn::conv2d(strided, f["weight"], f["bias"], {.stride = 2, .padding = 1, .groups = 2}),
+      f["expected"], kF32Dot, "channels-last input");
 }
 
 TEST(NnParity, Conv1d) {
   const NnFixture f("conv1d");
-  expect_close(nn::conv1d(f["input"], f["weight"], f["bias"], {.stride = 2, .padding = 2}), f["expected"], kF32Dot,
-               "conv1d k5 s2 p2");
-  expect_close(nn::conv1d(f["input"], f["weight_g"], Tensor(), {.padding = 1, .dilation = 2, .groups = 2}),
-               f["expected_g"], kF32Dot, "conv1d groups 2 dilation 2");
+  expect_close(nn::conv1d(f["input"], f["weight"], f["bias"], {.stride = 2, .padding = 2}),
+               f["expected"], kF32Dot, "conv1d k5 s2 p2");
+  expect_close(
+      nn::conv1d(f["input"], f["weight_g"], Tensor(), {.padding = 1, .dilation = 2, .groups = 2}),
+      f["expected_g"], kF32Dot, "conv1d groups 2 dilation 2");
 }
 
 TEST(NnParity, ConvTranspose2d) {
@@ -220,64 +231,78 @@ TEST(NnParity, ConvTranspose2d) {
                                     {.stride = 2, .padding = 1, .output_padding = 1}),
                f["expected"], kF32Dot, "k(3,2) s2 p1 op1");
   expect_close(nn::conv_transpose2d(f["input"], f["weight_g"], f["bias_g"],
-                                    {.stride = {2, 3}, .padding = {1, 0}, .output_padding = {1, 2},
-                                     .dilation = 2, .groups = 2}),
+                                    {.stride = {2, 3},
+                                     .padding = {1, 0},
+                                     .output_padding = {1, 2},
+                                     .dilation = 2,
+                                     .groups = 2}),
                f["expected_g"], kF32Dot, "groups 2 dilation 2 s(2,3) op(1,2)");
 }
 
 TEST(NnParity, ConvTranspose1d) {
   const NnFixture f("conv_transpose1d");
-  expect_close(nn::conv_transpose1d(f["input"], f["weight"], f["bias"], {.stride = 3, .padding = 1, .output_padding = 2}),
+  expect_close(nn::conv_transpose1d(f["input"], f["weight"], f["bias"],
+                                    {.stride = 3, .padding = 1, .output_padding = 2}),
                f["expected"], kF32Dot, "k4 s3 p1 op2");
-  expect_close(nn::conv_transpose1d(f["input_g"], f["weight_g"], Tensor(), {.stride = 2, .groups = 6}),
-               f["expected_g"], kF32Dot, "depthwise transposed");
+  expect_close(
+      nn::conv_transpose1d(f["input_g"], f["weight_g"], Tensor(), {.stride = 2, .groups = 6}),
+      f["expected_g"], kF32Dot, "depthwise transposed");
 }
 
 TEST(NnParity, BatchNorm) {
   const NnFixture f("batch_norm");
-  expect_close(nn::batch_norm(f["input"], f["running_mean"], f["running_var"], f["weight"], f["bias"]), f["expected"],
-               kF32, "batch_norm 4-d affine");
-  expect_close(nn::batch_norm(f["input_2d"], f["running_mean"], f["running_var"], Tensor(), Tensor(), 1e-3),
-               f["expected_2d"], kF32, "batch_norm 2-d, no affine, eps 1e-3");
+  expect_close(
+      nn::batch_norm(f["input"], f["running_mean"], f["running_var"], f["weight"], f["bias"]),
+      f["expected"], kF32, "batch_norm 4-d affine");
+  expect_close(
+      nn::batch_norm(f["input_2d"], f["running_mean"], f["running_var"], Tensor(), Tensor(), 1e-3),
+      f["expected_2d"], kF32, "batch_norm 2-d, no affine, eps 1e-3");
 }
 
 TEST(NnParity, LayerGroupRmsNorm) {
   const NnFixture ln("layer_norm");
-  expect_close(nn::layer_norm(ln["input"], {8}, ln["weight"], ln["bias"]), ln["expected"], kF32, "layer_norm [8]");
-  expect_close(nn::layer_norm(ln["input"], {5, 8}, Tensor(), Tensor(), 1e-6), ln["expected_2"], kF32,
-               "layer_norm [5, 8]");
+  expect_close(nn::layer_norm(ln["input"], {8}, ln["weight"], ln["bias"]), ln["expected"], kF32,
+               "layer_norm [8]");
+  expect_close(nn::layer_norm(ln["input"], {5, 8}, Tensor(), Tensor(), 1e-6), ln["expected_2"],
+               kF32, "layer_norm [5, 8]");
   const NnFixture gn("group_norm");
-  expect_close(nn::group_norm(gn["input"], 3, gn["weight"], gn["bias"]), gn["expected"], kF32, "group_norm 3");
-  expect_close(nn::group_norm(gn["input"], 6), gn["expected_instance"], kF32, "group_norm 6 (instance)");
+  expect_close(nn::group_norm(gn["input"], 3, gn["weight"], gn["bias"]), gn["expected"], kF32,
+               "group_norm 3");
+  expect_close(nn::group_norm(gn["input"], 6), gn["expected_instance"], kF32,
+               "group_norm 6 (instance)");
   const NnFixture rn("rms_norm");
-  expect_close(nn::rms_norm(rn["input"], {16}, rn["weight"], 1e-6), rn["expected"], kF32, "rms_norm eps 1e-6");
-  expect_close(nn::rms_norm(rn["input"], {3, 16}), rn["expected_2"], kF32, "rms_norm [3, 16], default eps");
+  expect_close(nn::rms_norm(rn["input"], {16}, rn["weight"], 1e-6), rn["expected"], kF32,
+               "rms_norm eps 1e-6");
+  expect_close(nn::rms_norm(rn["input"], {3, 16}), rn["expected_2"], kF32,
+               "rms_norm [3, 16], default eps");
 }
 
 TEST(NnParity, Embedding) {
   const NnFixture f("embedding");
   expect_close(nn::embedding(f["idx64"], f["weight"]), f["expected64"], kExact, "I64 indices");
   expect_close(nn::embedding(f["idx32"], f["weight"]), f["expected32"], kExact, "I32 indices");
-  expect_close(nn::embedding(f["idx64"], f["weight_bf16"]), f["expected_bf16"], kExact, "bf16 table");
+  expect_close(nn::embedding(f["idx64"], f["weight_bf16"]), f["expected_bf16"], kExact,
+               "bf16 table");
 }
 
 TEST(NnParity, Pooling) {
   const NnFixture f("pooling");
   const Tensor x = f["input"];
-  expect_close(nn::max_pool2d(x, 3, {.stride = 2, .padding = 1}), f["max_a"], kExact, "max k3 s2 p1");
-  expect_close(nn::max_pool2d(x, {2, 3}, {.stride = nn::Int2{1, 2}, .ceil_mode = true}), f["max_b"], kExact,
-               "max k(2,3) s(1,2) ceil");
+  expect_close(nn::max_pool2d(x, 3, {.stride = 2, .padding = 1}), f["max_a"], kExact,
+               "max k3 s2 p1");
+  expect_close(nn::max_pool2d(x, {2, 3}, {.stride = nn::Int2{1, 2}, .ceil_mode = true}), f["max_b"],
+               kExact, "max k(2,3) s(1,2) ceil");
   expect_close(nn::max_pool2d(x, 3, {.stride = 1, .padding = 1, .dilation = 2}), f["max_c"], kExact,
                "max k3 dilation 2");
-  expect_close(nn::max_pool2d(x, 2, {.stride = 2, .padding = 1, .ceil_mode = true}), f["max_d"], kExact,
-               "max k2 s2 p1 ceil, last window dropped");
+  expect_close(nn::max_pool2d(x, 2, {.stride = 2, .padding = 1, .ceil_mode = true}), f["max_d"],
+               kExact, "max k2 s2 p1 ceil, last window dropped");
   expect_close(nn::avg_pool2d(x, 3, {.stride = 2, .padding = 1}), f["avg_a"], kF32, "avg k3 s2 p1");
-  expect_close(nn::avg_pool2d(x, 2, {.stride = 2, .padding = 1, .ceil_mode = true}), f["avg_e"], kF32,
-               "avg k2 s2 p1 ceil, last window dropped");
-  expect_close(nn::avg_pool2d(x, 3, {.stride = 2, .padding = 1, .count_include_pad = false}), f["avg_b"], kF32,
-               "avg without pad count");
-  expect_close(nn::avg_pool2d(x, {3, 2}, {.stride = 2, .padding = 1, .ceil_mode = true}), f["avg_c"], kF32,
-               "avg k(3,2) ceil");
+  expect_close(nn::avg_pool2d(x, 2, {.stride = 2, .padding = 1, .ceil_mode = true}), f["avg_e"],
+               kF32, "avg k2 s2 p1 ceil, last window dropped");
+  expect_close(nn::avg_pool2d(x, 3, {.stride = 2, .padding = 1, .count_include_pad = false}),
+               f["avg_b"], kF32, "avg without pad count");
+  expect_close(nn::avg_pool2d(x, {3, 2}, {.stride = 2, .padding = 1, .ceil_mode = true}),
+               f["avg_c"], kF32, "avg k(3,2) ceil");
   expect_close(nn::avg_pool2d(x, 2, {.divisor_override = 5}), f["avg_d"], kF32, "avg divisor 5");
   expect_close(nn::adaptive_avg_pool2d(x, {4, 3}), f["adapt_43"], kF32, "adaptive (4,3)");
   expect_close(nn::adaptive_avg_pool2d(x, 1), f["adapt_11"], kF32, "adaptive 1");
@@ -287,21 +312,24 @@ TEST(NnParity, Pooling) {
 TEST(NnParity, ScaledDotProductAttention) {
   // References are computed in float64 and rounded: they are the true values.
   const NnFixture f("sdpa");
-  expect_close(nn::scaled_dot_product_attention(f["q"], f["k"], f["v"]), f["plain"], kF32Dot, "no mask");
-  expect_close(nn::scaled_dot_product_attention(f["q"], f["k"], f["v"], f["bmask"]), f["with_bmask"], kF32Dot,
-               "bool mask [5,7]");
-  expect_close(nn::scaled_dot_product_attention(f["q"], f["k"], f["v"], f["fmask"]), f["with_fmask"], kF32Dot,
-               "float mask [2,1,5,7]");
-  expect_close(nn::scaled_dot_product_attention(f["q"], f["k"], f["v"], Tensor(), true), f["causal_rect"], kF32Dot,
-               "causal L=5 S=7");
-  expect_close(nn::scaled_dot_product_attention(f["qs"], f["ks"], f["vs"], Tensor(), true), f["causal"], kF32Dot,
-               "causal L=S=6");
+  expect_close(nn::scaled_dot_product_attention(f["q"], f["k"], f["v"]), f["plain"], kF32Dot,
+               "no mask");
+  expect_close(nn::scaled_dot_product_attention(f["q"], f["k"], f["v"], f["bmask"]),
+               f["with_bmask"], kF32Dot, "bool mask [5,7]");
+  expect_close(nn::scaled_dot_product_attention(f["q"], f["k"], f["v"], f["fmask"]),
+               f["with_fmask"], kF32Dot, "float mask [2,1,5,7]");
+  expect_close(nn::scaled_dot_product_attention(f["q"], f["k"], f["v"], Tensor(), true),
+               f["causal_rect"], kF32Dot, "causal L=5 S=7");
+  expect_close(nn::scaled_dot_product_attention(f["qs"], f["ks"], f["vs"], Tensor(), true),
+               f["causal"], kF32Dot, "causal L=S=6");
 }
 
-nn::MultiheadAttentionResult run_mha(const NnFixture& f, nn::MultiheadAttentionOptions o, bool bias) {
+nn::MultiheadAttentionResult run_mha(const NnFixture& f, nn::MultiheadAttentionOptions o,
+                                     bool bias) {
   const Tensor none;
-  return nn::multi_head_attention(f["query"], f["key"], f["value"], f["q_weight"], f["k_weight"], f["v_weight"],
-                                  bias ? f["q_bias"] : none, bias ? f["k_bias"] : none, bias ? f["v_bias"] : none,
+  return nn::multi_head_attention(f["query"], f["key"], f["value"], f["q_weight"], f["k_weight"],
+                                  f["v_weight"], bias ? f["q_bias"] : none,
+                                  bias ? f["k_bias"] : none, bias ? f["v_bias"] : none,
                                   f["out_weight"], bias ? f["out_bias"] : none, o);
 }
 
@@ -313,7 +341,8 @@ TEST(NnParity, MultiheadAttention) {
     expect_close(r.weights, f["weights"], kF32Dot, "mha_basic weights");
   }
   {
-    const NnFixture f("mha_masks");  // batch_first, bool attn_mask and key_padding_mask, per-head weights
+    const NnFixture f(
+        "mha_masks");  // batch_first, bool attn_mask and key_padding_mask, per-head weights
     const auto r = run_mha(f,
                            {.num_heads = 3,
                             .batch_first = true,
@@ -335,8 +364,9 @@ TEST(NnParity, MultiheadAttention) {
     const auto r = run_mha(f, {.num_heads = 2, .key_padding_mask = f["key_padding_mask"]}, true);
     expect_close(r.output, f["output"], kF32Dot, "mha_unbatched output");
     expect_close(r.weights, f["weights"], kF32Dot, "mha_unbatched weights");
-    const auto no_weights =
-        run_mha(f, {.num_heads = 2, .key_padding_mask = f["key_padding_mask"], .need_weights = false}, true);
+    const auto no_weights = run_mha(
+        f, {.num_heads = 2, .key_padding_mask = f["key_padding_mask"], .need_weights = false},
+        true);
     EXPECT_FALSE(no_weights.weights.defined());
     expect_close(no_weights.output, f["output"], kF32Dot, "mha_unbatched without weights");
   }
@@ -344,8 +374,10 @@ TEST(NnParity, MultiheadAttention) {
 
 TEST(NnParity, RotaryAndRepeatKv) {
   const NnFixture f("rotary");
-  expect_close(nn::apply_rotary(f["x"], f["cos"], f["sin"]), f["expected"], kF32, "rotary, cos [6,8]");
-  expect_close(nn::apply_rotary(f["x"], f["cos_b"], f["sin_b"]), f["expected_b"], kF32, "rotary, cos [2,1,6,8]");
+  expect_close(nn::apply_rotary(f["x"], f["cos"], f["sin"]), f["expected"], kF32,
+               "rotary, cos [6,8]");
+  expect_close(nn::apply_rotary(f["x"], f["cos_b"], f["sin_b"]), f["expected_b"], kF32,
+               "rotary, cos [2,1,6,8]");
   expect_close(nn::repeat_kv(f["kv"], 3), f["repeated"], kExact, "repeat_kv 3");
 }
 
@@ -359,7 +391,8 @@ TEST(NnParity, LlamaAttentionBlock) {
     return nn::linear(f["x"], f[w]).reshape({n, l, h, hd}).permute(to_heads);
   };
   const Tensor q = nn::apply_rotary(project("wq", heads), f["cos"], f["sin"]);
-  const Tensor k = nn::repeat_kv(nn::apply_rotary(project("wk", kv_heads), f["cos"], f["sin"]), heads / kv_heads);
+  const Tensor k = nn::repeat_kv(nn::apply_rotary(project("wk", kv_heads), f["cos"], f["sin"]),
+                                 heads / kv_heads);
   const Tensor v = nn::repeat_kv(project("wv", kv_heads).contiguous(), heads / kv_heads);
   const Tensor ctx = nn::scaled_dot_product_attention(q, k, v, Tensor(), true);
   const Tensor merged = ctx.permute(to_heads).contiguous().reshape({n, l, heads * hd});
@@ -394,7 +427,8 @@ TEST(NnParity, Lstm) {
   }
   {
     const NnFixture f("lstm_stacked");  // 2 layers, batch_first, given h0/c0
-    const auto r = nn::lstm(f["input"], lstm_layers(f, 2, true), {.batch_first = true, .h0 = f["h0"], .c0 = f["c0"]});
+    const auto r = nn::lstm(f["input"], lstm_layers(f, 2, true),
+                            {.batch_first = true, .h0 = f["h0"], .c0 = f["c0"]});
     expect_close(r.output, f["output"], kF32Dot, "lstm_stacked output");
     expect_close(r.h_n, f["h_n"], kF32Dot, "lstm_stacked h_n");
     expect_close(r.c_n, f["c_n"], kF32Dot, "lstm_stacked c_n");

@@ -16,8 +16,8 @@ int main(int argc, char** argv) {
     const torchport::TensorCatalog cat = torchport::open(argv[1]);
     Net net;
     const torchport::LoadReport r = torchport::load(net, cat);
-    std::printf("torchport %s: %zu tensors in the file, %llu loaded%s\n", torchport::kVersion, cat.size(),
-                static_cast<unsigned long long>(r.tensors), r.clean() ? ", clean" : "");
+    std::printf("torchport %s: %zu tensors in the file, %llu loaded%s\n", torchport::kVersion,
+                cat.size(), static_cast<unsigned long long>(r.tensors), r.clean() ? ", clean" : "");
     return r.clean() ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());

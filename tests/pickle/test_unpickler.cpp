@@ -24,7 +24,8 @@ Value run(const std::string& bytes, const Limits& limits = {}, pickle::Stats* st
 }
 
 // Expects `bytes` to be refused with `code` and a message containing `text`.
-void refused(const std::string& bytes, ErrorCode code, const std::string& text, const Limits& limits = {}) {
+void refused(const std::string& bytes, ErrorCode code, const std::string& text,
+             const Limits& limits = {}) {
   try {
     run(bytes, limits);
     FAIL() << "accepted; wanted " << error_code_name(code) << ": " << text;
@@ -35,9 +36,15 @@ void refused(const std::string& bytes, ErrorCode code, const std::string& text, 
   }
 }
 
-std::string u32(std::uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); }
-std::string u64(std::uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); }
-std::string str(const std::string& s) { return "X" + u32(static_cast<std::uint32_t>(s.size())) + s; }
+std::string u32(std::uint32_t v) {
+  return std::string(reinterpret_cast<const char*>(&v), 4);
+}
+std::string u64(std::uint64_t v) {
+  return std::string(reinterpret_cast<const char*>(&v), 8);
+}
+std::string str(const std::string& s) {
+  return "X" + u32(static_cast<std::uint32_t>(s.size())) + s;
+}
 
 TEST(Unpickler, Scalars) {
   EXPECT_TRUE(run("\x80\x02N.").is_none());
@@ -52,8 +59,14 @@ TEST(Unpickler, Scalars) {
   EXPECT_EQ(run("L-99L\n.").as_int(), -99);
   EXPECT_DOUBLE_EQ(run("F2.5\n.").as_float(), 2.5);
   EXPECT_DOUBLE_EQ(run(std::string("G\x40\x04\x00\x00\x00\x00\x00\x00.", 10)).as_float(), 2.5);
-  EXPECT_EQ(run("\x80\x04\x8c\x03" "abc\x94.").as_str(), "abc");
-  EXPECT_EQ(run("\x80\x03" "C\x02hi.").as_bytes(), "hi");
+  EXPECT_EQ(run("\x80\x04\x8c\x03"
+                "abc\x94.")
+                .as_str(),
+            "abc");
+  EXPECT_EQ(run("\x80\x03"
+                "C\x02hi.")
+                .as_bytes(),
+            "hi");
   EXPECT_EQ(run("S'a\\nb'\n.").as_str(), "a\nb");
   EXPECT_EQ(run("V\\u00e9\n.").as_str(), "\xc3\xa9");
 }
@@ -66,7 +79,9 @@ TEST(Unpickler, BigIntegersKeepTheirBytes) {
 }
 
 TEST(Unpickler, Containers) {
-  const Value d = run("\x80\x02}(" + str("a") + "K\x01" + str("b") + "]q\x00(K\x01K\x02"s "eu.");
+  const Value d = run("\x80\x02}(" + str("a") + "K\x01" + str("b") +
+                      "]q\x00(K\x01K\x02"s
+                      "eu.");
   ASSERT_TRUE(d.is(Value::Kind::Dict));
   EXPECT_EQ(d.find("a")->as_int(), 1);
   EXPECT_EQ(d.find("b")->items().size(), 2u);
@@ -83,21 +98,38 @@ TEST(Unpickler, MemoSharesValues) {
 }
 
 TEST(Unpickler, DataConstructorsBuildData) {
-  const Value od = run("\x80\x02" "ccollections\nOrderedDict\n)R(" + str("k") + "K\x05u.");
+  const Value od =
+      run("\x80\x02"
+          "ccollections\nOrderedDict\n)R(" +
+          str("k") + "K\x05u.");
   ASSERT_TRUE(od.is(Value::Kind::Dict));
   EXPECT_EQ(od.find("k")->as_int(), 5);
-  const Value size = run("\x80\x02" "ctorch\nSize\n(K\x02K\x03t\x85R.");
+  const Value size =
+      run("\x80\x02"
+          "ctorch\nSize\n(K\x02K\x03t\x85R.");
   ASSERT_TRUE(size.is(Value::Kind::Tuple));
   EXPECT_EQ(size.items()[1].as_int(), 3);
-  const Value b = run("\x80\x02" "c_codecs\nencode\n" + str("\xc3\xbf\x01") + str("latin1") + "\x86R.");
+  const Value b =
+      run("\x80\x02"
+          "c_codecs\nencode\n" +
+          str("\xc3\xbf\x01") + str("latin1") + "\x86R.");
   EXPECT_EQ(b.as_bytes(), "\xff\x01");
-  const Value c = run("\x80\x02" "c__builtin__\ncomplex\nG\x3f\xf0\x00\x00\x00\x00\x00\x00"s "G\x40\x00\x00\x00\x00\x00\x00\x00\x86R."s);
+  const Value c =
+      run("\x80\x02"
+          "c__builtin__\ncomplex\nG\x3f\xf0\x00\x00\x00\x00\x00\x00"s
+          "G\x40\x00\x00\x00\x00\x00\x00\x00\x86R."s);
   EXPECT_EQ(c.as_complex().second, 2.0);
 }
 
 TEST(Unpickler, UnknownClassesStayInert) {
   pickle::Stats stats;
-  const Value v = run("\x80\x02" "cmy.models\nNet\n)\x81}(" + str("x") + "K\x01" "ub.", {}, &stats);
+  const Value v =
+      run("\x80\x02"
+          "cmy.models\nNet\n)\x81}(" +
+              str("x") +
+              "K\x01"
+              "ub.",
+          {}, &stats);
   ASSERT_TRUE(v.is(Value::Kind::Object));
   EXPECT_EQ(v.as_object().cls.qualified(), "my.models.Net");
   EXPECT_EQ(v.as_object().state.find("x")->as_int(), 1);
@@ -108,7 +140,11 @@ TEST(Unpickler, UnknownClassesStayInert) {
 
 TEST(Unpickler, DangerousGlobalsAreOnlyReferences) {
   pickle::Stats stats;
-  const Value v = run("\x80\x02" "cposix\nsystem\n" + str("id") + "\x85R.", {}, &stats);
+  const Value v =
+      run("\x80\x02"
+          "cposix\nsystem\n" +
+              str("id") + "\x85R.",
+          {}, &stats);
   EXPECT_TRUE(v.is(Value::Kind::Object));  // nothing ran; policy above the VM refuses it
   EXPECT_EQ(stats.globals[0].klass, pickle::GlobalClass::dangerous);
   EXPECT_EQ(stats.globals[0].first_offset, 2u);
@@ -117,23 +153,33 @@ TEST(Unpickler, DangerousGlobalsAreOnlyReferences) {
 TEST(Unpickler, DottedGlobalNamesResolveAsPythonResolvesThem) {
   // Below protocol 4, Python looks a dotted name up as one attribute and
   // fails: refused, not read as an inert object (which dropped a tensor).
-  refused("\x80\x02" "ctorch\n_utils._rebuild_tensor_v2\n.", ErrorCode::corrupt,
-          "resolves only from pickle protocol 4 on");
+  refused(
+      "\x80\x02"
+      "ctorch\n_utils._rebuild_tensor_v2\n.",
+      ErrorCode::corrupt, "resolves only from pickle protocol 4 on");
   refused("ctorch\n_utils._rebuild_tensor_v2\n.", ErrorCode::corrupt, "a dotted name");
   // A dangerous one is left to the global policy, which names it.
   pickle::Stats danger;
-  run("\x80\x02" "ctorch\nos.system\n.", {}, &danger);
+  run("\x80\x02"
+      "ctorch\nos.system\n.",
+      {}, &danger);
   EXPECT_EQ(danger.globals[0].klass, pickle::GlobalClass::dangerous);
   // From protocol 4 on, an allowed whole is named by its module and name.
   pickle::Stats stats;
-  const Value g = run("\x80\x04" "ctorch\n_utils._rebuild_tensor_v2\n.", {}, &stats);
+  const Value g =
+      run("\x80\x04"
+          "ctorch\n_utils._rebuild_tensor_v2\n.",
+          {}, &stats);
   ASSERT_TRUE(g.is(Value::Kind::Global));
   EXPECT_EQ(g.as_global().qualified(), "torch._utils._rebuild_tensor_v2");
   EXPECT_EQ(g.as_global().module, "torch._utils");
   EXPECT_EQ(stats.globals[0].klass, pickle::GlobalClass::allowed);
   // ... and any other dotted name stays as written (an attribute chain).
   pickle::Stats chain;
-  const Value c = run("\x80\x04" "ctorch\nos.system\n.", {}, &chain);
+  const Value c =
+      run("\x80\x04"
+          "ctorch\nos.system\n.",
+          {}, &chain);
   EXPECT_EQ(c.as_global().module, "torch");
   EXPECT_EQ(chain.globals[0].klass, pickle::GlobalClass::dangerous);
 }
@@ -157,14 +203,23 @@ TEST(Unpickler, GlobalClassification) {
 }
 
 TEST(Unpickler, StrictTargets) {
-  refused("\x80\x02}K\x01" "a.", ErrorCode::corrupt, "APPEND to a dict");
+  refused(
+      "\x80\x02}K\x01"
+      "a.",
+      ErrorCode::corrupt, "APPEND to a dict");
   refused("\x80\x02](K\x01K\x02u.", ErrorCode::corrupt, "SETITEMS on a list");
   refused("\x80\x02]K\x01K\x02s.", ErrorCode::corrupt, "SETITEM on a list");
   refused("\x80\x02](K\x01\x90.", ErrorCode::corrupt, "ADDITEMS to a list");
   refused("\x80\x02]}b.", ErrorCode::corrupt, "BUILD on a list");
   refused("\x80\x02K\x01)R.", ErrorCode::corrupt, "REDUCE of a int");
-  refused("\x80\x02" "cfoo\nbar\nK\x01R.", ErrorCode::corrupt, "arguments, not a tuple");
-  refused("\x80\x02" "0.", ErrorCode::corrupt, "without a MARK");
+  refused(
+      "\x80\x02"
+      "cfoo\nbar\nK\x01R.",
+      ErrorCode::corrupt, "arguments, not a tuple");
+  refused(
+      "\x80\x02"
+      "0.",
+      ErrorCode::corrupt, "without a MARK");
   refused("\x80\x02.", ErrorCode::corrupt, "empty stack");
   refused("\x80\x02(K\x01.", ErrorCode::corrupt, "STOP inside an open MARK");
   refused("\x80\x02h\x05.", ErrorCode::corrupt, "memo entry 5");
@@ -176,19 +231,28 @@ TEST(Unpickler, StrictTargets) {
 
 TEST(Unpickler, SelfReferencesAreRefused) {
   // l = []; l.append(l)
-  refused("\x80\x02]q\x00h\x00"s "a.", ErrorCode::corrupt, "self-references");
+  refused(
+      "\x80\x02]q\x00h\x00"s
+      "a.",
+      ErrorCode::corrupt, "self-references");
   // d = {}; d['d'] = d
   refused("\x80\x02}q\x00"s + str("d") + "h\x00s."s, ErrorCode::corrupt, "self-references");
 }
 
 TEST(Unpickler, Truncation) {
-  refused("\x80\x02X\x10\x00\x00\x00"s "abc"s, ErrorCode::truncated, "BINUNICODE declares 16 bytes");
+  refused(
+      "\x80\x02X\x10\x00\x00\x00"s
+      "abc"s,
+      ErrorCode::truncated, "BINUNICODE declares 16 bytes");
   refused("\x80\x02K", ErrorCode::truncated, "BININT1");
   refused("\x80\x02", ErrorCode::truncated, "opcode");
   refused("\x80\x04\x95" + u64(1000) + "N.", ErrorCode::truncated, "frame of 1000 bytes");
   refused("\x80\x02\x8b\xff\xff\xff\xff.", ErrorCode::corrupt, "negative length");
   refused("\x80\x04\x8d" + u64(~0ull) + "x", ErrorCode::limit_exceeded, "max_string_bytes");
-  refused("\x80\x02" "cos\nsystem", ErrorCode::truncated, "GLOBAL name");
+  refused(
+      "\x80\x02"
+      "cos\nsystem",
+      ErrorCode::truncated, "GLOBAL name");
 }
 
 TEST(Unpickler, LimitsStopHostileStreams) {

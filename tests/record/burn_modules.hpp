@@ -47,8 +47,9 @@ struct ComplexNet {
 
   static ComplexNet make(DType dtype = DType::F32) {
     ComplexNet n;
-    n.conv_blocks = {{nn::Conv2d(2, 4, {3, 2}, 1, 0, 1, 1, true, dtype), nn::BatchNorm2d(4, 1e-5, true, dtype)},
-                     {nn::Conv2d(4, 6, {3, 2}, 1, 0, 1, 1, true, dtype), nn::BatchNorm2d(6, 1e-5, true, dtype)}};
+    n.conv_blocks = {
+        {nn::Conv2d(2, 4, {3, 2}, 1, 0, 1, 1, true, dtype), nn::BatchNorm2d(4, 1e-5, true, dtype)},
+        {nn::Conv2d(4, 6, {3, 2}, 1, 0, 1, 1, true, dtype), nn::BatchNorm2d(6, 1e-5, true, dtype)}};
     n.norm1 = nn::BatchNorm2d(6, 1e-5, true, dtype);
     n.fc1 = nn::Linear(120, 12, true, dtype);
     n.fc2 = nn::Linear(12, 10, true, dtype);
@@ -92,8 +93,8 @@ struct ModelConfig {
   std::vector<std::string> some_list_str;
   std::vector<double> some_list_float;
   SomeDict some_dict;
-  TORCHPORT_FIELDS(n_head, n_layer, d_model, some_float, some_int, some_bool, some_str, some_list_int,
-                   some_list_str, some_list_float, some_dict)
+  TORCHPORT_FIELDS(n_head, n_layer, d_model, some_float, some_int, some_bool, some_str,
+                   some_list_int, some_list_str, some_list_float, some_dict)
 };
 
 template <class C>

@@ -64,7 +64,9 @@ void expect_loaded(const M& module, const std::string& name, double rtol = kExac
   for (const auto& t : want.tensors()) expect_close(*got.find(t.name), t.tensor, rtol, t.name);
 }
 
-TensorCatalog io(const std::string& name) { return open(case_file(name + ".io.pt")); }
+TensorCatalog io(const std::string& name) {
+  return open(case_file(name + ".io.pt"));
+}
 const Tensor& at(const TensorCatalog& c, const char* name) {
   const Tensor* t = c.find(name);
   if (t == nullptr) throw std::runtime_error(std::string("fixture lacks ") + name);
@@ -161,14 +163,16 @@ TEST(BurnCases, ComplexNestedDefaultConstructedTakesShapesFromTheFile) {
 
 TEST(BurnCases, ComplexNestedPartialLoadingViaRemap) {
   PartialNet net;
-  const LoadReport r =
-      load(net, case_file("complex_nested.pt"), LoadArgs{}.remap(R"(^conv_blocks\.0\.(.*))", "conv1.$1"));
+  const LoadReport r = load(net, case_file("complex_nested.pt"),
+                            LoadArgs{}.remap(R"(^conv_blocks\.0\.(.*))", "conv1.$1"));
   EXPECT_TRUE(r.missing.empty());
-  EXPECT_EQ(r.tensors, 7u);  // conv weight, bias, norm gamma, beta, mean, var, count
+  EXPECT_EQ(r.tensors, 7u);        // conv weight, bias, norm gamma, beta, mean, var, count
   EXPECT_FALSE(r.unused.empty());  // the rest of the file
   const TensorCatalog want = open(case_file("complex_nested.expected.pt"));
-  expect_close(net.conv1.conv.weight, *want.find("conv_blocks.0.conv.weight"), kExact, "conv1.conv.weight");
-  expect_close(*net.conv1.norm.running_var, *want.find("conv_blocks.0.norm.running_var"), kExact, "running_var");
+  expect_close(net.conv1.conv.weight, *want.find("conv_blocks.0.conv.weight"), kExact,
+               "conv1.conv.weight");
+  expect_close(*net.conv1.norm.running_var, *want.find("conv_blocks.0.norm.running_var"), kExact,
+               "running_var");
 }
 
 TEST(BurnCases, ComplexNestedExtraFieldAbsentFromTheFile) {
@@ -194,7 +198,8 @@ TEST(BurnCases, Config) {
   EXPECT_EQ(c.some_list_str, (std::vector<std::string>{"hello", "world"}));
   EXPECT_EQ(c.some_list_float, (std::vector<double>{1.0, 2.0, 3.0}));
   EXPECT_EQ(c.some_dict.some_key, "some_value");
-  expect_error([] { load_config<ModelConfig>(case_file("config.pt"), "nope"); }, ErrorCode::missing_key, "nope");
+  expect_error([] { load_config<ModelConfig>(case_file("config.pt"), "nope"); },
+               ErrorCode::missing_key, "nope");
 }
 
 // --- convolutions ---------------------------------------------------------------
@@ -317,7 +322,8 @@ TEST(BurnCases, KeyRemap) {
   TwoConvs<nn::Conv2d> net{nn::Conv2d(2, 2, 2), nn::Conv2d(2, 2, 2, 1, 0, 1, 1, false)};
   expect_error([&] { load(net, case_file("key_remap.pt")); }, ErrorCode::missing_key,
                "did you mean 'conv.conv1.weight'?");
-  const LoadReport r = load(net, case_file("key_remap.pt"), LoadArgs{}.remap(R"(^conv\.(.*))", "$1"));
+  const LoadReport r =
+      load(net, case_file("key_remap.pt"), LoadArgs{}.remap(R"(^conv\.(.*))", "$1"));
   EXPECT_TRUE(r.clean()) << r.summary();
   expect_loaded(net, "key_remap");
   const auto f = io("key_remap");
@@ -334,7 +340,8 @@ TEST(BurnCases, KeyRemapChained) {
   const LoadReport r = load(net, case_file("key_remap_chained.pt"), three.debug());
   EXPECT_TRUE(r.clean()) << r.summary();
   expect_loaded(net, "key_remap_chained");
-  EXPECT_NE(r.key_listing().find("model.conv.1.weight -> conv2.weight  F32[2, 2, 2, 2]"), std::string::npos)
+  EXPECT_NE(r.key_listing().find("model.conv.1.weight -> conv2.weight  F32[2, 2, 2, 2]"),
+            std::string::npos)
       << r.key_listing();
 }
 
@@ -383,11 +390,13 @@ TEST(BurnCases, TopLevelKey) {
   TwoConvs<nn::Conv2d> net{nn::Conv2d(2, 2, 2), nn::Conv2d(2, 2, 2, 1, 0, 1, 1, false)};
   expect_error([&] { load(net, case_file("top_level_key.pt")); }, ErrorCode::missing_key,
                "did you mean 'my_state_dict.conv1.weight'?");
-  const LoadReport r = load(net, case_file("top_level_key.pt"), LoadArgs{}.top_level_key("my_state_dict"));
+  const LoadReport r =
+      load(net, case_file("top_level_key.pt"), LoadArgs{}.top_level_key("my_state_dict"));
   EXPECT_TRUE(r.clean()) << r.summary();
   expect_loaded(net, "top_level_key");
-  expect_error([&] { load(net, case_file("top_level_key.pt"), LoadArgs{}.top_level_key("state_dict")); },
-               ErrorCode::missing_key, "'my_state_dict'");
+  expect_error(
+      [&] { load(net, case_file("top_level_key.pt"), LoadArgs{}.top_level_key("state_dict")); },
+      ErrorCode::missing_key, "'my_state_dict'");
 }
 
 // --- attention, recurrent, DataParallel -----------------------------------------
@@ -401,7 +410,8 @@ TEST(BurnCases, MultiheadAttention) {
   const auto self = net.attn.forward(at(f, "q"), at(f, "q"), at(f, "q"), {}, {}, true);
   expect_close(self.output, at(f, "output"), kF32, "output");
   expect_close(self.weights, at(f, "weights"), kF32, "weights");
-  const auto cross = net.cross.forward(at(f, "cross_q"), at(f, "cross_k"), at(f, "cross_v"), {}, {}, true);
+  const auto cross =
+      net.cross.forward(at(f, "cross_q"), at(f, "cross_k"), at(f, "cross_v"), {}, {}, true);
   expect_close(cross.output, at(f, "cross_output"), kF32, "cross_output");
   expect_close(cross.weights, at(f, "cross_weights"), kF32, "cross_weights");
 }
@@ -422,7 +432,8 @@ TEST(BurnCases, DataParallelPrefix) {
   DataParallelNet net;
   expect_error([&] { load(net, case_file("data_parallel.pt")); }, ErrorCode::missing_key,
                "did you mean 'module.fc1.weight'?");
-  EXPECT_TRUE(load(net, case_file("data_parallel.pt"), LoadArgs{}.remap(R"(^module\.(.*))", "$1")).clean());
+  EXPECT_TRUE(
+      load(net, case_file("data_parallel.pt"), LoadArgs{}.remap(R"(^module\.(.*))", "$1")).clean());
   expect_loaded(net, "data_parallel");
 }
 
@@ -432,7 +443,8 @@ TEST(BurnCases, StrictModeRefusesUnusedKeys) {
   PartialNet net;
   expect_error(
       [&] {
-        load(net, case_file("complex_nested.pt"), LoadArgs{}.remap(R"(^conv_blocks\.0\.(.*))", "conv1.$1").strict());
+        load(net, case_file("complex_nested.pt"),
+             LoadArgs{}.remap(R"(^conv_blocks\.0\.(.*))", "conv1.$1").strict());
       },
       ErrorCode::unused_key, "used by no field");
 }
@@ -440,7 +452,10 @@ TEST(BurnCases, StrictModeRefusesUnusedKeys) {
 TEST(BurnCases, FiltersDropKeysBeforeLoading) {
   PartialNet net;
   const LoadReport r = load(net, case_file("complex_nested.pt"),
-                            LoadArgs{}.include(R"(^conv_blocks\.0\.)").remap(R"(^conv_blocks\.0\.(.*))", "conv1.$1").strict());
+                            LoadArgs{}
+                                .include(R"(^conv_blocks\.0\.)")
+                                .remap(R"(^conv_blocks\.0\.(.*))", "conv1.$1")
+                                .strict());
   EXPECT_TRUE(r.clean()) << r.summary();
 }
 
@@ -449,7 +464,8 @@ TEST(BurnCases, ZeroCopyWhenDtypeAndLayoutMatch) {
   const LoadReport mapped = load(net, case_file("conv2d.pt"));
   EXPECT_EQ(mapped.zero_copy_bytes, mapped.bytes);
   EXPECT_TRUE(net.conv1.weight.storage()->borrowed());
-  const LoadReport owned = load(net, case_file("conv2d.pt"), LoadArgs{}.residence(Residence::owned));
+  const LoadReport owned =
+      load(net, case_file("conv2d.pt"), LoadArgs{}.residence(Residence::owned));
   EXPECT_EQ(owned.zero_copy_bytes, 0u);
   EXPECT_TRUE(net.conv1.weight.storage()->writable());
 }
@@ -459,7 +475,8 @@ TEST(BurnCases, SummaryListsMissingAndUnused) {
   const LoadReport r = load(net, case_file("key_remap.pt"), LoadArgs{}.allow_partial());
   const std::string s = r.summary();
   EXPECT_NE(s.find("missing 2:"), std::string::npos) << s;
-  EXPECT_NE(s.find("conv1.weight (Tensor)  did you mean 'conv.conv1.weight'"), std::string::npos) << s;
+  EXPECT_NE(s.find("conv1.weight (Tensor)  did you mean 'conv.conv1.weight'"), std::string::npos)
+      << s;
   EXPECT_NE(s.find("unused 3:"), std::string::npos) << s;
 }
 
@@ -481,7 +498,8 @@ void expect_round_trip(const M& module, const std::string& name, const std::stri
   ASSERT_EQ(a, b);
   for (const auto& t : original.tensors()) {
     const Tensor* mine = back.find(t.name.substr(prefix.size()));
-    EXPECT_TRUE(mine->equal(t.tensor)) << t.name << ": " << mine->description() << " vs " << t.tensor.description();
+    EXPECT_TRUE(mine->equal(t.tensor))
+        << t.name << ": " << mine->description() << " vs " << t.tensor.description();
   }
 }
 
@@ -557,7 +575,8 @@ TEST(Recorder, PyTorchFileRecorderLoadsAtItsPrecision) {
   EXPECT_EQ(net.fc1.weight.shape(), (Shape{2, 3}));
   expect_loaded(net, "linear");
   ComplexNet half = ComplexNet::make(DType::F16);
-  const LoadReport r = PyTorchFileRecorder(Precision::Half).load(half, case_file("complex_nested.pt"));
+  const LoadReport r =
+      PyTorchFileRecorder(Precision::Half).load(half, case_file("complex_nested.pt"));
   EXPECT_TRUE(r.clean());
   EXPECT_EQ(half.norm1.running_var->dtype(), DType::F16);
 }

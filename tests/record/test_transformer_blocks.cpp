@@ -44,7 +44,8 @@ double expect_close(const Tensor& got, const Tensor& want, double tol, const std
   std::size_t bad = 0;
   for (std::size_t i = 0; i < gs.size(); ++i) {
     const double err = std::fabs(gs[i] - ws[i]) / std::max(1.0, std::fabs(ws[i]));
-    if (!(err <= tol) && bad++ < 3) ADD_FAILURE() << what << "[" << i << "]: got " << gs[i] << ", torch " << ws[i];
+    if (!(err <= tol) && bad++ < 3)
+      ADD_FAILURE() << what << "[" << i << "]: got " << gs[i] << ", torch " << ws[i];
     worst = std::max(worst, std::isnan(err) ? INFINITY : err);
   }
   std::cout << what << ": max relative error " << worst << " (tolerance " << tol << ")\n";
@@ -78,7 +79,9 @@ struct FusedAsLinear {
   TORCHPORT_FIELDS(c_attn)
 };
 
-Gpt2Block gpt2() { return Gpt2Block::make(/*n_embd*/ 16, /*n_head*/ 2, /*n_ctx*/ 8); }
+Gpt2Block gpt2() {
+  return Gpt2Block::make(/*n_embd*/ 16, /*n_head*/ 2, /*n_ctx*/ 8);
+}
 
 TEST(Gpt2Block, LoadsHuggingFaceNamesAndConv1DLayout) {
   Gpt2Block blk = gpt2();
@@ -105,7 +108,8 @@ TEST(Gpt2Block, CheckpointMaskAndCausalFlagAgree) {
   const Tensor with_mask = blk.forward(at(f, "input")).first;
   blk.attn.bias.reset();  // SDPA's causal flag instead of the file's mask
   expect_close(blk.forward(at(f, "input")).first, with_mask, kF32, "gpt2 causal vs mask");
-  expect_close(blk.forward(at(f, "input")).first, at(f, "output"), kF32, "gpt2 output (causal flag)");
+  expect_close(blk.forward(at(f, "input")).first, at(f, "output"), kF32,
+               "gpt2 output (causal flag)");
 }
 
 TEST(Gpt2Block, SequenceLongerThanTheMaskIsAnError) {
@@ -118,13 +122,16 @@ TEST(Gpt2Block, AsLinearTheFusedWeightIsRefused) {
   // The reason Conv1D is its own record: an nn::Linear of the same sizes
   // expects torch's [out, in] in the file and transposes it.
   FusedAsLinear w;
-  EXPECT_THROW(load(w, case_file("gpt2_block.pt"), LoadArgs{}.remap(R"(^attn\.c_attn\.)", "c_attn.")), Error);
+  EXPECT_THROW(
+      load(w, case_file("gpt2_block.pt"), LoadArgs{}.remap(R"(^attn\.c_attn\.)", "c_attn.")),
+      Error);
 }
 
 // --- Llama ------------------------------------------------------------------------
 
 LlamaBlock llama(DType dtype = DType::F32) {
-  return LlamaBlock::make(/*hidden*/ 16, /*n_heads*/ 4, /*n_kv_heads*/ 2, /*intermediate*/ 32, /*rms_eps*/ 1e-5,
+  return LlamaBlock::make(/*hidden*/ 16, /*n_heads*/ 4, /*n_kv_heads*/ 2, /*intermediate*/ 32,
+                          /*rms_eps*/ 1e-5,
                           /*rope_theta*/ 10000.0, dtype);
 }
 
@@ -134,7 +141,7 @@ TEST(LlamaBlock, LoadsBf16CheckpointIntoF32) {
   EXPECT_TRUE(r.clean()) << r.summary();
   EXPECT_EQ(blk.self_attn.k_proj.weight.dtype(), DType::F32);
   EXPECT_EQ(blk.self_attn.k_proj.weight.shape(), (Shape{16, 8}));  // ours: [in, out]
-  expect_loaded_exactly(blk, "llama_block");                         // bf16 -> f32 is exact
+  expect_loaded_exactly(blk, "llama_block");                       // bf16 -> f32 is exact
 }
 
 TEST(LlamaBlock, ForwardMatchesTorchsF32ForwardOfTheBf16Weights) {
@@ -147,11 +154,13 @@ TEST(LlamaBlock, ForwardMatchesTorchsF32ForwardOfTheBf16Weights) {
   // Our f32 result is far closer to torch's f32 one than torch's own bf16
   // forward is: the gap printed here is what bf16 arithmetic costs.
   double bf16_gap = 0;
-  const auto want = at(f, "output").to(DType::F64), bf = at(f, "output_bf16_compute").to(DType::F64);
+  const auto want = at(f, "output").to(DType::F64),
+             bf = at(f, "output_bf16_compute").to(DType::F64);
   for (std::size_t i = 0; i < want.span<double>().size(); ++i)
     bf16_gap = std::max(bf16_gap, std::fabs(want.span<double>()[i] - bf.span<double>()[i]) /
                                       std::max(1.0, std::fabs(want.span<double>()[i])));
-  std::cout << "torch's all-bf16 forward vs its f32 forward: max relative error " << bf16_gap << "\n";
+  std::cout << "torch's all-bf16 forward vs its f32 forward: max relative error " << bf16_gap
+            << "\n";
   EXPECT_GT(bf16_gap, 100 * kBf16WeightsF32Compute);
 }
 

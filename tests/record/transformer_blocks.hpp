@@ -67,15 +67,19 @@ struct Gpt2Attention {
     // to [3, b, h, t, d], whose three slabs are q, k and v.
     const Shape order{2, 0, 3, 1, 4};
     const Tensor qkv = c_attn.forward(x).reshape({b, t, 3, n_head, d}).permute(order).contiguous();
-    const auto part = [&](std::int64_t i) { return qkv.narrow(0, i, 1).reshape({b, n_head, t, d}); };
+    const auto part = [&](std::int64_t i) {
+      return qkv.narrow(0, i, 1).reshape({b, n_head, t, d});
+    };
     Tensor mask;
     if (bias) {
       if (t > bias->size(2))
-        throw Error(ErrorCode::shape_mismatch, "sequence of " + std::to_string(t) + " tokens is longer than n_ctx " +
+        throw Error(ErrorCode::shape_mismatch, "sequence of " + std::to_string(t) +
+                                                   " tokens is longer than n_ctx " +
                                                    std::to_string(bias->size(2)));
       mask = bias->narrow(2, 0, t).narrow(3, 0, t);
     }
-    const Tensor a = nn::scaled_dot_product_attention(part(0), part(1), part(2), mask, /*causal*/ !bias);
+    const Tensor a =
+        nn::scaled_dot_product_attention(part(0), part(1), part(2), mask, /*causal*/ !bias);
     return c_proj.forward(merge_heads(a));
   }
 };
@@ -98,7 +102,8 @@ struct Gpt2Block {
   TORCHPORT_FIELDS(ln_1, attn, ln_2, mlp)
 
   /// Zero parameters of GPT-2's shapes (so a load checks every shape).
-  static Gpt2Block make(std::int64_t n_embd, std::int64_t n_head, std::int64_t n_ctx, double eps = 1e-5) {
+  static Gpt2Block make(std::int64_t n_embd, std::int64_t n_head, std::int64_t n_ctx,
+                        double eps = 1e-5) {
     Gpt2Block blk;
     blk.ln_1 = nn::LayerNorm({n_embd}, eps);
     blk.ln_2 = nn::LayerNorm({n_embd}, eps);
@@ -123,18 +128,21 @@ struct Gpt2Block {
 /// LlamaRotaryEmbedding's tables for `positions` (integers, [b, t]):
 /// cos and sin [b, 1, t, head_dim], with the inverse frequencies
 /// `theta^(-2i/head_dim)` and the angles computed in f32, as Hugging Face does.
-inline std::pair<Tensor, Tensor> rotary_tables(const Tensor& positions, std::int64_t head_dim, double theta) {
+inline std::pair<Tensor, Tensor> rotary_tables(const Tensor& positions, std::int64_t head_dim,
+                                               double theta) {
   const Tensor pos = positions.to(DType::I64);
   const std::int64_t b = pos.size(0), t = pos.size(1), half = head_dim / 2;
   std::vector<float> inv(static_cast<std::size_t>(half));
   for (std::int64_t i = 0; i < half; ++i)
     inv[static_cast<std::size_t>(i)] =
-        1.0f / std::pow(static_cast<float>(theta), static_cast<float>(2 * i) / static_cast<float>(head_dim));
+        1.0f / std::pow(static_cast<float>(theta),
+                        static_cast<float>(2 * i) / static_cast<float>(head_dim));
   std::vector<float> c(static_cast<std::size_t>(b * t * head_dim)), s(c.size());
   const auto p = pos.span<std::int64_t>();
   for (std::int64_t r = 0; r < b * t; ++r)
     for (std::int64_t j = 0; j < head_dim; ++j) {  // cat(freqs, freqs)
-      const float angle = static_cast<float>(p[static_cast<std::size_t>(r)]) * inv[static_cast<std::size_t>(j % half)];
+      const float angle = static_cast<float>(p[static_cast<std::size_t>(r)]) *
+                          inv[static_cast<std::size_t>(j % half)];
       c[static_cast<std::size_t>(r * head_dim + j)] = std::cos(angle);
       s[static_cast<std::size_t>(r * head_dim + j)] = std::sin(angle);
     }
@@ -156,12 +164,14 @@ struct LlamaAttention {
     const std::int64_t b = x.size(0), t = x.size(1);
     const std::int64_t d = q_proj.weight.size(1) / n_heads;
     const auto [cos, sin] = rotary_tables(positions, d, rope_theta);
-    const Tensor q = nn::apply_rotary(heads_first(q_proj.forward(x).reshape({b, t, n_heads, d})), cos, sin);
-    const Tensor k = nn::apply_rotary(heads_first(k_proj.forward(x).reshape({b, t, n_kv_heads, d})), cos, sin);
+    const Tensor q =
+        nn::apply_rotary(heads_first(q_proj.forward(x).reshape({b, t, n_heads, d})), cos, sin);
+    const Tensor k =
+        nn::apply_rotary(heads_first(k_proj.forward(x).reshape({b, t, n_kv_heads, d})), cos, sin);
     const Tensor v = heads_first(v_proj.forward(x).reshape({b, t, n_kv_heads, d}));
     const std::int64_t rep = n_heads / n_kv_heads;
-    const Tensor a =
-        nn::scaled_dot_product_attention(q, nn::repeat_kv(k, rep), nn::repeat_kv(v, rep), Tensor(), /*causal*/ true);
+    const Tensor a = nn::scaled_dot_product_attention(
+        q, nn::repeat_kv(k, rep), nn::repeat_kv(v, rep), Tensor(), /*causal*/ true);
     return o_proj.forward(merge_heads(a));
   }
 };
@@ -186,9 +196,11 @@ struct LlamaBlock {
   /// Zero parameters of Llama's shapes in `dtype` (a load converts the
   /// file's weights to it).
   static LlamaBlock make(std::int64_t hidden, std::int64_t n_heads, std::int64_t n_kv_heads,
-                         std::int64_t intermediate, double rms_eps, double rope_theta, DType dtype = DType::F32) {
+                         std::int64_t intermediate, double rms_eps, double rope_theta,
+                         DType dtype = DType::F32) {
     if (n_heads % n_kv_heads != 0 || hidden % n_heads != 0)
-      throw Error(ErrorCode::invalid_argument, "n_kv_heads must divide n_heads, and n_heads the hidden size");
+      throw Error(ErrorCode::invalid_argument,
+                  "n_kv_heads must divide n_heads, and n_heads the hidden size");
     const std::int64_t d = hidden / n_heads;
     LlamaBlock blk;
     blk.input_layernorm = nn::RMSNorm({hidden}, rms_eps, true, dtype);
@@ -200,7 +212,8 @@ struct LlamaBlock {
     blk.self_attn.n_heads = n_heads;
     blk.self_attn.n_kv_heads = n_kv_heads;
     blk.self_attn.rope_theta = rope_theta;
-    blk.mlp = LlamaMlp{nn::Linear(hidden, intermediate, false, dtype), nn::Linear(hidden, intermediate, false, dtype),
+    blk.mlp = LlamaMlp{nn::Linear(hidden, intermediate, false, dtype),
+                       nn::Linear(hidden, intermediate, false, dtype),
                        nn::Linear(intermediate, hidden, false, dtype)};
     return blk;
   }

@@ -11,9 +11,9 @@
 #include "support/fixtures.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/open.hpp"
-#include "torchport/recorders/recorder.hpp"
 #include "torchport/record/load.hpp"
 #include "torchport/record/save.hpp"
+#include "torchport/recorders/recorder.hpp"
 
 using namespace torchport;
 using namespace burn_cases;
@@ -23,8 +23,9 @@ namespace {
 
 const std::vector<std::pair<std::string, Recorder>>& all_recorders() {
   static const std::vector<std::pair<std::string, Recorder>> r = {
-      {"model.mpk", NamedMpk{}},   {"model.mpk.gz", NamedMpkGz{}},   {"model.json", PrettyJson{}},
-      {"model.json.gz", PrettyJsonGz{}}, {"model.tpb", CompactBin{}}, {"model.tpb.gz", CompactBinGz{}},
+      {"model.mpk", NamedMpk{}},    {"model.mpk.gz", NamedMpkGz{}},
+      {"model.json", PrettyJson{}}, {"model.json.gz", PrettyJsonGz{}},
+      {"model.tpb", CompactBin{}},  {"model.tpb.gz", CompactBinGz{}},
   };
   return r;
 }
@@ -125,7 +126,8 @@ TEST(Recorders, HalfPrecisionHalvesTheFileAndLoadsWithinTolerance) {
   const Tensor want = *io.find("output_half_params");
   const Tensor g = got.to(DType::F64), w = want.to(DType::F64);
   for (std::int64_t i = 0; i < g.numel(); ++i)
-    EXPECT_NEAR(g.span<double>()[static_cast<std::size_t>(i)], w.span<double>()[static_cast<std::size_t>(i)],
+    EXPECT_NEAR(g.span<double>()[static_cast<std::size_t>(i)],
+                w.span<double>()[static_cast<std::size_t>(i)],
                 1e-3 * std::max(1.0, std::fabs(w.span<double>()[static_cast<std::size_t>(i)])));
   fs::remove_all(dir);
 }
@@ -151,8 +153,8 @@ TEST(Recorders, ALoadThatFailsSaysHowTheFileDiffers) {
   save(net, dir / "linear.mpk", NamedMpk{}, Precision::Half);
   EmbeddingNet other;
   expect_error([&] { load(other, dir / "linear.mpk"); }, ErrorCode::missing_key,
-               "the file holds a '" + type_name<LinearNet>() + "', this module is a '" + type_name<EmbeddingNet>() +
-                   "'; it was saved at half precision");
+               "the file holds a '" + type_name<LinearNet>() + "', this module is a '" +
+                   type_name<EmbeddingNet>() + "'; it was saved at half precision");
   fs::remove_all(dir);
 }
 
@@ -170,7 +172,8 @@ TEST(Recorders, NewerFormatVersionsAreRefused) {
   text.replace(at, 12, "\"version\": 7");
   std::vector<std::byte> edited(text.size());
   std::memcpy(edited.data(), text.data(), text.size());
-  expect_error([&] { load_from_bytes(back, edited); }, ErrorCode::unsupported, "record format version 7");
+  expect_error([&] { load_from_bytes(back, edited); }, ErrorCode::unsupported,
+               "record format version 7");
 }
 
 TEST(Recorders, UntypedCheckpointsConvertLosslessly) {
@@ -182,7 +185,8 @@ TEST(Recorders, UntypedCheckpointsConvertLosslessly) {
     write_record(flat, dir / name, recorder, {});
     const TensorCatalog back = open(dir / name);
     ASSERT_EQ(back.size(), cat.size()) << name;
-    for (const auto& t : cat.tensors()) EXPECT_TRUE(back.find(t.name)->equal(t.tensor)) << name << " " << t.name;
+    for (const auto& t : cat.tensors())
+      EXPECT_TRUE(back.find(t.name)->equal(t.tensor)) << name << " " << t.name;
   }
   fs::remove_all(dir);
 }
@@ -213,11 +217,13 @@ TEST(Recorders, DamagedFilesAreRefused) {
   const auto mpk = save_to_bytes(net, NamedMpk{});
   auto cut = mpk;
   cut.resize(mpk.size() / 2);
-  expect_error([&] { load_from_bytes(back, cut); }, ErrorCode::truncated, "MessagePack data ends early");
+  expect_error([&] { load_from_bytes(back, cut); }, ErrorCode::truncated,
+               "MessagePack data ends early");
   const auto gz = save_to_bytes(net, NamedMpkGz{});
   auto gz_cut = gz;
   gz_cut.resize(gz.size() - 12);
-  expect_error([&] { load_from_bytes(back, gz_cut); }, ErrorCode::truncated, "gzip stream ends early");
+  expect_error([&] { load_from_bytes(back, gz_cut); }, ErrorCode::truncated,
+               "gzip stream ends early");
   auto json = save_to_bytes(net, PrettyJson{});
   std::string text(reinterpret_cast<const char*>(json.data()), json.size());
   const auto at = text.find("\"data\": \"");

@@ -18,12 +18,12 @@ class Pk {
   explicit Pk(int proto = 2);
   Pk& raw(std::string_view bytes);
   Pk& op(char c) { return raw(std::string_view(&c, 1)); }
-  Pk& glob(std::string_view module, std::string_view name);  ///< GLOBAL
+  Pk& glob(std::string_view module, std::string_view name);        ///< GLOBAL
   Pk& stack_glob(std::string_view module, std::string_view name);  ///< two strings, STACK_GLOBAL
-  Pk& s(std::string_view text);  ///< BINUNICODE
-  Pk& i(std::int64_t v);         ///< BININT1, BININT or LONG1
-  Pk& u32(std::uint32_t v);      ///< 4 raw little-endian bytes
-  Pk& u64(std::uint64_t v);      ///< 8 raw little-endian bytes
+  Pk& s(std::string_view text);                                    ///< BINUNICODE
+  Pk& i(std::int64_t v);                                           ///< BININT1, BININT or LONG1
+  Pk& u32(std::uint32_t v);                                        ///< 4 raw little-endian bytes
+  Pk& u64(std::uint64_t v);                                        ///< 8 raw little-endian bytes
   Pk& mark() { return op('('); }
   Pk& tuple() { return op('t'); }
   Pk& reduce() { return op('R'); }
@@ -53,18 +53,19 @@ std::string legacy_head();
 /// One zip member, written as given (sizes and names may lie on purpose).
 struct ZipMember {
   std::string name;
-  std::string data;              ///< uncompressed
-  int method = 0;                ///< 0 stored, 8 deflated
+  std::string data;                 ///< uncompressed
+  int method = 0;                   ///< 0 stored, 8 deflated
   std::int64_t declared_size = -1;  ///< the uncompressed size to write (-1: the true one)
-  std::string local_name;        ///< the local header's name ("" : the same)
-  std::int64_t crc = -1;         ///< -1: the true CRC-32
-  std::int64_t offset = -1;      ///< point the central header here and write no local header
-  std::string raw_compressed;    ///< when set, written instead of deflating `data`
+  std::string local_name;           ///< the local header's name ("" : the same)
+  std::int64_t crc = -1;            ///< -1: the true CRC-32
+  std::int64_t offset = -1;         ///< point the central header here and write no local header
+  std::string raw_compressed;       ///< when set, written instead of deflating `data`
 };
 /// A zip archive of `members` (no zip64).
 std::string zip_archive(const std::vector<ZipMember>& members);
 /// archive/data.pkl = `pkl`, plus archive/data/<key> records.
-std::string torch_zip(const std::string& pkl, const std::vector<std::pair<std::string, std::string>>& records = {},
+std::string torch_zip(const std::string& pkl,
+                      const std::vector<std::pair<std::string, std::string>>& records = {},
                       const std::string& prefix = "archive/");
 /// raw deflate of `data` (no zlib header), level 9.
 std::string deflate_raw(const std::string& data);

@@ -70,7 +70,8 @@ int run_convert(const ConvertArgs& a) {
       throw Error(ErrorCode::invalid_argument,
                   "--max-shard-size applies to safetensors and PyTorch output only");
     if (a.dequantize && a.keep_quantized)
-      throw Error(ErrorCode::invalid_argument, "--dequantize and --keep-quantized exclude each other");
+      throw Error(ErrorCode::invalid_argument,
+                  "--dequantize and --keep-quantized exclude each other");
     if (!a.dtype.empty()) {
       t.dtype = dtype_parse(a.dtype);
       if (!t.dtype)

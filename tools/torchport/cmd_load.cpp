@@ -23,8 +23,8 @@ int run_load(const LoadArgs& a) {
   MaterializeStats st;
   const TensorCatalog loaded = materialize(cat, a.mmap ? Residence::mapped : Residence::owned, &st);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fmt::print("{} tensors, {} in {:.4f} s, {:.2f} GB/s, {}\n", loaded.size(), human_bytes(st.bytes), s,
-             s > 0 ? static_cast<double>(st.bytes) / s / 1e9 : 0.0,
+  fmt::print("{} tensors, {} in {:.4f} s, {:.2f} GB/s, {}\n", loaded.size(), human_bytes(st.bytes),
+             s, s > 0 ? static_cast<double>(st.bytes) / s / 1e9 : 0.0,
              a.mmap ? fmt::format("mapped ({} left in the file)", human_bytes(st.mapped_bytes))
                     : std::string("owned"));
   return 0;
@@ -34,9 +34,11 @@ int run_load(const LoadArgs& a) {
 
 Command add_load(CLI::App& app) {
   auto args = std::make_shared<LoadArgs>();
-  CLI::App* sub = app.add_subcommand("load", "Read every tensor of a checkpoint and report the speed");
+  CLI::App* sub =
+      app.add_subcommand("load", "Read every tensor of a checkpoint and report the speed");
   sub->add_option("file", args->file, "Checkpoint file")->required()->check(CLI::ExistingPath);
-  sub->add_flag("--mmap", args->mmap, "Leave tensors in the mapped file where possible (zero copy)");
+  sub->add_flag("--mmap", args->mmap,
+                "Leave tensors in the mapped file where possible (zero copy)");
   sub->footer("Example:\n  torchport load resnet152.pt --mmap");
   return {sub, [args] { return run_load(*args); }};
 }

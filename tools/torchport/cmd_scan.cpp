@@ -127,8 +127,8 @@ void print_report(const ScanReport& r, bool colour, const std::string& indent) {
                  g.builds ? fmt::format(", built {}", g.builds) : std::string());
     }
     if (p.object_array_count)
-      fmt::print("{}    numpy object arrays: {} ({}{}): elements are Python objects, kept inert\n", indent,
-                 p.object_array_count, fmt::join(p.object_arrays, ", "),
+      fmt::print("{}    numpy object arrays: {} ({}{}): elements are Python objects, kept inert\n",
+                 indent, p.object_array_count, fmt::join(p.object_arrays, ", "),
                  p.object_array_count > p.object_arrays.size() ? ", ..." : "");
     if (!p.error.empty()) fmt::print("{}    stopped: {}\n", indent, p.error);
   }

@@ -22,7 +22,8 @@ std::string human_bytes(std::uint64_t n) {
 
 std::string grouped(std::uint64_t n) {
   std::string s = std::to_string(n);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<std::size_t>(i), ",");
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3)
+    s.insert(static_cast<std::size_t>(i), ",");
   return s;
 }
 
@@ -38,11 +39,21 @@ std::string styled(std::string_view text, Style style, bool on) {
   if (!on) return std::string(text);
   const char* code = "";
   switch (style) {
-    case Style::bold: code = "1"; break;
-    case Style::dim: code = "2"; break;
-    case Style::green: code = "32"; break;
-    case Style::yellow: code = "33"; break;
-    case Style::red: code = "31"; break;
+    case Style::bold:
+      code = "1";
+      break;
+    case Style::dim:
+      code = "2";
+      break;
+    case Style::green:
+      code = "32";
+      break;
+    case Style::yellow:
+      code = "33";
+      break;
+    case Style::red:
+      code = "31";
+      break;
   }
   return fmt::format("\x1b[{}m{}\x1b[0m", code, text);
 }

@@ -1,7 +1,7 @@
 #include "progress.hpp"
 
-#include <cstdio>
 #include <unistd.h>
+#include <cstdio>
 
 #include <fmt/format.h>
 
@@ -11,7 +11,9 @@ namespace torchport::cli {
 
 ProgressBar::ProgressBar(std::string label) : label_(std::move(label)), tty_(::isatty(2) == 1) {}
 
-ProgressBar::~ProgressBar() { finish(); }
+ProgressBar::~ProgressBar() {
+  finish();
+}
 
 void ProgressBar::update(std::uint64_t done, std::uint64_t total) {
   if (!tty_ || total == 0) return;
@@ -27,9 +29,10 @@ void ProgressBar::update(std::uint64_t done, std::uint64_t total) {
   const int filled = static_cast<int>(f * kWidth);
   std::string bar(static_cast<std::size_t>(filled), '#');
   bar.resize(kWidth, ' ');
-  std::string eta = rate > 0 ? fmt::format("{:.0f} s left", static_cast<double>(total - done) / rate) : "";
-  std::fprintf(stderr, "\r\033[K%s [%s] %3.0f%%  %s / %s  %s/s  %s", label_.c_str(), bar.c_str(), f * 100,
-               human_bytes(done).c_str(), human_bytes(total).c_str(),
+  std::string eta =
+      rate > 0 ? fmt::format("{:.0f} s left", static_cast<double>(total - done) / rate) : "";
+  std::fprintf(stderr, "\r\033[K%s [%s] %3.0f%%  %s / %s  %s/s  %s", label_.c_str(), bar.c_str(),
+               f * 100, human_bytes(done).c_str(), human_bytes(total).c_str(),
                human_bytes(static_cast<std::uint64_t>(rate)).c_str(), eta.c_str());
   std::fflush(stderr);
 }

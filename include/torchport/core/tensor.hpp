@@ -282,8 +282,8 @@ struct Quantization {
   Scheme scheme = Scheme::per_tensor_affine;  ///< which quantizer
   double scale = 1.0;                         ///< per tensor: the scale
   std::int64_t zero_point = 0;                ///< per tensor: the zero point
-  Tensor scales;       ///< per channel: F64 (F32 for float qparams) [size(axis)]
-  Tensor zero_points;  ///< per channel: I64 (F32 for float qparams) [size(axis)]
+  Tensor scales;          ///< per channel: F64 (F32 for float qparams) [size(axis)]
+  Tensor zero_points;     ///< per channel: I64 (F32 for float qparams) [size(axis)]
   std::int64_t axis = 0;  ///< per channel: the channel dimension
   /// torch's name of the quantized dtype of `int_dtype`: "qint8", "quint8",
   /// "qint32", or "" for others.

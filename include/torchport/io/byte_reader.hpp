@@ -31,7 +31,7 @@ class ByteReader {
   /// Bytes after the cursor.
   std::uint64_t remaining() const noexcept { return bytes_.size() - pos_; }
   bool at_end() const noexcept { return pos_ == bytes_.size(); }  ///< true when no bytes remain
-  const std::string& what() const noexcept { return what_; }  ///< the name used in messages
+  const std::string& what() const noexcept { return what_; }      ///< the name used in messages
   /// The whole span, wherever the cursor is.
   std::span<const std::byte> all() const noexcept { return bytes_; }
 
@@ -45,11 +45,21 @@ class ByteReader {
   std::uint8_t u8(std::string_view field = "byte") {
     return static_cast<std::uint8_t>(take(1, field)[0]);
   }
-  std::uint16_t u16(std::string_view field = "u16") { return load<std::uint16_t>(field); }  ///< 2 bytes
-  std::uint32_t u32(std::string_view field = "u32") { return load<std::uint32_t>(field); }  ///< 4 bytes
-  std::uint64_t u64(std::string_view field = "u64") { return load<std::uint64_t>(field); }  ///< 8 bytes
-  std::int32_t i32(std::string_view field = "i32") { return load<std::int32_t>(field); }  ///< 4 bytes
-  std::int64_t i64(std::string_view field = "i64") { return load<std::int64_t>(field); }  ///< 8 bytes
+  std::uint16_t u16(std::string_view field = "u16") {
+    return load<std::uint16_t>(field);
+  }  ///< 2 bytes
+  std::uint32_t u32(std::string_view field = "u32") {
+    return load<std::uint32_t>(field);
+  }  ///< 4 bytes
+  std::uint64_t u64(std::string_view field = "u64") {
+    return load<std::uint64_t>(field);
+  }  ///< 8 bytes
+  std::int32_t i32(std::string_view field = "i32") {
+    return load<std::int32_t>(field);
+  }  ///< 4 bytes
+  std::int64_t i64(std::string_view field = "i64") {
+    return load<std::int64_t>(field);
+  }                                               ///< 8 bytes
   double f64_be(std::string_view field = "f64");  ///< 8 bytes, big-endian binary64
   ///@}
 
@@ -82,7 +92,8 @@ class ByteReader {
   T load(std::string_view field) {
     T v;
     std::memcpy(&v, take(sizeof(T), field).data(), sizeof(T));
-    static_assert(std::endian::native == std::endian::little, "torchport assumes a little-endian host");
+    static_assert(std::endian::native == std::endian::little,
+                  "torchport assumes a little-endian host");
     return v;
   }
 

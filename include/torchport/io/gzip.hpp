@@ -21,9 +21,11 @@ bool looks_like_gzip(std::span<const std::byte> bytes) noexcept;
 /// Inflates a whole gzip stream (concatenated members included) into memory.
 /// \throws Error(limit_exceeded) when the output would pass `max_bytes`,
 /// Error(corrupt | truncated) for a damaged stream, naming `what`.
-std::vector<std::byte> gunzip(std::span<const std::byte> bytes, std::uint64_t max_bytes, const std::string& what);
+std::vector<std::byte> gunzip(std::span<const std::byte> bytes, std::uint64_t max_bytes,
+                              const std::string& what);
 /// The same, bounded by `inflate_cap(bytes.size(), limits)`.
-std::vector<std::byte> gunzip(std::span<const std::byte> bytes, const Limits& limits, const std::string& what);
+std::vector<std::byte> gunzip(std::span<const std::byte> bytes, const Limits& limits,
+                              const std::string& what);
 
 /// The most that `compressed` bytes of deflate data may inflate to under
 /// `limits`: `max_inflate_bytes`, and past 16 MiB, `max_inflate_ratio`

@@ -29,8 +29,9 @@ namespace torchport::nn {
 /// \throws Error(shape_mismatch) naming the shapes when E or S differ or the
 /// mask does not broadcast; Error(invalid_argument) for operands with fewer
 /// than 2 dimensions or a mask of another dtype.
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask = Tensor(),
-                                    bool causal = false, std::optional<double> scale = std::nullopt);
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& mask = Tensor(), bool causal = false,
+                                    std::optional<double> scale = std::nullopt);
 
 /// Options and masks of `multi_head_attention` (torch.nn.MultiheadAttention's
 /// constructor and forward arguments).
@@ -50,7 +51,8 @@ struct MultiheadAttentionOptions {
 /// What `multi_head_attention` returns.
 struct MultiheadAttentionResult {
   Tensor output{};   ///< [L, N, E] ([N, L, E] with batch_first; [L, E] unbatched)
-  Tensor weights{};  ///< [N, L, S] averaged or [N, H, L, S] (no N unbatched); undefined unless need_weights
+  Tensor weights{};  ///< [N, L, S] averaged or [N, H, L, S] (no N unbatched); undefined unless
+                     ///< need_weights
 };
 
 /// torch.nn.MultiheadAttention's forward in eval mode, with separate q/k/v
@@ -67,10 +69,12 @@ struct MultiheadAttentionResult {
 /// \throws Error(shape_mismatch) naming the shapes when the inputs, weights
 /// or masks disagree; Error(invalid_argument) when num_heads does not divide
 /// E, a rank is wrong, or a mask's dtype is neither boolean nor floating.
-MultiheadAttentionResult multi_head_attention(const Tensor& query, const Tensor& key, const Tensor& value,
-                                              const Tensor& q_weight, const Tensor& k_weight,
-                                              const Tensor& v_weight, const Tensor& q_bias, const Tensor& k_bias,
-                                              const Tensor& v_bias, const Tensor& out_weight, const Tensor& out_bias,
+MultiheadAttentionResult multi_head_attention(const Tensor& query, const Tensor& key,
+                                              const Tensor& value, const Tensor& q_weight,
+                                              const Tensor& k_weight, const Tensor& v_weight,
+                                              const Tensor& q_bias, const Tensor& k_bias,
+                                              const Tensor& v_bias, const Tensor& out_weight,
+                                              const Tensor& out_bias,
                                               const MultiheadAttentionOptions& options);
 
 /// Rotary position embedding in the Llama / GPT-NeoX "rotate_half"

@@ -25,10 +25,10 @@ namespace torchport::nn {
 /// Hyper-parameters of `conv2d` (torch.nn.functional.conv2d's), per
 /// dimension (height, width); one int sets both.
 struct Conv2dOptions {
-  Int2 stride = 1;            ///< step between output positions, >= 1
-  Int2 padding = 0;           ///< zeros added on both sides, >= 0
-  Int2 dilation = 1;          ///< spacing between kernel taps, >= 1
-  std::int64_t groups = 1;    ///< channel groups; in_channels for depthwise
+  Int2 stride = 1;          ///< step between output positions, >= 1
+  Int2 padding = 0;         ///< zeros added on both sides, >= 0
+  Int2 dilation = 1;        ///< spacing between kernel taps, >= 1
+  std::int64_t groups = 1;  ///< channel groups; in_channels for depthwise
 };
 
 /// 2-d convolution (cross-correlation, as torch). `x` is [N, C_in, H, W] or

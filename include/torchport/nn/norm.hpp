@@ -24,7 +24,8 @@ namespace torchport::nn {
 /// \throws Error(invalid_argument) when `x` has fewer than 2 dimensions;
 /// Error(shape_mismatch) naming the shapes when a parameter does not have C elements.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
-                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), double eps = 1e-5);
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
 
 /// Layer norm over the last `normalized_shape.size()` dimensions, which must
 /// equal `normalized_shape`; uses the biased variance. `weight`/`bias`, when

@@ -23,19 +23,19 @@ namespace torchport::nn {
 /// Options of `max_pool2d` (torch.nn.functional.max_pool2d's).
 struct MaxPool2dOptions {
   std::optional<Int2> stride{};  ///< default: the kernel size
-  Int2 padding = 0;            ///< implicit -inf padding, at most half the kernel
-  Int2 dilation = 1;           ///< spacing between window elements
-  bool ceil_mode = false;      ///< round output sizes up instead of down
+  Int2 padding = 0;              ///< implicit -inf padding, at most half the kernel
+  Int2 dilation = 1;             ///< spacing between window elements
+  bool ceil_mode = false;        ///< round output sizes up instead of down
 };
 /// Maximum over each window (NaN wins, as in torch).
 Tensor max_pool2d(const Tensor& x, Int2 kernel_size, const MaxPool2dOptions& options = {});
 
 /// Options of `avg_pool2d` (torch.nn.functional.avg_pool2d's).
 struct AvgPool2dOptions {
-  std::optional<Int2> stride{};                 ///< default: the kernel size
-  Int2 padding = 0;                             ///< implicit zero padding, at most half the kernel
-  bool ceil_mode = false;                       ///< round output sizes up instead of down
-  bool count_include_pad = true;                ///< count padded zeros in the divisor
+  std::optional<Int2> stride{};   ///< default: the kernel size
+  Int2 padding = 0;               ///< implicit zero padding, at most half the kernel
+  bool ceil_mode = false;         ///< round output sizes up instead of down
+  bool count_include_pad = true;  ///< count padded zeros in the divisor
   std::optional<std::int64_t> divisor_override{};  ///< divide by this instead (non-zero)
 };
 /// Mean over each window. Following torch, the divisor counts padding (when

@@ -34,7 +34,8 @@ struct LstmOptions {
 
 /// What `lstm` returns (torch's `output, (h_n, c_n)`).
 struct LstmResult {
-  Tensor output{};  ///< the last layer's h at every step: [T, N, H] ([N, T, H] batch_first, [T, H] unbatched)
+  Tensor output{};  ///< the last layer's h at every step: [T, N, H] ([N, T, H] batch_first, [T, H]
+                    ///< unbatched)
   Tensor h_n{};     ///< every layer's final h: [layers, N, H] ([layers, H] unbatched)
   Tensor c_n{};     ///< every layer's final cell state, like h_n
 };
@@ -50,6 +51,7 @@ struct LstmResult {
 /// \throws Error(invalid_argument) for no layers, a bad rank, or layers of
 /// different hidden sizes; Error(shape_mismatch) naming the layer, gate and
 /// shapes when a weight, bias, h0 or c0 does not fit.
-LstmResult lstm(const Tensor& input, std::span<const LstmLayerWeights> layers, const LstmOptions& options = {});
+LstmResult lstm(const Tensor& input, std::span<const LstmLayerWeights> layers,
+                const LstmOptions& options = {});
 
 }  // namespace torchport::nn

@@ -35,7 +35,8 @@ Tensor var(const Tensor& x, const Dims& dims = {}, bool unbiased = true, bool ke
 /// the first one on ties, the first NaN if any. Without `dim` the input is
 /// flattened and the result is 0-d (all dimensions of size 1 with `keepdim`).
 /// \throws Error(invalid_argument) when the reduced dimension is empty.
-Tensor argmax(const Tensor& x, std::optional<std::int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmax(const Tensor& x, std::optional<std::int64_t> dim = std::nullopt,
+              bool keepdim = false);
 
 /// Softmax along `dim`, computed stably (the maximum is subtracted first).
 /// A slice of all -inf gives NaN, as in torch.

@@ -34,7 +34,8 @@ GlobalClass classify_global(std::string_view module, std::string_view name);
 /// allow-list is allowed; an unknown one that matches a pattern
 /// (`allow_pattern_matches`) is allowed too; a dangerous one stays dangerous
 /// whatever the patterns say.
-GlobalClass classify_global(std::string_view module, std::string_view name, std::span<const std::string> allow);
+GlobalClass classify_global(std::string_view module, std::string_view name,
+                            std::span<const std::string> allow);
 /// "allowed", "unknown" or "dangerous".
 std::string_view global_class_name(GlobalClass c) noexcept;
 
@@ -48,7 +49,8 @@ std::pair<std::string, std::string> compat_rename(std::string_view module, std::
 /// True when the allow pattern `pattern` covers `module.name`: an exact
 /// `module.name`, or `module.*` for every name of `module` and of its
 /// submodules. A dotted `name` (an attribute chain) is never covered.
-bool allow_pattern_matches(std::string_view pattern, std::string_view module, std::string_view name) noexcept;
+bool allow_pattern_matches(std::string_view pattern, std::string_view module,
+                           std::string_view name) noexcept;
 /// True when one of `patterns` covers `module.name`.
 bool allow_patterns_match(std::span<const std::string> patterns, std::string_view module,
                           std::string_view name) noexcept;
@@ -62,10 +64,10 @@ struct GlobalUse {
   /// The module, after the renames Python applies (`compat_rename` below
   /// protocol 3; torch's `torch.tensor` -> `torch._tensor` always).
   std::string module;
-  std::string name;    ///< name inside the module
+  std::string name;                          ///< name inside the module
   GlobalClass klass = GlobalClass::unknown;  ///< how `classify_global` treats it
-  std::uint64_t first_offset = 0;  ///< byte offset of its first reference
-  std::uint64_t count = 0;         ///< GLOBAL/STACK_GLOBAL/INST opcodes that referenced it
+  std::uint64_t first_offset = 0;            ///< byte offset of its first reference
+  std::uint64_t count = 0;  ///< GLOBAL/STACK_GLOBAL/INST opcodes that referenced it
   /// `module.name` as the pickle wrote it, when a rename changed it ("" otherwise).
   std::string written;
   std::uint8_t opcode = 0;  ///< the opcode of its first reference (GLOBAL, STACK_GLOBAL or INST)
@@ -82,11 +84,11 @@ struct GlobalUse {
 
 /// What a pickle contained, for `torchport scan` and for policy above the VM.
 struct Stats {
-  int protocol = 0;                           ///< from PROTO, 0 when absent
-  std::array<std::uint64_t, 256> opcodes{};   ///< executions per opcode byte
-  std::vector<GlobalUse> globals;             ///< in order of first reference
-  std::uint64_t calls = 0;                    ///< REDUCE/NEWOBJ/INST/OBJ on unknown or dangerous globals
-  std::uint64_t persistent_ids = 0;           ///< BINPERSID/PERSID opcodes run
+  int protocol = 0;                          ///< from PROTO, 0 when absent
+  std::array<std::uint64_t, 256> opcodes{};  ///< executions per opcode byte
+  std::vector<GlobalUse> globals;            ///< in order of first reference
+  std::uint64_t calls = 0;           ///< REDUCE/NEWOBJ/INST/OBJ on unknown or dangerous globals
+  std::uint64_t persistent_ids = 0;  ///< BINPERSID/PERSID opcodes run
   /// Calls whose callable is not a global (the result of another call, a
   /// persistent id's value, ...), which the VM refuses but Python would make.
   std::uint64_t other_calls = 0;
@@ -108,8 +110,8 @@ using PersistentLoad = std::function<Value(const Value& pid, std::uint64_t offse
 /// the argument tuple. It should not throw (a call it cannot build is best
 /// left inert, for a later pass to report with its key path); an exception
 /// it throws aborts the pickle. `offset` is the opcode's byte offset.
-using CallHook =
-    std::function<std::optional<Value>(const Global& callable, const Value& args, std::uint64_t offset)>;
+using CallHook = std::function<std::optional<Value>(const Global& callable, const Value& args,
+                                                    std::uint64_t offset)>;
 
 /// Applies BUILD's state to a tensor value (one `CallHook` built), as the
 /// tensor's `__setstate__` would, and returns the tensor it becomes; the

@@ -119,7 +119,10 @@ class LoadArgs {
   /// `Tensor::dequantize()` (F32, then the field's dtype). Without it a
   /// quantized tensor is an Error(dtype_mismatch): its integers are not the
   /// values the field expects.
-  LoadArgs& dequantize(bool on = true) { dequantize_ = on; return *this; }
+  LoadArgs& dequantize(bool on = true) {
+    dequantize_ = on;
+    return *this;
+  }
 
   /// \name Getters
   /// What the setters above set.
@@ -141,8 +144,9 @@ class LoadArgs {
   /// The sharding plan; null when the load is not sharded.
   const std::shared_ptr<const ShardPlan>& shard_plan() const noexcept { return shard_plan_; }
   int shard_rank() const noexcept { return shard_rank_; }    ///< this rank (0 when not sharded)
-  int shard_world() const noexcept { return shard_world_; }  ///< the number of ranks (1 when not sharded)
-  bool dequantize() const noexcept { return dequantize_; }  ///< quantized tensors are dequantized
+  int shard_world() const noexcept { return shard_world_; }  ///< the number of ranks (1 unsharded)
+  bool dequantize() const noexcept { return dequantize_; }   ///< quantized tensors are dequantized
+
   ///@}
 
  private:
@@ -165,8 +169,9 @@ class LoadArgs {
 
 inline LoadArgs& LoadArgs::shard(int rank, int world, ShardPlan plan) {
   if (world < 1 || rank < 0 || rank >= world)
-    throw Error(ErrorCode::invalid_argument,
-                "rank " + std::to_string(rank) + " of " + std::to_string(world) + ": need 0 <= rank < world");
+    throw Error(ErrorCode::invalid_argument, "rank " + std::to_string(rank) + " of " +
+                                                 std::to_string(world) +
+                                                 ": need 0 <= rank < world");
   shard_rank_ = rank;
   shard_world_ = world;
   shard_plan_ = std::make_shared<const ShardPlan>(std::move(plan));

@@ -46,7 +46,7 @@ class KeyRemap {
   /// copy afterwards do not affect the other.
   KeyRemap(const KeyRemap&);
   KeyRemap& operator=(const KeyRemap&);  ///< as the copy constructor
-  KeyRemap(KeyRemap&&) noexcept;  ///< takes the rules; the source is left valid, unspecified
+  KeyRemap(KeyRemap&&) noexcept;         ///< takes the rules; the source is left valid, unspecified
   KeyRemap& operator=(KeyRemap&&) noexcept;  ///< as the move constructor
 
   /// Appends a rule. \throws Error(invalid_argument) naming the pattern, the

@@ -16,9 +16,9 @@ namespace torchport {
 struct LoadReport {
   /// A field of the module the file has no key for.
   struct Missing {
-    std::string path;                      ///< the field's key path ("head.weight")
-    std::string type;                      ///< the field's type ("Tensor", "Linear", "int")
-    std::vector<std::string> did_you_mean; ///< nearest unused keys, best first
+    std::string path;                       ///< the field's key path ("head.weight")
+    std::string type;                       ///< the field's type ("Tensor", "Linear", "int")
+    std::vector<std::string> did_you_mean;  ///< nearest unused keys, best first
   };
   /// A tensor whose shape differs from the field's.
   struct Mismatch {
@@ -48,12 +48,12 @@ struct LoadReport {
   };
   /// A sharded load's reads.
   struct Shard {
-    int rank = 0;                        ///< this rank
-    int world = 1;                       ///< the number of ranks
-    std::vector<ShardRead> reads;        ///< one per tensor a field took, in file order
-    std::uint64_t bytes = 0;             ///< bytes of tensors the rank reads (its slices, the others whole)
-    std::uint64_t file_bytes = 0;        ///< bytes of those tensors whole (what an unsharded load reads)
-    std::uint64_t split_bytes = 0;       ///< of `file_bytes`, the tensors split
+    int rank = 0;                  ///< this rank
+    int world = 1;                 ///< the number of ranks
+    std::vector<ShardRead> reads;  ///< one per tensor a field took, in file order
+    std::uint64_t bytes = 0;  ///< bytes of tensors the rank reads (its slices, the others whole)
+    std::uint64_t file_bytes = 0;   ///< bytes of those tensors whole (what an unsharded load reads)
+    std::uint64_t split_bytes = 0;  ///< of `file_bytes`, the tensors split
     std::uint64_t replicated_bytes = 0;  ///< of `file_bytes`, the tensors read whole
   };
 
