@@ -193,7 +193,6 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options)
   if (options.verify_crc)
     for (const auto& e : entries) archive->zip.verify_crc(e);
 
-  archive_version(archive->zip, archive->prefix, source.name());
   // As torch 2.x's _load: the record says exactly "little" or "big"
   // (anything else is a ValueError there); big-endian storages are swapped.
   if (const ZipEntry* bo = archive->zip.find(archive->prefix + "byteorder")) {
@@ -228,15 +227,23 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options)
   const ZipEntry* constants = archive->zip.find(archive->prefix + "constants.pkl");
   const bool torchscript = constants != nullptr;
 
+  // Checked after data.pkl is found (a zip of something else is "not a
+  // checkpoint") and after the pickles are read (a file naming a dangerous
+  // global says so first); torch's reader checks it first, and refuses either way.
+  const auto check_version = [&] { archive_version(archive->zip, archive->prefix, source.name()); };
   std::shared_ptr<const Archive> a = archive;
   const char* format = torchscript ? "torchscript" : "pytorch-zip";
   TensorCatalog cat = TensorCatalog::from_value(format, read_pickle(a, *data, "data/", options),
                                                 options.limits, metadata);
-  if (!torchscript) return cat;
+  if (!torchscript) {
+    check_version();
+    return cat;
+  }
   // Constants are tensors baked into the TorchScript code; a frozen module
   // keeps all of its weights there. They follow the module's own tensors.
   const TensorCatalog consts = TensorCatalog::from_value(
       format, read_pickle(a, *constants, "constants/", options), options.limits);
+  check_version();
   if (consts.empty()) return cat;
   std::vector<NamedTensor> all = cat.tensors();
   for (const auto& t : consts.tensors()) all.push_back({"constants." + t.name, t.tensor});

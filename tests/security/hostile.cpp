@@ -191,6 +191,7 @@ std::string torch_zip(const std::string& pkl,
                       const std::string& prefix) {
   std::vector<ZipMember> m{{prefix + "data.pkl", pkl}};
   for (const auto& [k, v] : records) m.push_back({prefix + "data/" + k, v});
+  m.push_back({prefix + "version", "3\n"});  // every torch reader requires it
   return zip_archive(m);
 }
 
@@ -570,7 +571,8 @@ std::vector<HostileCase> hostile_cases() {
         "limit_exceeded", "max_inflate_ratio", "malformed");
     add("zip_deflate_lies",
         zip_archive({{"archive/data.pkl", good},
-                     {"archive/data/0", std::string(), 8, 16, "", 0, -1, bomb}}),
+                     {"archive/data/0", std::string(), 8, 16, "", 0, -1, bomb},
+                     {"archive/version", "3\n"}}),
         "ok_lazy", "inflates past",
         "malformed");  // scan inflates deflated records: it sees the lie
   }
