@@ -97,7 +97,7 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--skip-llama", action="store_true")
     ap.add_argument("--llama-params", type=float, default=3e9)
-    ap.add_argument("--skip-recorders", action="store_true")
+    ap.add_argument("--skip-record-files", action="store_true")
     args = ap.parse_args()
     bin_dir = os.path.join(args.build, "bin")
     load_bench = os.path.join(bin_dir, "load_bench")
@@ -144,7 +144,7 @@ def main():
     # process per save) and loaded back (owned copies, and mapped where the
     # format allows), with file sizes.
     recorder_rows = []
-    if not args.skip_recorders:
+    if not args.skip_record_files:
         rec_dir = p("records")
         os.makedirs(rec_dir, exist_ok=True)
         for ext, extra in (("safetensors", ()), ("mpk", ()), ("mpk.gz", ()), ("json", ()), ("json.gz", ()),

@@ -11,7 +11,7 @@
 #
 # and loads a module from it without touching the file system:
 #
-#   torchport::load_from_bytes(net, <name>());
+#   torchport::load_record_from_bytes(net, <name>());
 #
 # The conversion runs again when the checkpoint changes. Records converted
 # from a PyTorch checkpoint keep PyTorch's layout and say so, so loading

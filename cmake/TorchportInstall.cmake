@@ -78,12 +78,8 @@ set(v " = ${PROJECT_VERSION}")
 torchport_pkg_config(torchport-read "torchport: reading and writing checkpoints (core, io, pickle, formats, open)"
                      "" "zlib" "${pc_libdir} -ltorchport-read" "-lpthread" "-I\${includedir} -std=c++20")
 if(TARGET torchport_record)
-  torchport_pkg_config(torchport-record "torchport: typed loading and saving of modules" "torchport-read${v}"
+  torchport_pkg_config(torchport-record "torchport: typed modules (loading, export, torchport's record files)" "torchport-read${v}"
                        "libpcre2-8" "${pc_libdir} -ltorchport-record" "" "")
-endif()
-if(TARGET torchport_recorders)
-  torchport_pkg_config(torchport-recorders "torchport: modules in torchport's record files"
-                       "torchport-record${v}" "" "" "" "")
 endif()
 if(TARGET torchport_nn)
   torchport_pkg_config(torchport-nn "torchport: the CPU backend and the module records" "torchport-record${v}"
@@ -91,7 +87,7 @@ if(TARGET torchport_nn)
 endif()
 if(TARGET torchport)
   torchport_pkg_config(torchport "PyTorch checkpoints in C++, without libtorch or Python"
-                       "torchport-read${v}, torchport-record${v}, torchport-recorders${v}, torchport-nn${v}" "" ""
+                       "torchport-read${v}, torchport-record${v}, torchport-nn${v}" "" ""
                        "" "")
 endif()
 

@@ -6,7 +6,7 @@ include/torchport/ and tools/, maps each file and each included header to a
 layer by its folder, and fails when:
 
   layer    a file includes a header of a higher layer, or of a sibling
-           (recorders and nn may not include each other);
+           (layers sharing a level; none share one today);
   umbrella a library file includes an umbrella header (include/torchport/*.hpp
            other than version.hpp: only tools and tests may include those);
   private  a file includes another layer's private header (a header under
@@ -43,7 +43,7 @@ LEVELS = [
     ["formats"],
     ["open"],
     ["record"],
-    ["recorders", "nn"],
+    ["nn"],
     ["tools"],
 ]
 # The umbrella headers (include/torchport/*.hpp): they may include anything,

@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
 
     // Our own format: saved, reloaded, same predictions.
     const fs::path saved = out / "digits_cnn.tpb";
-    torchport::save(net, saved, torchport::CompactBin{});
+    torchport::save_record(net, saved, torchport::CompactBin{});
     DigitsCNN again;
     torchport::load(again, saved);
     const std::vector<std::int64_t> reloaded = argmax_rows(again.forward(images));

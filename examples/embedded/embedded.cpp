@@ -19,7 +19,7 @@ int main() {
     digits::DigitsCNN net;
     // The record is converted from PyTorch's state_dict and says so: the
     // PyTorch adapter runs here as it would on the .pt file itself.
-    const torchport::LoadReport report = torchport::load_from_bytes(net, digits_weights());
+    const torchport::LoadReport report = torchport::load_record_from_bytes(net, digits_weights());
     std::printf("weights: %zu bytes embedded in the binary; %s", digits_weights().size(),
                 report.summary().c_str());
 

@@ -15,4 +15,3 @@
 #include "torchport/nn.hpp"
 #include "torchport/read.hpp"
 #include "torchport/record.hpp"
-#include "torchport/recorders.hpp"

@@ -20,7 +20,7 @@
 #include "torchport/detail/checked.hpp"
 #include "torchport/io/byte_reader.hpp"
 
-namespace torchport::recorders {
+namespace torchport::record_files {
 namespace {
 
 constexpr std::uint64_t kAlign = 64;
@@ -129,4 +129,4 @@ ParsedRecord read_bin(const Source& source, const Limits& limits) {
   return open_envelope(top, "torchport-bin", source.name());
 }
 
-}  // namespace torchport::recorders
+}  // namespace torchport::record_files

@@ -11,7 +11,7 @@
 #include "strict_json.hpp"
 #include "torchport/core/error.hpp"
 
-namespace torchport::recorders {
+namespace torchport::record_files {
 namespace {
 
 constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -256,4 +256,4 @@ ParsedRecord read_json(const Source& source, const Limits& limits) {
   }
 }
 
-}  // namespace torchport::recorders
+}  // namespace torchport::record_files

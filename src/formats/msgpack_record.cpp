@@ -10,7 +10,7 @@
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
 
-namespace torchport::recorders {
+namespace torchport::record_files {
 namespace {
 
 struct PackStream {
@@ -290,4 +290,4 @@ ParsedRecord read_mpk(const Source& source, const Limits& limits) {
   return open_envelope(top, "torchport-mpk", source.name());
 }
 
-}  // namespace torchport::recorders
+}  // namespace torchport::record_files

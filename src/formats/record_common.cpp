@@ -3,7 +3,7 @@
 #include "record_encode.hpp"
 #include "torchport/core/error.hpp"
 
-namespace torchport::recorders {
+namespace torchport::record_files {
 
 void Sink::write(std::span<const std::byte> b) {
   written_ += b.size();
@@ -114,4 +114,4 @@ ParsedRecord open_envelope(const Value& top, std::string_view expected, const st
   return r;
 }
 
-}  // namespace torchport::recorders
+}  // namespace torchport::record_files

@@ -11,7 +11,7 @@
 #include "torchport/core/value.hpp"
 #include "torchport/formats/record_file.hpp"
 
-namespace torchport::recorders {
+namespace torchport::record_files {
 
 /// The key that marks a tensor: {"__tensor__": {"dtype": ..., "shape": [...], ...}}.
 inline constexpr std::string_view kTensorKey = "__tensor__";
@@ -78,4 +78,4 @@ ParsedRecord read_bin(const Source& source, const Limits& limits);
 /// Magic of the compact binary format.
 inline constexpr char kBinMagic[4] = {'T', 'P', 'B', '\0'};
 
-}  // namespace torchport::recorders
+}  // namespace torchport::record_files

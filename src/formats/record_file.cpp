@@ -35,7 +35,7 @@ bool contains(std::span<const std::byte> b, std::string_view needle, std::size_t
 }
 
 std::optional<RecordFormat> sniff(std::span<const std::byte> b) {
-  if (b.size() >= 4 && std::memcmp(b.data(), recorders::kBinMagic, 4) == 0)
+  if (b.size() >= 4 && std::memcmp(b.data(), record_files::kBinMagic, 4) == 0)
     return RecordFormat::compact_bin;
   if (!b.empty()) {
     const auto c = std::to_integer<unsigned>(b[0]);
@@ -51,23 +51,23 @@ std::optional<RecordFormat> sniff(std::span<const std::byte> b) {
 
 void encode(const Value& tree, const Recorder& recorder, const RecordMetadata& metadata,
             const std::function<void(std::span<const std::byte>)>& out) {
-  recorders::check_recordable(tree);
+  record_files::check_recordable(tree);
   RecordMetadata m = metadata;
   if (m.library.empty()) m.library = kVersion;
-  const Value top = recorders::envelope(base_name(recorder.format), m, tree);
+  const Value top = record_files::envelope(base_name(recorder.format), m, tree);
   std::unique_ptr<GzipWriter> gz;
   if (recorder.gzip) gz = std::make_unique<GzipWriter>(out);
-  recorders::Sink sink(
-      gz ? recorders::Sink::Out([&](std::span<const std::byte> b) { gz->write(b); }) : out);
+  record_files::Sink sink(
+      gz ? record_files::Sink::Out([&](std::span<const std::byte> b) { gz->write(b); }) : out);
   switch (recorder.format) {
     case RecordFormat::named_mpk:
-      recorders::write_mpk(top, sink);
+      record_files::write_mpk(top, sink);
       break;
     case RecordFormat::pretty_json:
-      recorders::write_json(top, sink);
+      record_files::write_json(top, sink);
       break;
     case RecordFormat::compact_bin:
-      recorders::write_bin(top, sink);
+      record_files::write_bin(top, sink);
       break;
   }
   sink.flush();
@@ -152,13 +152,13 @@ ParsedRecord read_record(const Source& source, const Limits& limits) {
   ParsedRecord r;
   switch (*format) {
     case RecordFormat::named_mpk:
-      r = recorders::read_mpk(inner, limits);
+      r = record_files::read_mpk(inner, limits);
       break;
     case RecordFormat::pretty_json:
-      r = recorders::read_json(inner, limits);
+      r = record_files::read_json(inner, limits);
       break;
     case RecordFormat::compact_bin:
-      r = recorders::read_bin(inner, limits);
+      r = record_files::read_bin(inner, limits);
       break;
   }
   if (gzipped) r.format += ".gz";

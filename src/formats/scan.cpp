@@ -37,6 +37,7 @@ namespace torchport {
 namespace {
 
 namespace ops = pickle::ops;
+namespace numpy = formats::numpy;
 
 // How deep archives inside archives are followed, and how many bytes of
 // members one scan inflates or copies in all.

@@ -8,5 +8,5 @@ target_sources(torchport_record_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/report.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shard_plan.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shard_reads.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/save.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/export.cpp
 )

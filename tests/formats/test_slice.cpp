@@ -15,8 +15,8 @@
 #include "support/fixtures.hpp"
 #include "support/sha256.hpp"
 #include "torchport/formats/open.hpp"
+#include "torchport/formats/record_file.hpp"
 #include "torchport/formats/slice.hpp"
-#include "torchport/recorders/recorder.hpp"
 
 namespace fs = std::filesystem;
 using namespace torchport;

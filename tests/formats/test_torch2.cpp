@@ -16,10 +16,10 @@
 #include "torchport/core/error.hpp"
 #include "torchport/formats/compare.hpp"
 #include "torchport/formats/open.hpp"
+#include "torchport/formats/record_file.hpp"
 #include "torchport/formats/save.hpp"
 #include "torchport/record/fields.hpp"
 #include "torchport/record/load.hpp"
-#include "torchport/recorders/recorder.hpp"
 
 namespace fs = std::filesystem;
 using namespace torchport;

@@ -11,8 +11,8 @@
 
 #include "torchport/formats/catalog.hpp"
 #include "torchport/nn/modules.hpp"
+#include "torchport/record/export.hpp"
 #include "torchport/record/load.hpp"
-#include "torchport/record/save.hpp"
 
 using namespace torchport;
 

@@ -82,7 +82,7 @@ elif [ "$mode" = find_package ]; then
   # pkg-config: one module per component, torchport for all of them.
   export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
   pkg-config --modversion torchport
-  for m in torchport-read torchport-record torchport-recorders torchport-nn; do
+  for m in torchport-read torchport-record torchport-nn; do
     pkg-config --exists "$m" || fail "pkg-config has no $m"
   done
   pkg-config --libs --static torchport | grep -q pcre2 || fail "pkg-config torchport lacks PCRE2"

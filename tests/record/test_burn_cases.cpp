@@ -13,8 +13,8 @@
 #include "torchport/formats/open.hpp"
 #include "torchport/nn/modules.hpp"
 #include "torchport/nn/ops.hpp"
+#include "torchport/record/export.hpp"
 #include "torchport/record/load.hpp"
-#include "torchport/record/save.hpp"
 
 using namespace torchport;
 using namespace burn_cases;
@@ -545,7 +545,7 @@ TEST(ReverseAdapter, PermuteRuleAppliesOnLoadAndInvertsOnSave) {
   const TensorCatalog want = open(case_file("conv2d.expected.pt"));
   const Tensor expected = want.find("conv1.weight")->permute(std::vector<std::int64_t>{0, 2, 3, 1});
   EXPECT_TRUE(net.conv1.weight.equal(expected.contiguous()));
-  SaveSettings s;
+  ExportSettings s;
   s.adapters.push_back(permute);
   const TensorCatalog back = to_catalog(net, s);
   EXPECT_TRUE(back.find("conv1.weight")->equal(*want.find("conv1.weight")));

@@ -12,9 +12,9 @@
 
 #include "torchport/core/error.hpp"
 #include "torchport/formats/catalog.hpp"
+#include "torchport/record/export.hpp"
 #include "torchport/record/layout.hpp"
 #include "torchport/record/load.hpp"
-#include "torchport/record/save.hpp"
 
 using namespace torchport;
 

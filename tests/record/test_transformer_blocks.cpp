@@ -11,8 +11,8 @@
 
 #include "burn_modules.hpp"
 #include "torchport/formats/open.hpp"
+#include "torchport/record/export.hpp"
 #include "torchport/record/load.hpp"
-#include "torchport/record/save.hpp"
 #include "transformer_blocks.hpp"
 
 using namespace torchport;

@@ -15,10 +15,10 @@
 #include "torchport/formats/densify.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/formats/quantize.hpp"
+#include "torchport/formats/record_file.hpp"
 #include "torchport/formats/save.hpp"
 #include "torchport/formats/transform.hpp"
 #include "torchport/record/remap.hpp"
-#include "torchport/recorders/recorder.hpp"
 
 namespace torchport::cli {
 namespace {

@@ -10,8 +10,8 @@
 /// \endcode
 ///
 /// This is part of the `read` component (no dependency beyond zlib).
-/// Saving and loading typed modules in these formats is in
-/// `torchport/recorders/recorder.hpp`. Byte layouts are in docs/format.md.
+/// Saving and loading typed modules in these formats (`save_record`) is in
+/// `torchport/record/files.hpp`. Byte layouts are in docs/format.md.
 
 #include <cstddef>
 #include <cstdint>

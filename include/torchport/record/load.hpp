@@ -36,7 +36,7 @@ namespace torchport {
 
 /// Whose layout a file's records are in.
 enum class Layout {
-  Auto,     ///< PyTorch for PyTorch and safetensors files, ours for our recorders' files
+  Auto,     ///< PyTorch for PyTorch and safetensors files, ours for our record files
   PyTorch,  ///< apply `PyTorchAdapter` first
   Native,   ///< no layout adapter
 };
@@ -223,7 +223,7 @@ LoadReport load(M& module, const std::filesystem::path& path, const LoadArgs& ar
 }
 
 /// Loads a record from a value tree as it is (no remapping, no adapter):
-/// what the recorders and `load_config` use.
+/// what `load_config` uses.
 template <class T>
 LoadReport load_value(T& target, const Value& tree,
                       const LoadArgs& args = LoadArgs{}.layout(Layout::Native)) {

@@ -11,9 +11,9 @@
 #include "support/fixtures.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/open.hpp"
+#include "torchport/record/export.hpp"
+#include "torchport/record/files.hpp"
 #include "torchport/record/load.hpp"
-#include "torchport/record/save.hpp"
-#include "torchport/recorders/recorder.hpp"
 
 using namespace torchport;
 using namespace burn_cases;
@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::pair<std::string, Recorder>>& all_recorders() {
+const std::vector<std::pair<std::string, Recorder>>& every_recorder() {
   static const std::vector<std::pair<std::string, Recorder>> r = {
       {"model.mpk", NamedMpk{}},    {"model.mpk.gz", NamedMpkGz{}},
       {"model.json", PrettyJson{}}, {"model.json.gz", PrettyJsonGz{}},
@@ -47,10 +47,10 @@ template <class M>
 void round_trip(const std::string& case_name, M fresh = M{}) {
   M original = fresh;
   load(original, case_file(case_name + ".pt"));
-  const fs::path dir = test::temp_dir("recorders-" + case_name);
-  for (const auto& [name, recorder] : all_recorders()) {
+  const fs::path dir = test::temp_dir("record-files-" + case_name);
+  for (const auto& [name, recorder] : every_recorder()) {
     SCOPED_TRACE(case_name + " " + name);
-    save(original, dir / name, recorder, Precision::Keep);
+    save_record(original, dir / name, recorder, Precision::Keep);
     EXPECT_EQ(recorder_for_path(dir / name)->format, recorder.format);
     M back = fresh;
     const LoadReport r = load(back, dir / name);
@@ -58,9 +58,9 @@ void round_trip(const std::string& case_name, M fresh = M{}) {
     EXPECT_TRUE(records_equal(original, back));
     EXPECT_EQ(open(dir / name).format(), recorder_name(recorder));
   }
-  const auto bytes = save_to_bytes(original, CompactBin{}, Precision::Keep);
+  const auto bytes = save_record_to_bytes(original, CompactBin{}, Precision::Keep);
   M from_bytes = fresh;
-  load_from_bytes(from_bytes, bytes);
+  load_record_from_bytes(from_bytes, bytes);
   EXPECT_TRUE(records_equal(original, from_bytes));
   fs::remove_all(dir);
 }
@@ -89,9 +89,9 @@ TEST(Recorders, ForwardOutputsAreIdenticalAfterARoundTrip) {
   const TensorCatalog io = open(case_file("complex_nested.io.pt"));
   const Tensor x = *io.find("input");
   const Tensor want = net.forward(x);
-  const fs::path dir = test::temp_dir("recorders-forward");
-  for (const auto& [name, recorder] : all_recorders()) {
-    save(net, dir / name, recorder);
+  const fs::path dir = test::temp_dir("record-files-forward");
+  for (const auto& [name, recorder] : every_recorder()) {
+    save_record(net, dir / name, recorder);
     ComplexNet back = ComplexNet::make();
     load(back, dir / name);
     EXPECT_TRUE(back.forward(x).equal(want)) << name;
@@ -102,21 +102,21 @@ TEST(Recorders, ForwardOutputsAreIdenticalAfterARoundTrip) {
 TEST(Recorders, HalfPrecisionHalvesTheFileAndLoadsWithinTolerance) {
   ComplexNet net = ComplexNet::make();
   load(net, case_file("complex_nested.pt"));
-  const fs::path dir = test::temp_dir("recorders-half");
+  const fs::path dir = test::temp_dir("record-files-half");
   // File sizes on a module big enough for the tensors to dominate the header.
   LinearNet big;
   big.fc1 = nn::Linear(512, 512);
   big.fc2 = nn::Linear(512, 256, false);
-  for (const auto& [name, recorder] : all_recorders()) {
+  for (const auto& [name, recorder] : every_recorder()) {
     if (recorder.gzip) continue;  // compression blurs the sizes
-    save(big, dir / ("full-" + name), recorder, Precision::Full);
-    save(big, dir / ("half-" + name), recorder, Precision::Half);
+    save_record(big, dir / ("full-" + name), recorder, Precision::Full);
+    save_record(big, dir / ("half-" + name), recorder, Precision::Half);
     const double ratio = static_cast<double>(fs::file_size(dir / ("half-" + name))) /
                          static_cast<double>(fs::file_size(dir / ("full-" + name)));
     EXPECT_GT(ratio, 0.49) << name;
     EXPECT_LT(ratio, 0.52) << name;
   }
-  save(net, dir / "half.tpb", CompactBin{}, Precision::Half);
+  save_record(net, dir / "half.tpb", CompactBin{}, Precision::Half);
   EXPECT_EQ(open(dir / "half.tpb").find("fc1.weight")->dtype(), DType::F16);
   ComplexNet back = ComplexNet::make();  // F32 fields: the load converts
   load(back, dir / "half.tpb");
@@ -135,8 +135,8 @@ TEST(Recorders, HalfPrecisionHalvesTheFileAndLoadsWithinTolerance) {
 TEST(Recorders, FilesCarryTheirMetadata) {
   LinearNet net;
   load(net, case_file("linear.pt"));
-  const fs::path dir = test::temp_dir("recorders-meta");
-  save(net, dir / "m.mpk", NamedMpk{}, Precision::Half);
+  const fs::path dir = test::temp_dir("record-files-meta");
+  save_record(net, dir / "m.mpk", NamedMpk{}, Precision::Half);
   const TensorCatalog cat = open(dir / "m.mpk");
   EXPECT_EQ(cat.format(), "torchport-mpk");
   EXPECT_EQ(cat.metadata().at("torchport.type"), type_name<LinearNet>());
@@ -149,8 +149,8 @@ TEST(Recorders, FilesCarryTheirMetadata) {
 TEST(Recorders, ALoadThatFailsSaysHowTheFileDiffers) {
   LinearNet net;
   load(net, case_file("linear.pt"));
-  const fs::path dir = test::temp_dir("recorders-differ");
-  save(net, dir / "linear.mpk", NamedMpk{}, Precision::Half);
+  const fs::path dir = test::temp_dir("record-files-differ");
+  save_record(net, dir / "linear.mpk", NamedMpk{}, Precision::Half);
   EmbeddingNet other;
   expect_error([&] { load(other, dir / "linear.mpk"); }, ErrorCode::missing_key,
                "the file holds a '" + type_name<LinearNet>() + "', this module is a '" +
@@ -161,18 +161,19 @@ TEST(Recorders, ALoadThatFailsSaysHowTheFileDiffers) {
 TEST(Recorders, NewerFormatVersionsAreRefused) {
   LinearNet net;
   load(net, case_file("linear.pt"));
-  auto bytes = save_to_bytes(net, CompactBin{});
+  auto bytes = save_record_to_bytes(net, CompactBin{});
   bytes[4] = std::byte{9};  // the format version
   LinearNet back;
-  expect_error([&] { load_from_bytes(back, bytes); }, ErrorCode::unsupported, "format version 9");
-  auto json = save_to_bytes(net, PrettyJson{});
+  expect_error([&] { load_record_from_bytes(back, bytes); }, ErrorCode::unsupported,
+               "format version 9");
+  auto json = save_record_to_bytes(net, PrettyJson{});
   std::string text(reinterpret_cast<const char*>(json.data()), json.size());
   const auto at = text.find("\"version\": 1");
   ASSERT_NE(at, std::string::npos);
   text.replace(at, 12, "\"version\": 7");
   std::vector<std::byte> edited(text.size());
   std::memcpy(edited.data(), text.data(), text.size());
-  expect_error([&] { load_from_bytes(back, edited); }, ErrorCode::unsupported,
+  expect_error([&] { load_record_from_bytes(back, edited); }, ErrorCode::unsupported,
                "record format version 7");
 }
 
@@ -180,8 +181,8 @@ TEST(Recorders, UntypedCheckpointsConvertLosslessly) {
   const TensorCatalog cat = open(test::fixture("dtypes.pt"));
   Value flat = Value::dict();
   for (const auto& t : cat.tensors()) flat.insert(Value::str(t.name), Value::tensor(t.tensor));
-  const fs::path dir = test::temp_dir("recorders-untyped");
-  for (const auto& [name, recorder] : all_recorders()) {
+  const fs::path dir = test::temp_dir("record-files-untyped");
+  for (const auto& [name, recorder] : every_recorder()) {
     write_record(flat, dir / name, recorder, {});
     const TensorCatalog back = open(dir / name);
     ASSERT_EQ(back.size(), cat.size()) << name;
@@ -194,8 +195,9 @@ TEST(Recorders, UntypedCheckpointsConvertLosslessly) {
 TEST(Recorders, CompactBinaryIsZeroCopyAndAligned) {
   ComplexNet net = ComplexNet::make();
   load(net, case_file("complex_nested.pt"));
-  const fs::path dir = test::temp_dir("recorders-zero-copy");
-  save(net, dir / "m.tpb", CompactBin{}, Precision::Keep);  // the file's dtypes are the module's
+  const fs::path dir = test::temp_dir("record-files-zero-copy");
+  save_record(net, dir / "m.tpb", CompactBin{},
+              Precision::Keep);  // the file's dtypes are the module's
   ComplexNet back = ComplexNet::make();
   const LoadReport r = load(back, dir / "m.tpb");
   EXPECT_EQ(r.zero_copy_bytes, r.bytes);
@@ -206,43 +208,44 @@ TEST(Recorders, CompactBinaryIsZeroCopyAndAligned) {
 TEST(Recorders, DamagedFilesAreRefused) {
   LinearNet net;
   load(net, case_file("linear.pt"));
-  const auto bin = save_to_bytes(net, CompactBin{});
+  const auto bin = save_record_to_bytes(net, CompactBin{});
   LinearNet back;
   auto truncated = bin;
   truncated.resize(bin.size() - 70);
-  expect_error([&] { load_from_bytes(back, truncated); }, ErrorCode::truncated, "runs past");
+  expect_error([&] { load_record_from_bytes(back, truncated); }, ErrorCode::truncated, "runs past");
   auto bad_header = bin;
   bad_header.resize(20);
-  expect_error([&] { load_from_bytes(back, bad_header); }, ErrorCode::truncated, "header");
-  const auto mpk = save_to_bytes(net, NamedMpk{});
+  expect_error([&] { load_record_from_bytes(back, bad_header); }, ErrorCode::truncated, "header");
+  const auto mpk = save_record_to_bytes(net, NamedMpk{});
   auto cut = mpk;
   cut.resize(mpk.size() / 2);
-  expect_error([&] { load_from_bytes(back, cut); }, ErrorCode::truncated,
+  expect_error([&] { load_record_from_bytes(back, cut); }, ErrorCode::truncated,
                "MessagePack data ends early");
-  const auto gz = save_to_bytes(net, NamedMpkGz{});
+  const auto gz = save_record_to_bytes(net, NamedMpkGz{});
   auto gz_cut = gz;
   gz_cut.resize(gz.size() - 12);
-  expect_error([&] { load_from_bytes(back, gz_cut); }, ErrorCode::truncated,
+  expect_error([&] { load_record_from_bytes(back, gz_cut); }, ErrorCode::truncated,
                "gzip stream ends early");
-  auto json = save_to_bytes(net, PrettyJson{});
+  auto json = save_record_to_bytes(net, PrettyJson{});
   std::string text(reinterpret_cast<const char*>(json.data()), json.size());
   const auto at = text.find("\"data\": \"");
   text[at + 9] = '*';
   std::vector<std::byte> edited(text.size());
   std::memcpy(edited.data(), text.data(), text.size());
-  expect_error([&] { load_from_bytes(back, edited); }, ErrorCode::corrupt, "outside base64");
+  expect_error([&] { load_record_from_bytes(back, edited); }, ErrorCode::corrupt, "outside base64");
   // A number JSON cannot hold (found by fuzz_record: it escaped as a library exception).
   const std::string huge = "{\"format\": \"torchport-json\", \"version\": 5E555555527777342048}";
   std::vector<std::byte> overflow(huge.size());
   std::memcpy(overflow.data(), huge.data(), huge.size());
-  expect_error([&] { load_from_bytes(back, overflow); }, ErrorCode::corrupt, "number overflow");
+  expect_error([&] { load_record_from_bytes(back, overflow); }, ErrorCode::corrupt,
+               "number overflow");
 }
 
 TEST(Recorders, WritesAreAtomic) {
   LinearNet net;
   load(net, case_file("linear.pt"));
-  const fs::path dir = test::temp_dir("recorders-atomic");
-  save(net, dir / "m.mpk", NamedMpk{});
+  const fs::path dir = test::temp_dir("record-files-atomic");
+  save_record(net, dir / "m.mpk", NamedMpk{});
   const auto before = fs::file_size(dir / "m.mpk");
   // A record cannot hold a NaN in JSON: the save fails mid-way...
   BufferNet bad;

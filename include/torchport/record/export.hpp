@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// The other direction: a module to a value tree (what recorders and writers
-/// save), and ways to print and compare modules.
+/// The other direction: the export of a module to a value tree (what
+/// `save_record` and, through `to_pytorch_state_dict`, `save` write), and
+/// ways to print and compare modules.
 
 #include <string>
 #include <type_traits>
@@ -15,7 +16,7 @@
 namespace torchport {
 
 /// How to turn a module into a tree.
-struct SaveSettings {
+struct ExportSettings {
   /// Dtypes of the saved tensors (Keep saves them as they are).
   Precision precision = Precision::Keep;
   /// Adapters, applied in reverse order, bottom-up (`PyTorchAdapter` to save
@@ -25,16 +26,16 @@ struct SaveSettings {
 
 namespace detail {
 
-Tensor save_tensor(const Tensor& t, const std::string& path, const SaveSettings& s);
-Value export_module(const ModuleInfo& module, Value node, const SaveSettings& s);
+Tensor export_tensor(const Tensor& t, const std::string& path, const ExportSettings& s);
+Value export_module(const ModuleInfo& module, Value node, const ExportSettings& s);
 
 template <class T>
-Value to_value_at(const T& field, const std::string& path, const SaveSettings& s) {
+Value to_value_at(const T& field, const std::string& path, const ExportSettings& s) {
   auto child = [&](std::string_view name) {
     return path.empty() ? std::string(name) : path + "." + std::string(name);
   };
   if constexpr (std::is_same_v<T, Tensor>) {
-    return field.defined() ? Value::tensor(save_tensor(field, path, s)) : Value();
+    return field.defined() ? Value::tensor(export_tensor(field, path, s)) : Value();
   } else if constexpr (Module<T>) {
     Value d = Value::dict();
     visit_fields(field, [&](const char* name, const auto& f) {
@@ -77,13 +78,13 @@ Value to_value_at(const T& field, const std::string& path, const SaveSettings& s
 /// precision), an empty optional or undefined tensor is left out, an enum
 /// module is its active alternative.
 template <class T>
-Value to_value(const T& module, const SaveSettings& settings = {}) {
+Value to_value(const T& module, const ExportSettings& settings = {}) {
   return detail::to_value_at(module, "", settings);
 }
 
 /// The tensors of `module` under their dotted key paths ("blocks.0.conv.weight").
 template <class T>
-TensorCatalog to_catalog(const T& module, const SaveSettings& settings = {}) {
+TensorCatalog to_catalog(const T& module, const ExportSettings& settings = {}) {
   return TensorCatalog::from_value("torchport-module", to_value(module, settings));
 }
 
@@ -91,7 +92,7 @@ TensorCatalog to_catalog(const T& module, const SaveSettings& settings = {}) {
 /// adapter applied), ready for the PyTorch and safetensors writers.
 template <class T>
 TensorCatalog to_pytorch_state_dict(const T& module, Precision precision = Precision::Keep) {
-  SaveSettings s;
+  ExportSettings s;
   s.precision = precision;
   s.adapters.push_back(std::make_shared<PyTorchAdapter>());
   return TensorCatalog::from_value("pytorch-state-dict", to_value(module, s));

@@ -1,4 +1,4 @@
-#include "torchport/record/save.hpp"
+#include "torchport/record/export.hpp"
 
 #include <cstdio>
 
@@ -7,7 +7,7 @@
 namespace torchport {
 namespace detail {
 
-Tensor save_tensor(const Tensor& t, const std::string& path, const SaveSettings& s) {
+Tensor export_tensor(const Tensor& t, const std::string& path, const ExportSettings& s) {
   Tensor out = t;
   for (auto it = s.adapters.rbegin(); it != s.adapters.rend(); ++it)
     out = (*it)->export_tensor(path, out);
@@ -19,7 +19,7 @@ Tensor save_tensor(const Tensor& t, const std::string& path, const SaveSettings&
   }
 }
 
-Value export_module(const ModuleInfo& module, Value node, const SaveSettings& s) {
+Value export_module(const ModuleInfo& module, Value node, const ExportSettings& s) {
   for (auto it = s.adapters.rbegin(); it != s.adapters.rend(); ++it)
     node = (*it)->export_module(module, node);
   return node;

@@ -1,11 +1,13 @@
 #pragma once
 /// \file
-/// Typed modules saved in and loaded from our own record formats (named
+/// Typed modules saved to and loaded from our own record files (named
 /// MessagePack, pretty JSON and a compact binary, each optionally gzipped,
-/// in files or in memory).
+/// in files or in memory): `save_record`, `save_record_to_bytes`,
+/// `load_record_from_bytes`. (`save` writes a catalogue to safetensors or
+/// PyTorch files: `torchport/formats/save.hpp`.)
 ///
 /// \code
-/// torchport::save(net, "model.mpk", torchport::NamedMpk{}, torchport::Precision::Half);
+/// torchport::save_record(net, "model.mpk", torchport::NamedMpk{}, torchport::Precision::Half);
 /// Net again = make_net(config);
 /// torchport::load(again, "model.mpk");   // converts to the module's dtypes
 /// \endcode
@@ -24,27 +26,27 @@
 
 #include "torchport/formats/open.hpp"
 #include "torchport/formats/record_file.hpp"
+#include "torchport/record/export.hpp"
 #include "torchport/record/load.hpp"
 #include "torchport/record/precision.hpp"
-#include "torchport/record/save.hpp"
 
 namespace torchport {
 
 /// Saves `module` in `recorder`'s format, converting tensors by `precision`.
 template <class M>
-void save(const M& module, const std::filesystem::path& path, const Recorder& recorder,
-          Precision precision = Precision::Full) {
-  SaveSettings s;
+void save_record(const M& module, const std::filesystem::path& path, const Recorder& recorder,
+                 Precision precision = Precision::Full) {
+  ExportSettings s;
   s.precision = precision;
   write_record(to_value(module, s), path, recorder,
                {std::string(), std::string(precision_name(precision)), type_name<M>(), {}});
 }
 
-/// Saves `module` into bytes (to embed, send, or keep in memory).
+/// Saves `module` into record bytes (to embed, send, or keep in memory).
 template <class M>
-std::vector<std::byte> save_to_bytes(const M& module, const Recorder& recorder = NamedMpk{},
-                                     Precision precision = Precision::Full) {
-  SaveSettings s;
+std::vector<std::byte> save_record_to_bytes(const M& module, const Recorder& recorder = NamedMpk{},
+                                            Precision precision = Precision::Full) {
+  ExportSettings s;
   s.precision = precision;
   return record_to_bytes(
       to_value(module, s), recorder,
@@ -55,7 +57,7 @@ std::vector<std::byte> save_to_bytes(const M& module, const Recorder& recorder =
 /// weights, say), touching no file. With the compact binary format the
 /// module's tensors view `bytes`, which must then outlive the module.
 template <class M>
-LoadReport load_from_bytes(M& module, std::span<const std::byte> bytes, LoadArgs args = {}) {
+LoadReport load_record_from_bytes(M& module, std::span<const std::byte> bytes, LoadArgs args = {}) {
   const Source source = Source::borrow(bytes, "embedded record");
   return load(module, open(source, args.open_options()), args);
 }
