@@ -349,7 +349,7 @@ class Scanner {
           break;
         case Value::Kind::Object: {
           const Object& o = v->as_object();
-          if (formats::numpy::is_object_array(o)) {
+          if (numpy::is_object_array(o)) {
             if (p.object_arrays.size() < 16) p.object_arrays.push_back(at);
             ++p.object_array_count;
           }
@@ -376,7 +376,7 @@ class Scanner {
     };
     try {
       Value v = pickle::unpickle(reader, o_.limits, persistent, &p.stats);
-      if (formats::numpy::referenced(p.stats)) find_object_arrays(v, p);
+      if (numpy::referenced(p.stats)) find_object_arrays(v, p);
       return v;
     } catch (const Error& e) {
       p.error = e.what();
