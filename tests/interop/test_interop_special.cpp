@@ -2,6 +2,8 @@
 // plain tensors: quantized tensors written to .pt load in torch with equal
 // int_repr(), scales, zero points and axis; numpy arrays (from torch
 // checkpoints and plain pickles) written to .pt load as equal tensors.
+// Meta tensors and torch 2.x's records (hand-built from its writer) written
+// to .pt load in torch as the originals.
 // The other direction (files torch and numpy wrote, read by torchport) is
 // tests/formats/test_quantized.cpp and test_numpy.cpp.
 
@@ -49,6 +51,34 @@ TEST(InteropSpecial, QuantizedRoundTripThroughPt) {
     python_check(fixture("quantized/make_quantized_fixtures.py"),
                  dir / (std::string(name) + "_out.pt"), in);
   }
+}
+
+// Meta tensors and the files torch 2.x writes (tests/fixtures/torch2):
+// converted to .pt, torch reads the same tensors (meta stays meta, with its
+// strides; a big-endian file comes back little-endian with equal values).
+TEST(InteropSpecial, Torch2RecordsAndMetaTensorsRoundTripThroughPt) {
+  const fs::path dir = torchport::test::temp_dir("interop_torch2");
+  const fs::path script = fixture("torch2/make_torch2_fixtures.py");
+  for (const char* name :
+       {"meta", "meta_linear", "torch2_layout", "torch2_align4096", "torch2_data_version"}) {
+    SCOPED_TRACE(name);
+    const fs::path in = fixture(std::string("torch2/") + name + ".pt");
+    convert(q(in) + " " + q(dir / (std::string(name) + "_out.pt")));
+    python_check(script, dir / (std::string(name) + "_out.pt"), in);
+  }
+  convert(q(fixture("torch2/torch2_big.pt")) + " " + q(dir / "big_out.pt"));
+  python_check(script, dir / "big_out.pt", fixture("torch2/torch2_layout.pt"));
+  // Data-only formats refuse meta tensors by name.
+  std::string out;
+  convert(q(fixture("torch2/meta.pt")) + " " + q(dir / "meta.safetensors"), 1, &out);
+  EXPECT_NE(out.find("meta_weight"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir / "meta.safetensors"));
+  // inspect shows them, diff finds a file equal to itself.
+  EXPECT_NE(tool_output("inspect " + q(fixture("torch2/meta.pt"))).find("F32 meta"),
+            std::string::npos);
+  EXPECT_EQ(run_command(std::string(TORCHPORT_TOOL) + " diff " + q(fixture("torch2/meta.pt")) +
+                        " " + q(dir / "meta_out.pt")),
+            0);
 }
 
 TEST(InteropSpecial, QuantizedToSafetensorsNeedsAnOption) {
