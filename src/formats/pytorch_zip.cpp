@@ -57,22 +57,27 @@ std::uint64_t archive_version(const ZipArchive& zip, const std::string& prefix,
     throw Error(ErrorCode::corrupt,
                 "the archive has no '" + prefix + "version' record; torch's reader requires it", {},
                 std::nullopt, file);
-  const std::string text = record_text(zip, *e, SIZE_MAX);  // torch reads it whole
+  // torch reads the record whole; it is parsed in place (never copied:
+  // a record can be as large as the file).
+  const Source rec = zip.read(*e);
+  const auto text = rec.bytes();
+  const auto at = [&](std::size_t k) { return static_cast<char>(text[k]); };
   std::size_t i = 0;
-  while (i < text.size() && (text[i] == ' ' || (text[i] >= '\t' && text[i] <= '\r'))) ++i;
+  while (i < text.size() && (at(i) == ' ' || (at(i) >= '\t' && at(i) <= '\r'))) ++i;
   bool negative = false;
-  if (i < text.size() && (text[i] == '+' || text[i] == '-')) negative = text[i++] == '-';
+  if (i < text.size() && (at(i) == '+' || at(i) == '-')) negative = at(i++) == '-';
   std::uint64_t v = 0;
   bool digits = false, overflow = false;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+  for (; i < text.size() && at(i) >= '0' && at(i) <= '9'; ++i) {
     digits = true;
-    const std::uint64_t d = static_cast<std::uint64_t>(text[i] - '0');
+    const std::uint64_t d = static_cast<std::uint64_t>(at(i) - '0');
     if (v > (~std::uint64_t{0} - d) / 10) overflow = true;
     v = v * 10 + d;
   }
   const auto printable = [&] {
     std::string p;
-    for (char c : text.substr(0, 32)) p += (c >= 0x20 && c < 0x7f) ? c : '?';
+    for (std::size_t k = 0; k < std::min<std::size_t>(text.size(), 32); ++k)
+      p += (at(k) >= 0x20 && at(k) < 0x7f) ? at(k) : '?';
     return text.size() > 32 ? p + "..." : p;
   };
   if (!digits || overflow)
