@@ -281,7 +281,7 @@ Tensor Tensor::reshape(Shape shape) const {
                                                std::to_string(numel_) + " elements) to " +
                                                join(shape));
   Shape st = contiguous_strides(shape);
-  return Tensor(dtype_, std::move(shape), std::move(st), offset_, storage_);
+  return view_of(std::move(shape), std::move(st), offset_);
 }
 
 Tensor Tensor::transpose(std::int64_t a, std::int64_t b) const {
@@ -293,7 +293,7 @@ Tensor Tensor::transpose(std::int64_t a, std::int64_t b) const {
   Shape sh = shape_, st = strides_;
   std::swap(sh[static_cast<std::size_t>(a)], sh[static_cast<std::size_t>(b)]);
   std::swap(st[static_cast<std::size_t>(a)], st[static_cast<std::size_t>(b)]);
-  return Tensor(dtype_, std::move(sh), std::move(st), offset_, storage_);
+  return view_of(std::move(sh), std::move(st), offset_);
 }
 
 Tensor Tensor::permute(std::span<const std::int64_t> order) const {
@@ -312,7 +312,7 @@ Tensor Tensor::permute(std::span<const std::int64_t> order) const {
     sh[i] = shape_[static_cast<std::size_t>(d)];
     st[i] = strides_[static_cast<std::size_t>(d)];
   }
-  return Tensor(dtype_, std::move(sh), std::move(st), offset_, storage_);
+  return view_of(std::move(sh), std::move(st), offset_);
 }
 
 Tensor Tensor::narrow(std::int64_t d, std::int64_t start, std::int64_t length) const {
@@ -324,7 +324,7 @@ Tensor Tensor::narrow(std::int64_t d, std::int64_t start, std::int64_t length) c
                                                  std::to_string(n));
   Shape sh = shape_;
   sh[i] = length;
-  return Tensor(dtype_, std::move(sh), strides_, offset_ + start * strides_[i], storage_);
+  return view_of(std::move(sh), strides_, offset_ + start * strides_[i]);
 }
 
 bool Tensor::equal(const Tensor& other) const {
@@ -341,13 +341,20 @@ std::string Tensor::description() const {
   return std::string(dtype_name(dtype_)) + join(shape_) + (meta_ ? " meta" : "");
 }
 
+Tensor Tensor::view_of(Shape shape, Shape strides, std::int64_t offset) const {
+  if (!meta_) return Tensor(dtype_, std::move(shape), std::move(strides), offset, storage_);
+  Tensor t = meta(dtype_, std::move(shape), std::move(strides));  // a view of nothing
+  t.offset_ = offset;
+  return t;
+}
+
 Tensor Tensor::meta(DType dtype, Shape shape, Shape strides) {
   if (shape.size() != strides.size())
     throw Error(ErrorCode::corrupt, "meta tensor: sizes " + join(shape) + " and strides " +
                                         join(strides) + " have different lengths");
-  // The view must be one torch could make (empty_strided checks the same),
-  // so the checks of a view over a storage of the view's extent apply; the
-  // storage itself holds nothing and refuses to be read.
+  // The view must be one torch could make: empty_strided computes the
+  // bytes of its extent, (offset of the last element + 1) * element size,
+  // which must fit 64 bits. The storage holds nothing and refuses to be read.
   const std::int64_t numel = shape_numel(shape);
   std::int64_t last = 0;
   for (std::size_t i = 0; i < shape.size(); ++i) {
@@ -359,6 +366,10 @@ Tensor Tensor::meta(DType dtype, Shape shape, Shape strides) {
       throw Error(ErrorCode::corrupt, "meta tensor: sizes " + join(shape) + " strides " +
                                           join(strides) + " overflow 64 bits");
   }
+  std::uint64_t extent;
+  if (numel > 0 && !detail::mul_ok(static_cast<std::uint64_t>(last) + 1, dtype_size(dtype), extent))
+    throw Error(ErrorCode::corrupt, "meta tensor: the bytes of sizes " + join(shape) + " strides " +
+                                        join(strides) + " overflow 64 bits");
   auto none = Storage::deferred(0, []() -> std::shared_ptr<Storage> {
     throw Error(
         ErrorCode::unsupported,

@@ -18,6 +18,7 @@
 #include "torchport/formats/open.hpp"
 #include "torchport/formats/record_file.hpp"
 #include "torchport/formats/save.hpp"
+#include "torchport/nn/modules.hpp"
 #include "torchport/record/fields.hpp"
 #include "torchport/record/load.hpp"
 
@@ -163,6 +164,28 @@ TEST(MetaTensors, TypedLoadingSaysTheFileHasNoData) {
     FAIL() << "loaded a meta tensor";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("meta tensor"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MetaTensors, ViewsOfAMetaTensorAreMeta) {
+  const TensorCatalog cat = open(fixture("torch2/meta.pt"));
+  const Tensor t = cat.find("meta_weight")->transpose(0, 1);
+  EXPECT_TRUE(t.is_meta());
+  EXPECT_EQ(t.shape(), (Shape{4, 3}));
+  EXPECT_EQ(t.strides(), (Shape{1, 4}));
+  EXPECT_TRUE(t.narrow(0, 1, 2).is_meta());
+  EXPECT_TRUE(cat.find("meta_weight")->reshape({12}).is_meta());
+}
+
+TEST(MetaTensors, TypedLoadThroughAnAdapterSaysTheFileHasNoData) {
+  // nn::Linear's declared layout transposes the weight before the check.
+  nn::Linear m(4, 3);
+  try {
+    load(m, fixture("torch2/meta_linear.pt"));
+    FAIL() << "loaded a meta tensor";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported) << e.what();
     EXPECT_NE(std::string(e.what()).find("meta tensor"), std::string::npos) << e.what();
   }
 }

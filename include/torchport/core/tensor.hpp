@@ -258,6 +258,8 @@ class Tensor {
 
  private:
   void check_access(DType expected, std::size_t elem_size) const;
+  // A view of this tensor's storage (a meta tensor's views are meta).
+  Tensor view_of(Shape shape, Shape strides, std::int64_t offset) const;
   [[noreturn]] static void fail_count(std::size_t got, std::int64_t want);
 
   DType dtype_ = DType::F32;
