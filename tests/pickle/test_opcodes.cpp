@@ -159,15 +159,24 @@ TEST(Opcodes, TheVmRefusesExtensionsAndBuffers) {
             (std::set<std::string_view>{"EXT1", "EXT2", "EXT4", "NEXT_BUFFER", "READONLY_BUFFER"}));
 }
 
+// A decoded argument that owns its text (an Operand's views point into the
+// bytes, which the callers pass as temporaries).
+struct Decoded {
+  std::uint64_t number = 0;
+  std::int64_t signed_number = 0;
+  double real = 0;
+  std::string text, second;
+};
+
 // Decodes the argument of `bytes`' first opcode; `rest` is what is left.
-pickle::Operand decode(const std::string& bytes, std::uint64_t* rest = nullptr,
-                       std::uint64_t max_run = ~std::uint64_t{0}) {
+Decoded decode(const std::string& bytes, std::uint64_t* rest = nullptr,
+               std::uint64_t max_run = ~std::uint64_t{0}) {
   ByteReader r({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}, "test.pkl");
   const pickle::OpInfo* op = pickle::opcode_info(r.u8("opcode"));
   if (op == nullptr) throw Error(ErrorCode::corrupt, "not an opcode");
-  pickle::Operand a = pickle::read_operand(r, *op, max_run);
+  const pickle::Operand a = pickle::read_operand(r, *op, max_run);
   if (rest) *rest = r.remaining();
-  return a;
+  return {a.number, a.signed_number, a.real, std::string(a.text), std::string(a.second)};
 }
 
 void refused(const std::string& bytes, ErrorCode code, const std::string& text,
@@ -194,7 +203,7 @@ TEST(Opcodes, EachLayoutDecodes) {
   EXPECT_DOUBLE_EQ(decode("G\x40\x04\x00\x00\x00\x00\x00\x00"s).real, 2.5);
   EXPECT_EQ(decode("I42\n."s, &rest).text, "42");
   EXPECT_EQ(rest, 1u);
-  const pickle::Operand g = decode("ctorch\nSize\n."s, &rest);
+  const Decoded g = decode("ctorch\nSize\n."s, &rest);
   EXPECT_EQ(g.text, "torch");
   EXPECT_EQ(g.second, "Size");
   EXPECT_EQ(rest, 1u);
