@@ -32,34 +32,40 @@ struct AlignedFree {
 
 namespace {
 
-// Large buffers come straight from mmap, 2 MiB aligned and advised to use
-// transparent huge pages: first touching fresh memory is what bounds a
-// load, and a 2 MiB page costs one fault where 4 KiB pages cost 512. When
-// the kernel has no huge pages to give, the advice is ignored and the
-// buffer is ordinary memory.
-constexpr std::uint64_t kHuge = std::uint64_t{2} << 20;
-constexpr std::uint64_t kHugeFrom = std::uint64_t{8} << 20;
+// Large buffers come straight from mmap, 2 MiB aligned, so that freeing
+// them returns the memory at once. Their first 256 MiB use 4 KiB pages and
+// the rest transparent huge pages (docs/loading.md has the measurements):
+// on a VM that hands idle memory back to its host, the kernel's free huge
+// pages are the ones the host took back, and faulting them in again costs
+// 5-30 ms per 2 MiB, while 4 KiB pages still come from the fragments the
+// host never took, at about 1 ms per 2 MiB; past a few hundred MiB those
+// fragments run out and both page sizes wait for the host alike, and when
+// memory was freed just before (back-to-back loads), huge pages fill
+// 2-3 times faster.
+constexpr std::uint64_t kAlign2M = std::uint64_t{2} << 20;
+constexpr std::uint64_t kMapFrom = std::uint64_t{8} << 20;
+constexpr std::uint64_t kSmallPages = std::uint64_t{256} << 20;
 
 struct Unmap {
   std::size_t length;
   void operator()(void* p) const noexcept { ::munmap(p, length); }
 };
 
-void* map_huge(std::uint64_t nbytes, std::shared_ptr<void>& owner) {
-  const std::uint64_t length = (nbytes + kHuge - 1) / kHuge * kHuge + kHuge;
+void* map_aligned(std::uint64_t nbytes, std::shared_ptr<void>& owner) {
+  const std::uint64_t length = (nbytes + kAlign2M - 1) / kAlign2M * kAlign2M + kAlign2M;
   void* raw = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
   // Trim to a 2 MiB aligned window.
   const auto start = reinterpret_cast<std::uintptr_t>(raw);
-  const auto aligned = (start + kHuge - 1) & ~(kHuge - 1);
+  const auto aligned = (start + kAlign2M - 1) & ~(kAlign2M - 1);
   const std::uint64_t head = aligned - start;
-  const std::uint64_t body = length - kHuge;
+  const std::uint64_t body = length - kAlign2M;
   if (head) ::munmap(raw, head);
-  if (kHuge - head) ::munmap(reinterpret_cast<void*>(aligned + body), kHuge - head);
+  if (kAlign2M - head) ::munmap(reinterpret_cast<void*>(aligned + body), kAlign2M - head);
   void* p = reinterpret_cast<void*>(aligned);
-#ifdef MADV_HUGEPAGE
-  ::madvise(p, body, MADV_HUGEPAGE);
-#endif
+  const std::uint64_t small = std::min(body, kSmallPages);
+  ::madvise(p, small, MADV_NOHUGEPAGE);
+  if (body > small) ::madvise(static_cast<std::byte*>(p) + small, body - small, MADV_HUGEPAGE);
   owner = std::shared_ptr<void>(p, Unmap{static_cast<std::size_t>(body)});
   return p;
 }
@@ -75,7 +81,7 @@ std::shared_ptr<Storage> Storage::allocate(std::uint64_t nbytes) {
   s->nbytes_ = nbytes;
   s->writable_ = true;
   std::shared_ptr<void> owner;
-  void* p = nbytes >= kHugeFrom ? map_huge(nbytes, owner) : nullptr;
+  void* p = nbytes >= kMapFrom ? map_aligned(nbytes, owner) : nullptr;
   if (p == nullptr) {
     // aligned_alloc needs a size that is a multiple of the alignment, and a
     // non-null result even for zero bytes.
