@@ -8,5 +8,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --bench
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTORCHPORT_BUILD_BENCHMARKS=ON
-cmake --build build --target torchport_cli load_bench libtorch_load import_memory convert_bench
+cmake --build build --target torchport_cli load_bench libtorch_load import_memory convert_bench fill_bench
 /usr/bin/python3 bench/compare.py --build build "$@"

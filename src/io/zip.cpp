@@ -466,7 +466,6 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits) {
     return z.entries_[a].header_offset < z.entries_[b].header_offset;
   });
   LocalReader reader(source);
-  for (std::size_t i : order) read_local(reader, bytes.size(), z.entries_[i], flags[i], where);
   // Bytes no entry accounts for (before the first local header, between
   // entries beyond a data descriptor, before the directory) are where a
   // streaming reader, or one that trusts other records, finds other entries.
@@ -477,7 +476,10 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits) {
             " bytes precede the first entry's local header: readers that scan local headers (or "
             "Python's zipfile, for prepended data) see other entries than the directory lists",
         z.entries_[order.front()].name, 0, where);
+  // One pass in file order: an entry's local header, then the gap after its
+  // data (a data descriptor), whose read window also holds the next header.
   for (std::size_t k = 0; k < order.size(); ++k) {
+    read_local(reader, bytes.size(), z.entries_[order[k]], flags[order[k]], where);
     const ZipEntry& e = z.entries_[order[k]];
     const std::uint64_t next =
         k + 1 < order.size() ? z.entries_[order[k + 1]].header_offset : d.offset;
@@ -489,9 +491,14 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits) {
                   z.entries_[order[k + 1]].name, next, where);
     }
     const std::uint64_t end = e.data_offset + e.compressed_size;
-    if (end != next && !is_descriptor(bytes.subspan(static_cast<std::size_t>(end),
-                                                    static_cast<std::size_t>(next - end)),
-                                      e, flags[order[k]]))
+    // The gap is read like a local header (pread, when the file is mapped):
+    // touching the mapping here would map the neighbouring tensor data too
+    // (the kernel maps a page-cache folio around a fault, up to 2 MiB).
+    constexpr std::uint64_t kLongestDescriptor = 24;
+    const std::uint64_t gap = next - end;
+    if (gap != 0 &&
+        (gap > kLongestDescriptor ||
+         !is_descriptor({reader.at(end, gap), static_cast<std::size_t>(gap)}, e, flags[order[k]])))
       throw Error(ErrorCode::ambiguous,
                   std::to_string(next - end) +
                       " bytes after the entry's data are no data descriptor of it: " +
