@@ -5,6 +5,7 @@
 //
 //   fill_bench [--pages huge|small|adaptive|split] [--populate none|write|touch|piece]
 //              [--threads N] [--chunk MiB] [--read pread|mmap|direct]
+//              [--order shared|spans] [--fadvise none|seq|willneed]
 //              FILE...
 //
 // --pages     huge: the arena is advised MADV_HUGEPAGE; small: MADV_NOHUGEPAGE;
@@ -21,6 +22,10 @@
 // --chunk     the piece size in MiB.
 // --read      pread: pread(2) into the arena; mmap: memcpy from a read-only
 //             mapping of the file; direct: pread with O_DIRECT.
+// --order     shared: threads take the next piece in file order; spans: each
+//             thread reads its own contiguous share of the pieces in order.
+// --fadvise   none, seq (POSIX_FADV_SEQUENTIAL) or willneed (POSIX_FADV_WILLNEED
+//             over each whole file before reading).
 // Prints one JSON object: {"seconds", "bytes"}.
 
 #include <fcntl.h>
@@ -49,6 +54,8 @@ struct Options {
   unsigned threads = 2;
   std::size_t chunk = std::size_t{16} << 20;
   std::string read = "pread";
+  std::string order = "shared";
+  std::string fadvise = "none";
   std::vector<std::string> files;
 };
 
@@ -83,6 +90,8 @@ int main(int argc, char** argv) {
     else if (a == "--threads") o.threads = static_cast<unsigned>(std::stoul(next()));
     else if (a == "--chunk") o.chunk = std::stoull(next()) << 20;
     else if (a == "--read") o.read = next();
+    else if (a == "--order") o.order = next();
+    else if (a == "--fadvise") o.fadvise = next();
     else o.files.push_back(a);
   }
   if (o.files.empty()) {
@@ -99,6 +108,8 @@ int main(int argc, char** argv) {
     struct stat st {};
     ::fstat(fd, &st);
     files.emplace_back(fd, static_cast<std::size_t>(st.st_size));
+    if (o.fadvise == "seq") ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    if (o.fadvise == "willneed") ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
     total += (static_cast<std::size_t>(st.st_size) + 4095) / 4096 * 4096;
   }
   constexpr std::size_t kHuge = std::size_t{2} << 20;
@@ -132,8 +143,19 @@ int main(int argc, char** argv) {
   }
   std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> done{0};
+  std::atomic<unsigned> thread_ids{0};
   auto work = [&] {
-    for (std::size_t i; (i = next.fetch_add(1)) < pieces.size();) {
+    const unsigned id = thread_ids.fetch_add(1);
+    const std::size_t share = (pieces.size() + o.threads - 1) / o.threads;
+    std::size_t own = id * share;
+    const std::size_t own_end = std::min(pieces.size(), own + share);
+    for (std::size_t i;;) {
+      if (o.order == "spans") {
+        if (own >= own_end) break;
+        i = own++;
+      } else if ((i = next.fetch_add(1)) >= pieces.size()) {
+        break;
+      }
       const Piece& p = pieces[i];
       if (o.populate == "touch")
         for (std::size_t b = 0; b < p.n; b += 4096) p.dst[b] = 0;

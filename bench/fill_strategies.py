@@ -43,6 +43,18 @@ STRATEGIES = {
     "4 KiB, 2 threads, 64 MiB": ["--pages", "small", "--threads", "2", "--chunk", "64"],
     "4 KiB, 2 threads, memcpy from mapping": ["--pages", "small", "--threads", "2", "--read", "mmap"],
     "huge, 2 threads, memcpy from mapping": ["--pages", "huge", "--threads", "2", "--read", "mmap"],
+    "split + populate per piece, 2 threads, 2 MiB, FADV_SEQUENTIAL":
+        ["--pages", "split", "--populate", "piece", "--threads", "2", "--chunk", "2", "--fadvise", "seq"],
+    "split + populate per piece, 2 threads, 2 MiB, FADV_WILLNEED":
+        ["--pages", "split", "--populate", "piece", "--threads", "2", "--chunk", "2", "--fadvise", "willneed"],
+    "split + populate per piece, 2 threads, 2 MiB, a span per thread":
+        ["--pages", "split", "--populate", "piece", "--threads", "2", "--chunk", "2", "--order", "spans"],
+    "split + populate per piece, 1 thread, 2 MiB":
+        ["--pages", "split", "--populate", "piece", "--threads", "1", "--chunk", "2"],
+    "split + populate per piece, 2 threads, 16 MiB":
+        ["--pages", "split", "--populate", "piece", "--threads", "2", "--chunk", "16"],
+    "split, 2 threads, O_DIRECT, 16 MiB":
+        ["--pages", "split", "--threads", "2", "--chunk", "16", "--read", "direct"],
     "4 KiB, 2 threads, O_DIRECT": ["--pages", "small", "--threads", "2", "--read", "direct"],
     "huge, 2 threads, O_DIRECT": ["--pages", "huge", "--threads", "2", "--read", "direct"],
 }
