@@ -466,20 +466,20 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits) {
     return z.entries_[a].header_offset < z.entries_[b].header_offset;
   });
   LocalReader reader(source);
-  // Bytes no entry accounts for (before the first local header, between
-  // entries beyond a data descriptor, before the directory) are where a
-  // streaming reader, or one that trusts other records, finds other entries.
-  if (!order.empty() && z.entries_[order.front()].header_offset != 0)
-    throw Error(
-        ErrorCode::ambiguous,
-        std::to_string(z.entries_[order.front()].header_offset) +
-            " bytes precede the first entry's local header: readers that scan local headers (or "
-            "Python's zipfile, for prepended data) see other entries than the directory lists",
-        z.entries_[order.front()].name, 0, where);
   // One pass in file order: an entry's local header, then the gap after its
   // data (a data descriptor), whose read window also holds the next header.
   for (std::size_t k = 0; k < order.size(); ++k) {
     read_local(reader, bytes.size(), z.entries_[order[k]], flags[order[k]], where);
+    // Bytes no entry accounts for (before the first local header, between
+    // entries beyond a data descriptor, before the directory) are where a
+    // streaming reader, or one that trusts other records, finds other entries.
+    if (k == 0 && z.entries_[order.front()].header_offset != 0)
+      throw Error(
+          ErrorCode::ambiguous,
+          std::to_string(z.entries_[order.front()].header_offset) +
+              " bytes precede the first entry's local header: readers that scan local headers (or "
+              "Python's zipfile, for prepended data) see other entries than the directory lists",
+          z.entries_[order.front()].name, 0, where);
     const ZipEntry& e = z.entries_[order[k]];
     const std::uint64_t next =
         k + 1 < order.size() ? z.entries_[order[k + 1]].header_offset : d.offset;
