@@ -85,14 +85,22 @@ int main(int argc, char** argv) {
       }
       return std::string(argv[++i]);
     };
-    if (a == "--pages") o.pages = next();
-    else if (a == "--populate") o.populate = next();
-    else if (a == "--threads") o.threads = static_cast<unsigned>(std::stoul(next()));
-    else if (a == "--chunk") o.chunk = std::stoull(next()) << 20;
-    else if (a == "--read") o.read = next();
-    else if (a == "--order") o.order = next();
-    else if (a == "--fadvise") o.fadvise = next();
-    else o.files.push_back(a);
+    if (a == "--pages")
+      o.pages = next();
+    else if (a == "--populate")
+      o.populate = next();
+    else if (a == "--threads")
+      o.threads = static_cast<unsigned>(std::stoul(next()));
+    else if (a == "--chunk")
+      o.chunk = std::stoull(next()) << 20;
+    else if (a == "--read")
+      o.read = next();
+    else if (a == "--order")
+      o.order = next();
+    else if (a == "--fadvise")
+      o.fadvise = next();
+    else
+      o.files.push_back(a);
   }
   if (o.files.empty()) {
     std::fprintf(stderr, "usage: fill_bench [options] FILE...\n");
@@ -115,11 +123,11 @@ int main(int argc, char** argv) {
   constexpr std::size_t kHuge = std::size_t{2} << 20;
   constexpr std::size_t kSplit = std::size_t{256} << 20;
   const std::size_t length = (total + kHuge - 1) / kHuge * kHuge;
-  auto* arena = static_cast<char*>(::mmap(nullptr, length + kHuge, PROT_READ | PROT_WRITE,
-                                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  auto* arena = static_cast<char*>(
+      ::mmap(nullptr, length + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   if (arena == MAP_FAILED) die("mmap");
-  arena = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(arena) + kHuge - 1) &
-                                  ~(kHuge - 1));
+  arena =
+      reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(arena) + kHuge - 1) & ~(kHuge - 1));
   ::madvise(arena, length, o.pages == "small" ? MADV_NOHUGEPAGE : MADV_HUGEPAGE);
   if (o.pages == "split") ::madvise(arena, std::min(length, kSplit), MADV_NOHUGEPAGE);
   std::atomic<bool> switched{false};
@@ -172,7 +180,8 @@ int main(int argc, char** argv) {
         // pages cost about 1 ms here); 8 ms of slack absorbs one stall.
         if (spent > static_cast<long long>(pages) * 600'000 + 8'000'000 && !switched.exchange(true))
           ::madvise(arena, length, MADV_NOHUGEPAGE);
-      } else if (o.populate == "piece" && ::madvise(p.dst, (p.n + 4095) / 4096 * 4096, MADV_POPULATE_WRITE) != 0)
+      } else if (o.populate == "piece" &&
+                 ::madvise(p.dst, (p.n + 4095) / 4096 * 4096, MADV_POPULATE_WRITE) != 0)
         die("MADV_POPULATE_WRITE");
       if (o.read == "mmap") {
         std::memcpy(p.dst, p.map + p.offset, p.n);
