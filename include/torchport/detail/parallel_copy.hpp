@@ -24,10 +24,11 @@ void split_copy(const Storage& src, std::span<std::byte> dst, std::vector<CopyJo
 
 /// Runs the copies (`Storage::read_into`: pread for mapped files), on up to
 /// as many threads as there are cores when there is enough work to share.
-/// Jobs are handed out by 2 MiB window of destination (consecutive jobs in
-/// one window go together); each thread first faults in the pages of its
-/// window in one call (MADV_POPULATE_WRITE), so fresh memory is faulted by
-/// every core at once and without a trap per page.
+/// A thread takes 16 MiB of destination at a time (the consecutive jobs in
+/// one aligned 16 MiB window), and before copying into each 2 MiB of it
+/// faults those pages in with one call (MADV_POPULATE_WRITE): fresh memory
+/// is faulted by every core at once, without a trap per page, and each
+/// thread reads 16 MiB of file in order (docs/loading.md).
 void run_copies(const std::vector<CopyJob>& jobs);
 
 }  // namespace torchport::detail
