@@ -286,8 +286,9 @@ def record_files(torchport, load_bench, rn, runs):
     rec_dir = os.path.join(DATA, "records")
     os.makedirs(rec_dir, exist_ok=True)
     regimes.warm([rn])
-    lines = ["ResNet-152 in each record format (save: `torchport convert` from the .pt, whole process, "
-             "peak resident set; load: `open()` + materialise, peak above baseline; back-to-back):", "",
+    lines = [f"ResNet-152 in each record format, measured {datetime.date.today().isoformat()} on {machine()} "
+             "(save: `torchport convert` from the .pt, whole process, peak resident set; load: `open()` + "
+             "materialise, peak above baseline; back-to-back):", "",
              "| format | file MB | save s | save peak MB | load owned s | owned peak MB | load mapped s | mapped peak MB |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for ext, extra in (("safetensors", ()), ("mpk", ()), ("mpk.gz", ()), ("json", ()), ("json.gz", ()),
