@@ -56,19 +56,27 @@ void split_copy(const Storage& src, std::span<std::byte> dst, std::vector<CopyJo
 void run_copies(const std::vector<CopyJob>& jobs) {
   // Small windows are faulted by the copy itself: a system call costs more.
   constexpr std::size_t kPopulateFrom = std::size_t{64} << 10;
-  // Consecutive jobs in one window go to one thread together.
-  std::vector<std::size_t> groups;  // first job of each group, then jobs.size()
   std::uint64_t total = 0;
-  for (std::size_t i = 0; i < jobs.size(); ++i) {
-    total += jobs[i].dst.size();
-    if (i == 0 ||
-        window_of(jobs[i].dst.data(), kWindow) != window_of(jobs[i - 1].dst.data(), kWindow))
-      groups.push_back(i);
-  }
-  groups.push_back(jobs.size());
+  for (const auto& j : jobs) total += j.dst.size();
   // Below ~64 MiB a second thread costs more than it saves.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const unsigned threads = total < (std::uint64_t{64} << 20) ? 1u : std::min<unsigned>(cores, 8);
+  // Consecutive jobs in one window go to one thread together. The last
+  // `threads` windows' worth of destination goes in 2 MiB shares, so that
+  // no thread is left alone with a whole 16 MiB at the end.
+  const std::byte* last_end =
+      jobs.empty() ? nullptr : jobs.back().dst.data() + jobs.back().dst.size();
+  const auto tail =
+      reinterpret_cast<std::uintptr_t>(last_end) -
+      std::min<std::uintptr_t>(reinterpret_cast<std::uintptr_t>(last_end), threads * kWindow);
+  auto key = [&](const std::byte* p) {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    return a < tail ? a / kWindow * 2 : a / kPage * 2 + 1;
+  };
+  std::vector<std::size_t> groups;  // first job of each group, then jobs.size()
+  for (std::size_t i = 0; i < jobs.size(); ++i)
+    if (i == 0 || key(jobs[i].dst.data()) != key(jobs[i - 1].dst.data())) groups.push_back(i);
+  groups.push_back(jobs.size());
   std::atomic<std::size_t> next{0};
   std::exception_ptr failure;
   std::atomic<bool> failed{false};
