@@ -41,7 +41,7 @@ find_clang_format() {
   for c in "${CLANG_FORMAT:-}" clang-format-14 clang-format; do
     [ -n "$c" ] || continue
     command -v "$c" >/dev/null 2>&1 || continue
-    if "$c" --version 2>/dev/null | grep -qE 'clang-format version 14\.'; then
+    if "$c" --version 2>/dev/null | grep -E 'clang-format version 14\.' > /dev/null; then
       echo "$c"
       return 0
     fi

@@ -66,8 +66,8 @@ elif [ "$mode" = find_package ]; then
   "$work/build/consumer" "$fixture"
   "$work/build/consumer_shared" "$fixture"
   # The checks below see what they look for when it is there.
-  link_line "$work/build" consumer | grep -q pcre2 || fail "the full consumer's link line lacks PCRE2"
-  ldd "$work/build/consumer_shared" | grep -q openblas || fail "the full shared consumer does not load OpenBLAS"
+  link_line "$work/build" consumer | grep pcre2 > /dev/null || fail "the full consumer's link line lacks PCRE2"
+  ldd "$work/build/consumer_shared" | grep openblas > /dev/null || fail "the full shared consumer does not load OpenBLAS"
 
   # The read component alone, found with pkg-config unavailable: its package
   # must not look for PCRE2 or OpenBLAS.
@@ -85,7 +85,7 @@ elif [ "$mode" = find_package ]; then
   for m in torchport-read torchport-record torchport-nn; do
     pkg-config --exists "$m" || fail "pkg-config has no $m"
   done
-  pkg-config --libs --static torchport | grep -q pcre2 || fail "pkg-config torchport lacks PCRE2"
+  pkg-config --libs --static torchport | grep pcre2 > /dev/null || fail "pkg-config torchport lacks PCRE2"
   read_libs=$(pkg-config --libs --static torchport-read)
   if grep -Eo "[^ ]*($not_read)[^ ]*" <<< "$read_libs"; then
     fail "pkg-config --libs --static torchport-read names the above"
@@ -101,7 +101,7 @@ else
   cmake -S "$here/subdirectory_consumer" -B "$work/build" -G Ninja -DTORCHPORT_SOURCE_DIR="$src" > /dev/null
   cmake --build "$work/build" > /dev/null
   "$work/build/consumer" "$fixture"
-  link_line "$work/build" consumer | grep -q pcre2 || fail "the full consumer's link line lacks PCRE2"
+  link_line "$work/build" consumer | grep pcre2 > /dev/null || fail "the full consumer's link line lacks PCRE2"
   for exe in read_consumer read_consumer_shared; do
     run_read "$work/build/$exe"
     check_read_only "$work/build/$exe" "$(link_line "$work/build" $exe)"
