@@ -4,7 +4,7 @@
 // memory regime.
 //
 //   fill_bench [--pages huge|small|adaptive|split] [--populate none|write|touch|piece]
-//              [--threads N] [--chunk MiB] [--read pread|mmap|direct]
+//              [--threads N] [--chunk MiB] [--read pread|mmap|direct|none]
 //              [--order shared|spans] [--fadvise none|seq|willneed]
 //              FILE...
 //
@@ -21,7 +21,9 @@
 // --threads   how many threads read (pieces handed out in file order).
 // --chunk     the piece size in MiB.
 // --read      pread: pread(2) into the arena; mmap: memcpy from a read-only
-//             mapping of the file; direct: pread with O_DIRECT.
+//             mapping of the file; direct: pread with O_DIRECT; none: one
+//             byte is written per page of the pieces (after --populate), and
+//             nothing read: the floor of any load into fresh memory.
 // --order     shared: threads take the next piece in file order; spans: each
 //             thread reads its own contiguous share of the pieces in order.
 // --fadvise   none, seq (POSIX_FADV_SEQUENTIAL) or willneed (POSIX_FADV_WILLNEED
@@ -183,6 +185,11 @@ int main(int argc, char** argv) {
       } else if (o.populate == "piece" &&
                  ::madvise(p.dst, (p.n + 4095) / 4096 * 4096, MADV_POPULATE_WRITE) != 0)
         die("MADV_POPULATE_WRITE");
+      if (o.read == "none") {
+        for (std::size_t b = 0; b < p.n; b += 4096) p.dst[b] = 1;
+        done += p.n;
+        continue;
+      }
       if (o.read == "mmap") {
         std::memcpy(p.dst, p.map + p.offset, p.n);
         done += p.n;

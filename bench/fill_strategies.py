@@ -57,6 +57,14 @@ STRATEGIES = {
         ["--pages", "split", "--threads", "2", "--chunk", "16", "--read", "direct"],
     "4 KiB, 2 threads, O_DIRECT": ["--pages", "small", "--threads", "2", "--read", "direct"],
     "huge, 2 threads, O_DIRECT": ["--pages", "huge", "--threads", "2", "--read", "direct"],
+    "huge + POPULATE_WRITE per piece, 2 threads, 16 MiB":
+        ["--pages", "huge", "--populate", "piece", "--threads", "2", "--chunk", "16"],
+    "faulted only, split, populate per 2 MiB, 2 threads":
+        ["--pages", "split", "--populate", "piece", "--threads", "2", "--chunk", "2", "--read", "none"],
+    "faulted only, huge, populate per 2 MiB, 2 threads":
+        ["--pages", "huge", "--populate", "piece", "--threads", "2", "--chunk", "2", "--read", "none"],
+    "faulted only, 4 KiB, populate per 2 MiB, 2 threads":
+        ["--pages", "small", "--populate", "piece", "--threads", "2", "--chunk", "2", "--read", "none"],
 }
 
 

@@ -7,7 +7,10 @@
 // `torchport load --mmap`), typed (into the C++ ResNet, zero-copy where
 // dtype and layout match), typed-owned (the same, copying), pread (the
 // floor: the file's bytes, or every file's in a directory, read by one
-// thread into fresh 4 KiB pages).
+// thread into fresh 4 KiB pages), fresh (the memory's floor: a buffer of
+// the tensor bytes allocated as an owned load allocates its arena, then
+// written once a page by two threads taking 2 MiB at a time; nothing is
+// read: no load into fresh memory can be faster).
 // Each run forks a child that measures its resident set before loading
 // (baseline) and its peak after (VmHWM). The page cache is left as the
 // caller set it (bench/regimes.py: warm, or dropped for a cold run).
@@ -21,12 +24,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <torchport/torchport.hpp>
@@ -100,6 +105,26 @@ Sample measure(const std::string& method, const std::string& file, const std::st
         torchport::LoadArgs{}.residence(method == "typed" ? torchport::Residence::mapped
                                                           : torchport::Residence::owned));
     s.bytes = r.bytes;
+  } else if (method == "fresh") {
+    s.bytes = torchport::open(file).total_bytes();
+    std::ofstream("/proc/self/clear_refs") << "5";
+    const std::uint64_t opened = status_bytes("VmRSS:");
+    const auto t1 = std::chrono::steady_clock::now();
+    const auto buffer = torchport::Storage::allocate(s.bytes);
+    std::byte* data = buffer->mutable_bytes().data();
+    std::atomic<std::uint64_t> next{0};
+    auto work = [&] {
+      constexpr std::uint64_t kSpan = std::uint64_t{2} << 20;
+      for (std::uint64_t at; (at = next.fetch_add(kSpan)) < s.bytes;)
+        for (std::uint64_t b = at; b < std::min(s.bytes, at + kSpan); b += 4096)
+          data[b] = std::byte{1};
+    };
+    std::thread other(work);
+    work();
+    other.join();
+    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    s.peak = static_cast<double>(status_bytes("VmHWM:")) - static_cast<double>(opened);
+    return s;
   } else if (method == "pread") {
     // A directory (sharded checkpoint): every file in it, in name order.
     std::vector<std::string> files;
@@ -147,7 +172,8 @@ Sample in_child(const std::string& method, const std::string& file, const std::s
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(
-        stderr, "usage: load_bench open|owned|mapped|typed|typed-owned|pread FILE [RUNS] [ARCH]\n");
+        stderr,
+        "usage: load_bench open|owned|mapped|typed|typed-owned|pread|fresh FILE [RUNS] [ARCH]\n");
     return 2;
   }
   const std::string method = argv[1], file = argv[2];

@@ -4,6 +4,7 @@
 // memory. The fixtures in tests/fixtures/bad cover torch-shaped archives.
 
 #include <cstring>
+#include <fstream>
 #include <optional>
 
 #include <gtest/gtest.h>
@@ -212,6 +213,53 @@ TEST(Zip, ManyEntriesFromAMappedFileMatchMemory) {
     EXPECT_EQ(text(mapped, a), specs[i].data);
     EXPECT_EQ(mapped.find(a.name), &a);
   }
+  fs::remove_all(dir);
+}
+
+// Resident file-backed pages of this process, in KiB (/proc/self/status).
+long rss_file_kib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("RssFile:", 0) == 0) return std::stol(line.substr(8));
+  return -1;
+}
+
+TEST(Zip, OpeningAMappedFileLeavesTheEntriesDataUnmapped) {
+  // 4096 entries of 16 KiB, each followed by a data descriptor (as torch
+  // writes them). Opening reads every local header and descriptor; through
+  // the mapping, that maps at least one page per entry (16 MiB; more, as
+  // the kernel maps around a fault), and the tensor data around it stays
+  // resident in the loader. With pread only the central directory and the
+  // end record are touched: its ~300 KiB plus, at worst, the two folios
+  // around it (2 MiB each).
+  constexpr int kEntries = 4096;
+  constexpr std::uint32_t kSize = 16 << 10;
+  Le d;
+  d.u32(0x08074b50).u32(0x12345678).u32(kSize).u32(kSize);
+  const std::string desc(reinterpret_cast<const char*>(d.b.data()), d.b.size());
+  std::vector<Spec> specs;
+  for (int i = 0; i < kEntries; ++i)
+    specs.push_back({.name = "archive/data/" + std::to_string(i),
+                     .data = std::string(kSize, static_cast<char>('a' + i % 26)),
+                     .flags = 8,
+                     .trailer = desc});
+  const fs::path dir = test::temp_dir("zip-resident");
+  test::write_bytes(dir / "m.zip", build(specs));
+  const Source source = Source::map_file(dir / "m.zip");
+  const long before = rss_file_kib();
+  ASSERT_GE(before, 0);
+  const auto z = ZipArchive::open(source, {});
+  ASSERT_EQ(z.entries().size(), static_cast<std::size_t>(kEntries));
+  const long opened = rss_file_kib();
+  EXPECT_LT(opened - before, 8 * 1024) << "KiB of the file became resident in opening it";
+  // The control: reading each descriptor through the mapping does map it.
+  unsigned sum = 0;
+  for (const ZipEntry& e : z.entries())
+    sum += static_cast<unsigned>(
+        *static_cast<const volatile std::byte*>(&source.bytes()[e.data_offset + kSize]));
+  EXPECT_EQ(sum, kEntries * 0x50u);
+  EXPECT_GT(rss_file_kib() - opened, 12 * 1024) << "KiB mapped by touching every descriptor";
   fs::remove_all(dir);
 }
 
