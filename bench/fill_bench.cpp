@@ -23,7 +23,7 @@
 // --read      pread: pread(2) into the arena; mmap: memcpy from a read-only
 //             mapping of the file; direct: pread with O_DIRECT; none: one
 //             byte is written per page of the pieces (after --populate), and
-//             nothing read: the floor of any load into fresh memory.
+//             nothing read: what fresh memory costs, without the copy.
 // --order     shared: threads take the next piece in file order; spans: each
 //             thread reads its own contiguous share of the pieces in order.
 // --fadvise   none, seq (POSIX_FADV_SEQUENTIAL) or willneed (POSIX_FADV_WILLNEED

@@ -7,10 +7,11 @@
 // `torchport load --mmap`), typed (into the C++ ResNet, zero-copy where
 // dtype and layout match), typed-owned (the same, copying), pread (the
 // floor: the file's bytes, or every file's in a directory, read by one
-// thread into fresh 4 KiB pages), fresh (the memory's floor: a buffer of
-// the tensor bytes allocated as an owned load allocates its arena, then
-// written once a page by two threads taking 2 MiB at a time; nothing is
-// read: no load into fresh memory can be faster).
+// thread into fresh 4 KiB pages), fresh (what fresh memory costs: a
+// buffer of the tensor bytes allocated as an owned load allocates its
+// arena, first written once a page by two threads taking 2 MiB at a time;
+// nothing is read. The owned load faults each 2 MiB in with one
+// MADV_POPULATE_WRITE, which after idle can cost less than these faults).
 // Each run forks a child that measures its resident set before loading
 // (baseline) and its peak after (VmHWM). The page cache is left as the
 // caller set it (bench/regimes.py: warm, or dropped for a cold run).
