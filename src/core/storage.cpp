@@ -175,14 +175,7 @@ void Storage::read_into(std::uint64_t offset, std::span<std::byte> dst) const {
 void Storage::release_pages(std::uint64_t offset, std::uint64_t n) const noexcept {
   if (!file_ || data_ == nullptr || offset >= nbytes_ || n == 0) return;
   n = std::min(n, nbytes_ - offset);
-  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  // Only whole pages inside the range: a neighbour's bytes stay resident.
-  const auto start = reinterpret_cast<std::uintptr_t>(data_ + offset);
-  const auto begin = (start + page - 1) & ~(page - 1);
-  const auto end = (start + n) & ~(page - 1);
-  // MADV_DONTNEED on a private read-only file mapping only unmaps our page
-  // table entries; it would zero anonymous memory, hence the file_backed check.
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  file_->release(data_ + offset, data_ + offset + n);
 }
 
 std::shared_ptr<Storage> Storage::borrow_mutable(std::span<std::byte> bytes,

@@ -41,6 +41,22 @@ struct Mapping : FileBacking {
     }
     return true;
   }
+  void release(const std::byte* begin, const std::byte* end) const noexcept override {
+    // The page cache holds a file in folios of up to 2 MiB, aligned in the
+    // file (the mapping starts at offset 0). Faulting one page maps its
+    // folio, or the fault-around window, both inside one 2 MiB block; so
+    // whole blocks go, or the neighbours a read brought in would stay. A
+    // tensor read out of file order would otherwise leave most of a block
+    // resident.
+    constexpr std::uintptr_t kBlock = std::uintptr_t{2} << 20;
+    const auto base = reinterpret_cast<std::uintptr_t>(addr);
+    auto from = reinterpret_cast<std::uintptr_t>(begin);
+    auto to = reinterpret_cast<std::uintptr_t>(end);
+    if (from < base || to > base + len || to <= from) return;
+    from = base + ((from - base) & ~(kBlock - 1));
+    to = base + std::min<std::uintptr_t>(len, (to - base + kBlock - 1) & ~(kBlock - 1));
+    if (to > from) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+  }
 };
 
 [[noreturn]] void os_error(const std::string& what, const std::filesystem::path& p, int err) {

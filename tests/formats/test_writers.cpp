@@ -3,7 +3,9 @@
 // byte layout each promises, streaming (one tensor alive at a time),
 // atomicity, the zip writer and catalogue transforms.
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <fstream>
@@ -283,15 +285,6 @@ TEST_F(Writers, ProgressIsMonotoneAndEndsAtTheTotal) {
   EXPECT_EQ(calls.back().second, big.nbytes() + 8);
 }
 
-// Resident file-backed pages of this process, in kB (/proc/self/status).
-long rss_file_kb() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("RssFile:", 0) == 0) return std::stol(line.substr(8));
-  return -1;
-}
-
 TEST_F(Writers, MappedInputPagesAreReleasedAsTheyStream) {
   // 64 MiB of mapped input, written once with and once without release.
   std::vector<NamedTensor> ts;
@@ -301,18 +294,52 @@ TEST_F(Writers, MappedInputPagesAreReleasedAsTheyStream) {
   for (const bool release : {false, true}) {
     SCOPED_TRACE(release);
     const TensorCatalog in = open(dir_ / "in.safetensors");  // kept alive: the mapping stays
-    const long before = rss_file_kb();
+    const long before = test::rss_file_kib();
     ASSERT_GE(before, 0);
     SaveOptions o;
     o.release_pages = release;
     save(in, dir_ / "out.safetensors", SaveFormat::safetensors, o);
-    const long grown = rss_file_kb() - before;
+    const long grown = test::rss_file_kib() - before;
     if (release) {
       EXPECT_LT(grown, 16 * 1024) << "kB still resident";
     } else {
       EXPECT_GT(grown, 48 * 1024) << "kB resident (the control: reading does fault pages in)";
     }
   }
+}
+
+TEST_F(Writers, MappedInputPagesStayReleasedWhenReadOutOfFileOrder) {
+  // 1024 pairs of a 20-element tensor and a 15-page one (64 MiB), stored in
+  // pairs; safetensors writes them by name, all the large ones first. A
+  // small tensor owns no whole page, and reading any byte maps the pages
+  // around it: the page cache's whole folio (up to 2 MiB, for a file read
+  // sequentially in large blocks) or the kernel's fault-around window.
+  // Released neighbours come back that way; released by whole pages of each
+  // tensor only, 4 MiB to most of the file stayed resident.
+  std::vector<NamedTensor> ts;
+  for (unsigned i = 0; i < 1024; ++i) {
+    const std::string n = std::to_string(10000 + i);
+    ts.push_back({"small." + n, test::patterned(DType::F32, {20}, i)});
+    ts.push_back({"large." + n, test::patterned(DType::F32, {15 << 10}, i)});
+  }
+  const fs::path in_path = dir_ / "in.pt";
+  save(catalog(std::move(ts)), in_path, SaveFormat::pytorch);
+  {  // Evict the file, then read it as `cp` or Python would: the page cache
+     // then holds it in large folios where the file system supports them.
+    const int fd = ::open(in_path.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ::fdatasync(fd);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    std::vector<char> buf(16 << 20);
+    while (::read(fd, buf.data(), buf.size()) > 0) {
+    }
+    ::close(fd);
+  }
+  const TensorCatalog in = open(in_path);
+  const long before = test::rss_file_kib();
+  ASSERT_GE(before, 0);
+  save(in, dir_ / "out.safetensors", SaveFormat::safetensors);
+  EXPECT_LT(test::rss_file_kib() - before, 3 * 1024) << "KiB still resident";
 }
 
 // --- atomic writes -----------------------------------------------------------

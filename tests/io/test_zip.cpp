@@ -4,7 +4,6 @@
 // memory. The fixtures in tests/fixtures/bad cover torch-shaped archives.
 
 #include <cstring>
-#include <fstream>
 #include <optional>
 
 #include <gtest/gtest.h>
@@ -216,15 +215,6 @@ TEST(Zip, ManyEntriesFromAMappedFileMatchMemory) {
   fs::remove_all(dir);
 }
 
-// Resident file-backed pages of this process, in KiB (/proc/self/status).
-long rss_file_kib() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("RssFile:", 0) == 0) return std::stol(line.substr(8));
-  return -1;
-}
-
 TEST(Zip, OpeningAMappedFileLeavesTheEntriesDataUnmapped) {
   // 4096 entries of 16 KiB, each followed by a data descriptor (as torch
   // writes them). Opening reads every local header and descriptor; through
@@ -247,11 +237,11 @@ TEST(Zip, OpeningAMappedFileLeavesTheEntriesDataUnmapped) {
   const fs::path dir = test::temp_dir("zip-resident");
   test::write_bytes(dir / "m.zip", build(specs));
   const Source source = Source::map_file(dir / "m.zip");
-  const long before = rss_file_kib();
+  const long before = test::rss_file_kib();
   ASSERT_GE(before, 0);
   const auto z = ZipArchive::open(source, {});
   ASSERT_EQ(z.entries().size(), static_cast<std::size_t>(kEntries));
-  const long opened = rss_file_kib();
+  const long opened = test::rss_file_kib();
   EXPECT_LT(opened - before, 8 * 1024) << "KiB of the file became resident in opening it";
   // The control: reading each descriptor through the mapping does map it.
   unsigned sum = 0;
@@ -259,7 +249,7 @@ TEST(Zip, OpeningAMappedFileLeavesTheEntriesDataUnmapped) {
     sum += static_cast<unsigned>(
         *static_cast<const volatile std::byte*>(&source.bytes()[e.data_offset + kSize]));
   EXPECT_EQ(sum, kEntries * 0x50u);
-  EXPECT_GT(rss_file_kib() - opened, 12 * 1024) << "KiB mapped by touching every descriptor";
+  EXPECT_GT(test::rss_file_kib() - opened, 12 * 1024) << "KiB mapped by touching every descriptor";
   fs::remove_all(dir);
 }
 

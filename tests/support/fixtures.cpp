@@ -64,6 +64,14 @@ int run_command(const std::string& command, std::string* output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+long rss_file_kib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("RssFile:", 0) == 0) return std::stol(line.substr(8));
+  return -1;
+}
+
 void expect_tensors(const TensorCatalog& cat, const nlohmann::json& want) {
   ASSERT_EQ(cat.size(), want["tensors"].size());
   for (std::size_t i = 0; i < cat.size(); ++i) {

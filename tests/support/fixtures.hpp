@@ -32,5 +32,8 @@ std::filesystem::path temp_dir(const std::string& name);
 /// Runs a shell command; returns its exit status and fills `output` with
 /// stdout+stderr.
 int run_command(const std::string& command, std::string* output = nullptr);
+/// This process's resident file-backed pages, in KiB (RssFile in
+/// /proc/self/status); -1 when the kernel does not report it.
+long rss_file_kib();
 
 }  // namespace torchport::test

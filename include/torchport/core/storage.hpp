@@ -22,6 +22,10 @@ class FileBacking {
   /// Copies `dst.size()` bytes of the file, starting at address `at` inside
   /// the mapping, into `dst`. False when it could not (then copy from memory).
   virtual bool read(const std::byte* at, std::span<std::byte> dst) const noexcept = 0;
+  /// Drops this process's resident pages of every 2 MiB block of the file
+  /// that `[begin, end)` touches (clamped to the mapping). The data stays in
+  /// the page cache.
+  virtual void release(const std::byte* begin, const std::byte* end) const noexcept = 0;
 };
 
 /// The bytes behind one or more tensors (torch's storage).
@@ -97,7 +101,13 @@ class Storage {
   /// Drops this process's resident pages of `[offset, offset + n)` when the
   /// storage is file-backed, or is a deferred copy of a file's bytes (memory
   /// use falls; the page cache keeps the data and a later access reads it
-  /// again). Does nothing for other storages.
+  /// again). Does nothing for other storages. The rest of each 2 MiB block
+  /// of the file that the range touches goes too, neighbours' pages
+  /// included: reading one byte maps the pages around it (a whole large
+  /// folio of the page cache, or the kernel's fault-around window), and a
+  /// neighbour's pages, once mapped, would stay mapped if only whole pages
+  /// of the range were dropped. A dropped page still in use costs a minor
+  /// fault on its next access, nothing more.
   void release_pages(std::uint64_t offset, std::uint64_t n) const noexcept;
 
   struct Private;  // construction token
