@@ -26,10 +26,10 @@ void split_copy(const Storage& src, std::span<std::byte> dst, std::vector<CopyJo
 /// as many threads as there are cores when there is enough work to share.
 /// A thread takes 16 MiB of destination at a time (the consecutive jobs in
 /// one aligned 16 MiB window; 2 MiB near the end, so the threads finish
-/// together), and before copying into each 2 MiB of it
-/// faults those pages in with one call (MADV_POPULATE_WRITE): fresh memory
-/// is faulted by every core at once, without a trap per page, and each
-/// thread reads 16 MiB of file in order (docs/loading.md).
+/// together). Before copying into each 2 MiB of it, the thread faults
+/// those pages in with one call (MADV_POPULATE_WRITE): fresh memory is
+/// faulted by every core at once, without a trap per page, and each thread
+/// reads 16 MiB of file in order (docs/loading.md).
 void run_copies(const std::vector<CopyJob>& jobs);
 
 }  // namespace torchport::detail
