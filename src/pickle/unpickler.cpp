@@ -328,22 +328,24 @@ class Machine {
 
   // A str (BINUNICODE and its short and long forms): UTF-8, decoded by
   // Python with "surrogatepass" (encoded surrogates pass, other bytes that
-  // are not UTF-8 are an error).
-  Value py3_str(std::string s, std::string_view what) {
+  // are not UTF-8 are an error). Checked before the copy: bytes of another
+  // format tried as a pickle can make a length of megabytes, and seldom
+  // make UTF-8.
+  Value py3_str(std::string_view s, std::string_view what) {
     if (!is_utf8(s, true))
       fail(ErrorCode::corrupt, std::string(what) + " holds bytes that are not UTF-8");
-    return Value::str(std::move(s));
+    return Value::str(std::string(s));
   }
 
   // A Python 2 string (STRING, BINSTRING, SHORT_BINSTRING): torch.load
   // decodes them as UTF-8 (it passes encoding="utf-8" to the unpickler), so
   // bytes that are not UTF-8 make torch fail, and us.
-  Value py2_str(std::string s, std::string_view what) {
+  Value py2_str(std::string_view s, std::string_view what) {
     if (!is_utf8(s))
       fail(ErrorCode::corrupt,
            std::string(what) +
                " holds bytes that are not UTF-8 (torch.load decodes Python 2 strings as UTF-8)");
-    return Value::str(std::move(s));
+    return Value::str(std::string(s));
   }
 
   // --- memo ----------------------------------------------------------------
@@ -939,11 +941,11 @@ Value Machine::run() {
       case SHORT_BINUNICODE:
       case BINUNICODE:
       case BINUNICODE8:
-        push(py3_str(std::string(arg.text), info->name));
+        push(py3_str(arg.text, info->name));
         break;
       case SHORT_BINSTRING:
       case BINSTRING:
-        push(py2_str(std::string(arg.text), info->name));
+        push(py2_str(arg.text, info->name));
         break;
       case SHORT_BINBYTES:
       case BINBYTES:
@@ -955,7 +957,7 @@ Value Machine::run() {
         std::string out;
         if (!unescape_repr(arg.text, out))
           fail(ErrorCode::corrupt, "STRING is not a quoted literal with valid escapes");
-        push(py2_str(std::move(out), "STRING"));
+        push(py2_str(out, "STRING"));
         break;
       }
       case UNICODE: {

@@ -165,6 +165,29 @@ TEST(Cost, SetitemsBatchesAreLinear) {
   EXPECT_LE(moved[2], 8u * 256000) << "growth moves each item a bounded number of times";
 }
 
+TEST(Cost, AStringOfOtherBytesIsRefusedBeforeItIsCopied) {
+  // Bytes of another format tried as a pickle (open() tries the legacy
+  // reader on every file whose first byte is an opcode): "T" then a 4-byte
+  // length makes a BINSTRING of megabytes, here 48 MiB of bytes that are
+  // not UTF-8. Refusing it must not copy it first.
+  std::string pkl = "T";
+  const std::uint32_t n = 48u << 20;
+  for (int i = 0; i < 4; ++i) pkl.push_back(static_cast<char>((n >> (8 * i)) & 0xFF));
+  pkl.append(n, '\x82');
+  pkl.push_back('.');
+  ASSERT_TRUE(reset_peak_rss());
+  const long before = status_kib("VmHWM");
+  ASSERT_GT(before, 0);
+  try {
+    (void)unpickle_bytes(pkl);
+    FAIL() << "read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::corrupt);
+    EXPECT_NE(std::string(e.what()).find("not UTF-8"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(status_kib("VmHWM") - before, 16 * 1024) << "KiB of peak growth";
+}
+
 TEST(Cost, ContainerItemsAreLimited) {
   Limits l;
   l.max_container_items = 5000;

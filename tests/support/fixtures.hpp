@@ -32,8 +32,15 @@ std::filesystem::path temp_dir(const std::string& name);
 /// Runs a shell command; returns its exit status and fills `output` with
 /// stdout+stderr.
 int run_command(const std::string& command, std::string* output = nullptr);
-/// This process's resident file-backed pages, in KiB (RssFile in
-/// /proc/self/status); -1 when the kernel does not report it.
-long rss_file_kib();
+/// A field of /proc/self/status in KiB ("RssFile", "VmHWM", ...); -1 when
+/// the kernel does not report it.
+long status_kib(const std::string& field);
+/// This process's resident file-backed pages, in KiB.
+inline long rss_file_kib() {
+  return status_kib("RssFile");
+}
+/// Resets the peak resident set (VmHWM) to the current one; false when the
+/// kernel does not let it.
+bool reset_peak_rss();
 
 }  // namespace torchport::test
