@@ -20,35 +20,49 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence,
         replaced.emplace(t.tensor.storage().get(), nullptr).second)
       order.push_back(&t.tensor.storage());
 
-  constexpr std::uint64_t kAlign = 64;
-  if (residence == Residence::owned) {
-    // One arena for every storage (huge pages when the kernel has them),
-    // filled by reading the file straight into it, in pieces spread over
-    // the cores. Deferred storages are made by the copies that need them
-    // (thread-safe, once each), except deferred copies of unaligned records,
-    // which read the file straight into the arena and are never made.
+  // One arena for the given storages (huge pages when the kernel has them),
+  // filled by reading the file straight into it, in pieces spread over the
+  // cores. Deferred storages are made by the copies that need them
+  // (thread-safe, once each), except deferred copies of unaligned records,
+  // which read the file straight into the arena and are never made.
+  const auto fill_arena = [&](const std::vector<const std::shared_ptr<Storage>*>& storages) {
+    constexpr std::uint64_t kAlign = 64;
     std::uint64_t total = 0;
-    for (const auto* s : order) total += ((*s)->nbytes() + kAlign - 1) / kAlign * kAlign;
+    for (const auto* s : storages) total += ((*s)->nbytes() + kAlign - 1) / kAlign * kAlign;
+    if (storages.empty()) return;
     auto arena = Storage::allocate(total);
     auto dst = arena->mutable_bytes();
     std::vector<detail::CopyJob> jobs;
     std::uint64_t at = 0;
-    for (const auto* s : order) {
+    for (const auto* s : storages) {
       const std::uint64_t n = (*s)->nbytes();
       auto slice = dst.subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(n));
       detail::split_copy(**s, slice, jobs);
       replaced[s->get()] = Storage::borrow_mutable(slice, arena);
       at += (n + kAlign - 1) / kAlign * kAlign;
-      st.bytes += n;
     }
     detail::run_copies(jobs);
+  };
+  for (const auto* s : order) st.bytes += (*s)->nbytes();
+  if (residence == Residence::owned) {
+    fill_arena(order);
   } else {
+    // Mapped storages stay views. Deferred copies of unaligned records (a
+    // MessagePack record's tensors, say) need memory either way: they share
+    // one arena as an owned load's storages do, rather than each taking an
+    // allocation of 4 KiB pages filled by one thread. Other deferred
+    // storages (inflated, byte-swapped) are made where they are, once.
+    std::vector<const std::shared_ptr<Storage>*> copies;
     for (const auto* s : order) {
-      (*s)->bytes();  // materialise deferred storages; mapped ones stay views
+      if ((*s)->pending() && (*s)->addressable()) {
+        copies.push_back(s);
+        continue;
+      }
+      (*s)->bytes();
       replaced[s->get()] = *s;
-      st.bytes += (*s)->nbytes();
       if ((*s)->borrowed()) st.mapped_bytes += (*s)->nbytes();
     }
+    fill_arena(copies);
   }
   st.storages = order.size();
 
