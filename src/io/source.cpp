@@ -47,7 +47,8 @@ struct Mapping : FileBacking {
     // folio, or the fault-around window, both inside one 2 MiB block; so
     // whole blocks go, or the neighbours a read brought in would stay. A
     // tensor read out of file order would otherwise leave most of a block
-    // resident.
+    // resident. MADV_DONTNEED on this private read-only file mapping only
+    // unmaps our page table entries; nothing can be lost.
     constexpr std::uintptr_t kBlock = std::uintptr_t{2} << 20;
     const auto base = reinterpret_cast<std::uintptr_t>(addr);
     auto from = reinterpret_cast<std::uintptr_t>(begin);
