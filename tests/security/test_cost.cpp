@@ -2,7 +2,8 @@
 // (issue 15), a generator at 1x, 4x and 16x, and an assertion that the work
 // counters (detail::work(): characters printed, values visited, items moved,
 // bytes inflated, bytes copied) grow at most linearly with it. They count
-// work, not seconds, so a loaded machine cannot fail them.
+// work, not seconds, so a loaded machine cannot fail them. Where the cost
+// was memory rather than steps, the peak resident set is the count.
 
 #include <array>
 #include <functional>
