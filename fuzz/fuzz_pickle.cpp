@@ -3,7 +3,7 @@
 // the id declares, up to 64 KiB) and tensors rebuilt from the inert calls,
 // then listed and materialised. Also the opcode statistics scan uses.
 
-#include "formats/torch_common.hpp"
+#include "formats/read/torch_common.hpp"
 #include "fuzz_common.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

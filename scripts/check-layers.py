@@ -41,7 +41,6 @@ LEVELS = [
     ["io"],
     ["pickle"],
     ["formats"],
-    ["open"],
     ["record"],
     ["nn"],
     ["tools"],

@@ -25,6 +25,7 @@
 #include "torchport/formats/catalog.hpp"
 #include "torchport/formats/compare.hpp"
 #include "torchport/formats/densify.hpp"
+#include "torchport/formats/format.hpp"
 #include "torchport/formats/module_tree.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/formats/prune.hpp"
@@ -38,5 +39,4 @@
 #include "torchport/io/gzip.hpp"
 #include "torchport/io/source.hpp"
 #include "torchport/io/zip_writer.hpp"
-#include "torchport/open/format.hpp"
 #include "torchport/version.hpp"

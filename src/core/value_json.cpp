@@ -7,8 +7,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "core/text.hpp"
 #include "torchport/core/value.hpp"
+#include "torchport/detail/utf8.hpp"
 #include "torchport/detail/work.hpp"
 
 namespace torchport {

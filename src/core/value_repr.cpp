@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <string>
 
-#include "core/text.hpp"
 #include "torchport/core/value.hpp"
+#include "torchport/detail/utf8.hpp"
 #include "torchport/detail/work.hpp"
 
 namespace torchport {

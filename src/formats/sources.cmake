@@ -1,31 +1,40 @@
-# Sources of the formats layer: the readers, the catalogue, the writers, and
-# our own record files (.mpk, .json, .tpb, each optionally gzipped).
+# Sources of the formats layer, one folder per job (docs/architecture.md):
+#   read/      open(), the registry of formats in torch.load's order, and the
+#              readers: torch's zip, TorchScript, legacy and tar formats with
+#              their tensor rebuilds, safetensors, sharded checkpoints
+#   catalog/   the catalogue and its operations: transform, slice, prune,
+#              compare, module tree, materialize
+#   recorders/ our own record files (.mpk, .json, .tpb, each optionally gzipped)
+#   write/     the writers behind save(): safetensors, PyTorch zip, shards
+#   scan/      scan(): what a file would make Python import and run
 target_sources(torchport_read_objects PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/binary_record.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/catalog.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/compare.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/json_record.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/materialize.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/module_tree.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/msgpack_record.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/numpy.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/prune.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/pytorch_legacy.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/pytorch_tar.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/pytorch_writer.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/quantized.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/pytorch_zip.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/record_common.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/record_file.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/safetensors.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/scan.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/sparse.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/safetensors_writer.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/save.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/sharded.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/slice.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/strict_json.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/torch_common.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/transform.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/write_common.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/read/numpy.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/read/open.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/read/pytorch_legacy.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/read/pytorch_tar.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/read/pytorch_zip.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/read/quantized.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/read/registry.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/read/safetensors.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/read/sharded.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/read/sparse.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/read/strict_json.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/read/torch_common.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/catalog/catalog.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/catalog/compare.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/catalog/materialize.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/catalog/module_tree.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/catalog/prune.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/catalog/slice.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/catalog/transform.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/recorders/binary_record.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/recorders/json_record.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/recorders/msgpack_record.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/recorders/record_common.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/recorders/record_file.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/write/pytorch_writer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/write/safetensors_writer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/write/save.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/write/write_common.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/scan/scan.cpp
 )

@@ -17,51 +17,21 @@
 #include <unordered_set>
 
 #include "pickle/opcodes.hpp"
+#include "pickle/pytext.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/hash.hpp"
+#include "torchport/detail/utf8.hpp"
 
 namespace torchport::pickle {
 namespace {
 
 using namespace ops;
+using detail::is_utf8;
+using namespace pytext;
 
 bool is_ascii(std::string_view s) {
   return std::all_of(s.begin(), s.end(),
                      [](char c) { return static_cast<unsigned char>(c) < 0x80; });
-}
-
-// Well-formed UTF-8 (no overlong forms, surrogates or code points past
-// U+10FFFF), as Python's strict decoder requires; with `surrogates`,
-// encoded surrogates pass (the "surrogatepass" error handler).
-bool is_utf8(std::string_view s, bool surrogates = false) {
-  for (std::size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n;
-    std::uint32_t cp;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xc2 && c <= 0xdf) {
-      n = 1, cp = c & 0x1fu;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      n = 2, cp = c & 0x0fu;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      n = 3, cp = c & 0x07u;
-    } else {
-      return false;
-    }
-    if (i + n >= s.size()) return false;
-    for (std::size_t k = 1; k <= n; ++k) {
-      const auto d = static_cast<unsigned char>(s[i + k]);
-      if ((d & 0xc0u) != 0x80u) return false;
-      cp = (cp << 6) | (d & 0x3fu);
-    }
-    if ((n == 2 && (cp < 0x800 || (!surrogates && cp >= 0xd800 && cp <= 0xdfff))) ||
-        (n == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-      return false;
-    i += n + 1;
-  }
-  return true;
 }
 
 class Machine {
@@ -148,183 +118,6 @@ class Machine {
   }
 
   // --- reading -------------------------------------------------------------
-  // Integers of the text opcodes, as CPython's C unpickler (_pickle.c,
-  // which torch.load uses) reads them:
-  //   INT       strtol(line, base 0): C's octal and 0x forms, whitespace
-  //             before; a line of two characters that gives 0 or 1 is a
-  //             bool ("00", "01", "-0", " 1"). When strtol stops early or
-  //             overflows: PyLong_FromString(line, base 0).
-  //   LONG      one 'L' before the newline dropped, then
-  //             PyLong_FromString(line, base 0).
-  //   GET, PUT  PyLong_FromString(line, base 10).
-  // PyLong_FromString: ASCII whitespace around, a sign, with base 0 a
-  // 0x/0o/0b prefix (an underscore may follow it) and otherwise no leading
-  // zero unless the number is zero, digits with single underscores between.
-  Value py_long(std::string_view line, const char* what, bool base0) {
-    const std::string shown(line.substr(0, 40));
-    constexpr std::string_view ws = " \t\n\r\v\f";
-    std::string_view s = line;
-    const auto b = s.find_first_not_of(ws);
-    s = b == std::string_view::npos ? std::string_view{}
-                                    : s.substr(b, s.find_last_not_of(ws) - b + 1);
-    bool negative = false;
-    if (!s.empty() && (s.front() == '-' || s.front() == '+')) {
-      negative = s.front() == '-';
-      s.remove_prefix(1);
-    }
-    unsigned base = 10;
-    if (base0 && s.size() >= 2 && s[0] == '0' &&
-        std::string_view("xXoObB").find(s[1]) != std::string_view::npos) {
-      base = (s[1] | 0x20) == 'x' ? 16 : (s[1] | 0x20) == 'o' ? 8 : 2;
-      s.remove_prefix(2);
-      if (!s.empty() && s.front() == '_') s.remove_prefix(1);
-    }
-    std::string digits;
-    bool ok = !s.empty() && s.front() != '_' && s.back() != '_';
-    for (std::size_t i = 0; ok && i < s.size(); ++i) {
-      if (digit_value(s[i]) < base)
-        digits += s[i];
-      else
-        ok = s[i] == '_' && s[i + 1] != '_';
-    }
-    if (ok && base0 && base == 10 && digits.size() > 1 && digits.front() == '0')
-      ok = digits.find_first_not_of('0') == std::string::npos;
-    if (!ok) fail(ErrorCode::corrupt, std::string(what) + " '" + shown + "' is not a number");
-    return integer_from_digits(negative, digits, base, what);
-  }
-
-  // INT's line: strtol first, as the C unpickler does.
-  Value py_int(std::string_view line) {
-    constexpr std::string_view ws = " \t\n\r\v\f";
-    std::size_t i = 0;
-    while (i < line.size() && ws.find(line[i]) != std::string_view::npos) ++i;
-    bool negative = false;
-    if (i < line.size() && (line[i] == '+' || line[i] == '-')) negative = line[i++] == '-';
-    unsigned base = 10;
-    if (i + 2 < line.size() && line[i] == '0' && (line[i + 1] | 0x20) == 'x' &&
-        digit_value(line[i + 2]) < 16) {
-      base = 16;
-      i += 2;
-    } else if (i < line.size() && line[i] == '0') {
-      base = 8;
-    }
-    const std::size_t start = i;
-    const std::uint64_t limit = negative ? std::uint64_t{1} << 63 : (std::uint64_t{1} << 63) - 1;
-    std::uint64_t acc = 0;
-    bool overflow = false;
-    for (; i < line.size() && digit_value(line[i]) < base; ++i) {
-      const unsigned d = digit_value(line[i]);
-      if (acc > (limit - d) / base)
-        overflow = true;
-      else
-        acc = acc * base + d;
-    }
-    const std::size_t end = i > start ? i : 0;  // strtol's endptr: the start when nothing converts
-    if (overflow || end != line.size()) return py_long(line, "INT", true);
-    const std::int64_t x =
-        negative ? static_cast<std::int64_t>(~acc + 1) : static_cast<std::int64_t>(acc);
-    if (line.size() == 2 && (x == 0 || x == 1)) return Value::boolean(x == 1);
-    return Value::integer(x);
-  }
-
-  std::int64_t parse_decimal(std::string_view s, const char* what) {
-    const Value v = py_long(s, what, false);
-    if (!v.is(Value::Kind::Int))
-      fail(ErrorCode::unsupported,
-           std::string(what) + " '" + std::string(s.substr(0, 40)) + "' does not fit in 64 bits");
-    return v.as_int();
-  }
-
-  static unsigned digit_value(char c) {
-    if (c >= '0' && c <= '9') return static_cast<unsigned>(c - '0');
-    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') return static_cast<unsigned>((c | 0x20) - 'a' + 10);
-    return 99;
-  }
-
-  // An integer of any size from its digits: int64 when it fits, else BigInt
-  // (in the fewest bytes, as LONG1 stores it).
-  Value integer_from_digits(bool negative, const std::string& digits, unsigned base,
-                            const char* what) {
-    {
-      std::uint64_t acc = 0;
-      bool fits = true;
-      const std::uint64_t limit = negative ? std::uint64_t{1} << 63 : (std::uint64_t{1} << 63) - 1;
-      for (char c : digits) {
-        const unsigned d = digit_value(c);
-        if (acc > (limit - d) / base) {
-          fits = false;
-          break;
-        }
-        acc = acc * base + d;
-      }
-      if (fits)
-        return Value::integer(negative ? static_cast<std::int64_t>(~acc + 1)
-                                       : static_cast<std::int64_t>(acc));
-    }
-    // The conversion below is quadratic in the digits; Python itself refuses
-    // to parse more than 4,300 (sys.int_info.default_max_str_digits) for the
-    // same reason, and no checkpoint writes a number that long.
-    constexpr std::size_t kMaxDigits = 4300;
-    if (digits.size() > kMaxDigits)
-      fail(ErrorCode::limit_exceeded, std::string(what) + " of " + std::to_string(digits.size()) +
-                                          " digits: more than " + std::to_string(kMaxDigits) +
-                                          " digits, the most Python itself parses");
-    // Magnitude in little-endian bytes, then two's complement.
-    std::string mag(1, '\0');
-    for (char d : digits) {
-      unsigned carry = digit_value(d);
-      for (char& byte : mag) {
-        const unsigned x = static_cast<unsigned char>(byte) * base + carry;
-        byte = static_cast<char>(x & 0xffu);
-        carry = x >> 8;
-      }
-      if (carry) mag.push_back(static_cast<char>(carry));
-    }
-    mag.push_back('\0');  // room for the sign bit
-    if (negative) {
-      unsigned carry = 1;
-      for (char& byte : mag) {
-        const unsigned x = (~static_cast<unsigned char>(byte) & 0xffu) + carry;
-        byte = static_cast<char>(x & 0xffu);
-        carry = x >> 8;
-      }
-    }
-    // Drop sign bytes the value does not need: the same number has one form,
-    // whichever opcode wrote it (torch's magic number is a LONG in protocols
-    // 0 and 1, a LONG1 of 10 bytes from protocol 2 on).
-    while (mag.size() > 1) {
-      const auto top = static_cast<unsigned char>(mag.back());
-      const auto next = static_cast<unsigned char>(mag[mag.size() - 2]);
-      if (!((top == 0x00 && !(next & 0x80u)) || (top == 0xff && (next & 0x80u)))) break;
-      mag.pop_back();
-    }
-    return Value::big_integer(std::move(mag));
-  }
-
-  // FLOAT's line as the C unpickler reads it (PyOS_string_to_double, the
-  // whole line): a sign, digits, "inf", "infinity", "nan", no whitespace
-  // and no underscores; a value too small for a double is 0 (or
-  // subnormal), one too large is an error (OverflowError in Python).
-  double python_float(std::string_view line) {
-    const std::string shown(line.substr(0, 40));
-    std::string_view s = line;
-    const bool plus = !s.empty() && s.front() == '+';
-    if (plus) s.remove_prefix(1);
-    double d = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
-    const bool range = ec == std::errc::result_out_of_range;
-    if ((ec != std::errc() && !range) || p != s.data() + s.size() || s.empty() ||
-        (plus && s.front() == '-') || s.find('(') != std::string_view::npos)
-      fail(ErrorCode::corrupt, "FLOAT '" + shown + "' is not a number");
-    if (range) {
-      // from_chars says out of range for both ends; strtod tells which.
-      const std::string text(line);
-      d = std::strtod(text.c_str(), nullptr);
-      if (std::isinf(d))
-        fail(ErrorCode::corrupt, "FLOAT '" + shown + "' is too large for a double");
-    }
-    return d;
-  }
 
   // A str (BINUNICODE and its short and long forms): UTF-8, decoded by
   // Python with "surrogatepass" (encoded surrogates pass, other bytes that
@@ -417,7 +210,6 @@ class Machine {
   void call(Value callable, Value args);
   void build();
   void persistent(Value pid);
-  Value long_from_bytes(std::span<const std::byte> b);
 
   ByteReader& r_;
   const Limits& limits_;
@@ -442,29 +234,11 @@ class Machine {
   std::uint8_t op_ = 0;
 };
 
-// True when `s` is valid UTF-8 (Python decodes GLOBAL and INST names as
-// UTF-8, strictly, before it imports anything).
-bool valid_utf8(std::string_view s) {
-  for (std::size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const std::size_t n = c < 0x80             ? 1
-                          : (c & 0xe0) == 0xc0 ? 2
-                          : (c & 0xf0) == 0xe0 ? 3
-                          : (c & 0xf8) == 0xf0 ? 4
-                                               : 0;
-    if (n == 0 || (n == 2 && c < 0xc2) || i + n > s.size()) return false;
-    for (std::size_t k = 1; k < n; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
-    i += n;
-  }
-  return true;
-}
-
 // Python's Unpickler.find_class, as torch.load reaches it: torch's own
 // rename first (UnpicklerWrapper: load_module_mapping), then, for protocols
 // below 3, the _compat_pickle renames (fix_imports is on by default).
 void Machine::global(std::string module, std::string name) {
-  if (!valid_utf8(module) || !valid_utf8(name))
+  if (!is_utf8(module) || !is_utf8(name))
     fail(ErrorCode::corrupt,
          std::string(opcode_name(op_)) + " names a module or name that is not UTF-8");
   std::string written;
@@ -529,27 +303,6 @@ void Machine::note_use(const Value& v, bool build) {
     use.first_call_offset = op_offset_;
     use.call_opcode = op_;
   }
-}
-
-// Latin-1 encoding of a UTF-8 string: what Python 3 pickles of Python 2
-// bytes ask for with _codecs.encode(s, "latin1").
-bool utf8_to_latin1(const std::string& in, std::string& out) {
-  out.clear();
-  for (std::size_t i = 0; i < in.size();) {
-    const auto c = static_cast<unsigned char>(in[i]);
-    if (c < 0x80) {
-      out += static_cast<char>(c);
-      ++i;
-    } else if ((c & 0xe0) == 0xc0 && i + 1 < in.size()) {
-      const unsigned cp = ((c & 0x1fu) << 6) | (static_cast<unsigned char>(in[i + 1]) & 0x3fu);
-      if (cp > 0xff) return false;
-      out += static_cast<char>(cp);
-      i += 2;
-    } else {
-      return false;
-    }
-  }
-  return true;
 }
 
 void Machine::call(Value callable, Value args) {
@@ -663,153 +416,6 @@ void Machine::persistent(Value pid) {
   push(std::move(v));
 }
 
-Value Machine::long_from_bytes(std::span<const std::byte> b) {
-  // Sign bytes the value does not need go (Python's decode_long reads the
-  // same number from either form; BigInt has one form per number).
-  while (b.size() > 1) {
-    const auto top = static_cast<std::uint8_t>(b.back());
-    const auto next = static_cast<std::uint8_t>(b[b.size() - 2]);
-    if (!((top == 0x00 && !(next & 0x80u)) || (top == 0xff && (next & 0x80u)))) break;
-    b = b.first(b.size() - 1);
-  }
-  if (b.empty()) return Value::integer(0);
-  if (b.size() <= 8) {
-    std::uint64_t u = 0;
-    std::memcpy(&u, b.data(), b.size());
-    if (b.size() < 8 && (static_cast<std::uint8_t>(b.back()) & 0x80u))
-      u |= ~std::uint64_t{0} << (8 * b.size());  // sign-extend
-    return Value::integer(static_cast<std::int64_t>(u));
-  }
-  return Value::big_integer(std::string(reinterpret_cast<const char*>(b.data()), b.size()));
-}
-
-// Decodes protocol 0's STRING argument as pickle.py does: a quoted Python 2
-// literal whose escapes codecs.escape_decode resolves (\\ \' \" \a \b \f \n
-// \r \t \v, one to three octal digits, \x and two hex digits; any other
-// backslash stays as it is). False for what escape_decode refuses.
-bool unescape_repr(std::string_view s, std::string& out) {
-  if (s.size() < 2 || (s.front() != '\'' && s.front() != '"') || s.back() != s.front())
-    return false;
-  s = s.substr(1, s.size() - 2);
-  out.clear();
-  auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '\\') {
-      out += s[i];
-      continue;
-    }
-    if (++i >= s.size()) return false;  // "Trailing \ in string"
-    switch (s[i]) {
-      case '\\':
-        out += '\\';
-        break;
-      case '\'':
-        out += '\'';
-        break;
-      case '"':
-        out += '"';
-        break;
-      case 'a':
-        out += '\a';
-        break;
-      case 'b':
-        out += '\b';
-        break;
-      case 'f':
-        out += '\f';
-        break;
-      case 'n':
-        out += '\n';
-        break;
-      case 'r':
-        out += '\r';
-        break;
-      case 't':
-        out += '\t';
-        break;
-      case 'v':
-        out += '\v';
-        break;
-      case 'x': {
-        if (i + 2 >= s.size()) return false;
-        const int hi = hex(s[i + 1]), lo = hex(s[i + 2]);
-        if (hi < 0 || lo < 0) return false;
-        out += static_cast<char>(hi * 16 + lo);
-        i += 2;
-        break;
-      }
-      default:
-        if (s[i] >= '0' && s[i] <= '7') {
-          unsigned v = static_cast<unsigned>(s[i] - '0');
-          for (int k = 0; k < 2 && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '7'; ++k)
-            v = v * 8 + static_cast<unsigned>(s[++i] - '0');
-          out += static_cast<char>(v & 0xffu);
-        } else {
-          out += '\\';  // not an escape: kept
-          out += s[i];
-        }
-    }
-  }
-  return true;
-}
-
-// Decodes protocol 0's UNICODE argument (raw-unicode-escape, as CPython
-// decodes it) to UTF-8: bytes are Latin-1 code points; \uXXXX and
-// \UXXXXXXXX are escapes only after an odd number of backslashes. False for
-// a truncated escape, a code point past U+10FFFF, or a lone surrogate
-// (which Python keeps in a str but UTF-8 cannot hold).
-bool raw_unicode_to_utf8(std::string_view s, std::string& out) {
-  out.clear();
-  auto put = [&](std::uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xc0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xe0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else {
-      out += static_cast<char>(0xf0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    }
-  };
-  for (std::size_t i = 0; i < s.size();) {
-    if (s[i] != '\\') {
-      put(static_cast<unsigned char>(s[i++]));  // latin-1
-      continue;
-    }
-    std::size_t run = 0;
-    while (i < s.size() && s[i] == '\\') {
-      ++run;
-      ++i;
-    }
-    if (run % 2 == 0 || i >= s.size() || (s[i] != 'u' && s[i] != 'U')) {
-      out.append(run, '\\');
-      continue;
-    }
-    out.append(run - 1, '\\');
-    const std::size_t n = s[i] == 'u' ? 4 : 8;
-    if (i + 1 + n > s.size()) return false;
-    std::uint32_t cp = 0;
-    auto [p, ec] = std::from_chars(s.data() + i + 1, s.data() + i + 1 + n, cp, 16);
-    if (ec != std::errc() || p != s.data() + i + 1 + n || s[i + 1] == '+' || s[i + 1] == '-')
-      return false;
-    if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    put(cp);
-    i += 1 + n;
-  }
-  return true;
-}
-
 // Walks the opcodes from the reader's position to STOP, reading each
 // argument as `run` does (read_operand) but building nothing, and lists
 // the memo indices GET, BINGET and LONG_BINGET read. False when the walk
@@ -917,14 +523,14 @@ Value Machine::run() {
         const std::string_view line = arg.text;
         if (line.empty())
           fail(ErrorCode::corrupt, "INT without digits");  // _pickle.c: bad_readline
-        push(py_int(line));
+        push(parse_int(line));
         break;
       }
       case LONG: {
         std::string_view line = arg.text;
         if (line.empty()) fail(ErrorCode::corrupt, "LONG without digits");
         if (line.back() == 'L') line.remove_suffix(1);  // Python 2's suffix
-        push(py_long(line, "LONG", true));
+        push(parse_long(line, "LONG", true));
         break;
       }
       case LONG1:
@@ -932,7 +538,7 @@ Value Machine::run() {
         push(long_from_bytes(std::as_bytes(std::span(arg.text.data(), arg.text.size()))));
         break;
       case FLOAT:
-        push(Value::real(python_float(arg.text)));
+        push(Value::real(parse_float(arg.text)));
         break;
       case BINFLOAT:
         push(Value::real(arg.real));

@@ -7,7 +7,7 @@
 #include <map>
 #include <unordered_map>
 
-#include "torchport/open/format.hpp"
+#include "torchport/formats/format.hpp"
 #include "torchport/record/load.hpp"
 
 #include "torchport/formats/module_tree.hpp"

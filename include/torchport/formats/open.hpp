@@ -9,8 +9,8 @@
 
 #include "torchport/core/limits.hpp"
 #include "torchport/formats/catalog.hpp"
+#include "torchport/formats/format.hpp"
 #include "torchport/io/source.hpp"
-#include "torchport/open/format.hpp"
 
 namespace torchport {
 

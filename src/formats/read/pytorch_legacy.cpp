@@ -1,0 +1,195 @@
+// The legacy format (torch.save with _use_new_zipfile_serialization=False;
+// the default before 1.6). torch/serialization.py `_legacy_save` writes five
+// things back to back:
+//   pickle(MAGIC_NUMBER) pickle(PROTOCOL_VERSION) pickle(sys_info)
+//   pickle(obj)            -- storages as persistent ids
+//   pickle(sorted storage keys)
+//   for each key: int64 element count (native order), then the raw bytes.
+// A file that is one plain pickle (no magic number) is read as format
+// "pickle": its object, with no storages to refer to.
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <iterator>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "formats/catalog/materialize_limit.hpp"
+#include "formats/read/readers.hpp"
+#include "formats/read/torch_common.hpp"
+#include "torchport/core/error.hpp"
+#include "torchport/detail/checked.hpp"
+#include "torchport/detail/hash.hpp"
+#include "torchport/io/byte_reader.hpp"
+
+namespace torchport::formats {
+namespace {
+
+// A storage record's 8-byte element count. Read with pread when the file is
+// mapped: touching the mapping would fault in (and count as resident) the
+// pages around every record, 90 MB for ResNet-152, where open() needs 8
+// bytes from each.
+std::uint64_t record_count(const Source& source, ByteReader& r) {
+  if (source.file() && r.remaining() >= 8) {
+    std::array<std::byte, 8> buf;
+    if (source.file()->read(source.bytes().data() + r.pos(), buf)) {
+      r.skip(8, "storage element count");
+      std::uint64_t v = 0;
+      for (int i = 7; i >= 0; --i)
+        v = (v << 8) | static_cast<std::uint64_t>(buf[static_cast<std::size_t>(i)]);
+      return v;
+    }
+  }
+  return r.u64("storage element count");
+}
+
+// 0x1950a86a20f9469cfc6c, little-endian, as pickle's LONG1 stores it.
+constexpr unsigned char kMagic[] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+constexpr std::int64_t kProtocolVersion = 1001;
+
+bool is_magic(const Value& v) {
+  if (!v.is(Value::Kind::BigInt)) return false;
+  const std::string& b = v.as_bytes();
+  return b.size() == sizeof kMagic &&
+         std::equal(b.begin(), b.end(), std::begin(kMagic),
+                    [](char c, unsigned char m) { return static_cast<unsigned char>(c) == m; });
+}
+
+struct Record {
+  DType dtype;
+  std::uint64_t numel;
+  std::uint64_t offset = 0;  // of the first data byte
+  bool located = false;
+};
+
+}  // namespace
+
+TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& options) {
+  ByteReader r(source.bytes(), source.name());
+  const Value magic = run_pickle(r, options);
+  if (!is_magic(magic)) {
+    // Not torch's magic number: a plain pickle. It may not refer to storages.
+    return TensorCatalog::from_value("pickle", rebuild_tensors(magic, source.name()),
+                                     options.limits);
+  }
+  const Value protocol = run_pickle(r, options);
+  if (!protocol.is(Value::Kind::Int) || protocol.as_int() != kProtocolVersion)
+    throw Error(ErrorCode::unsupported,
+                "legacy protocol version " + protocol.repr() + " (1001 is read)", {},
+                r.file_offset(), source.name());
+  const Value sys_info = run_pickle(r, options);
+  bool big_endian = false;
+  if (const Value* le = sys_info.find("little_endian"); le && le->is(Value::Kind::Bool))
+    big_endian = !le->as_bool();
+
+  // Pass 1: learn which storages the object declares (their dtypes tell how
+  // to step over the data records) and where the object's pickle ends.
+  const std::uint64_t object_start = r.pos();
+  std::unordered_map<std::string, Record, detail::SeededHash, std::equal_to<>> records;
+  // As torch's persistent_load: the first reference to a root key makes its
+  // storage (dtype and size); later references get that storage whatever
+  // they declare. Views share torch's one table of keys with the roots;
+  // a view key that is also a root key is refused.
+  std::unordered_set<std::string> view_keys;
+  auto declare = [&](const Value& pid, std::uint64_t) -> Value {
+    if (pid.is(Value::Kind::Tuple) && pid.size() >= 2 && pid.items()[0].is(Value::Kind::Str) &&
+        pid.items()[0].as_str() == "module")
+      return pid.items()[1];  // a module class saved with its source: inert
+    const StorageRef ref = parse_storage_ref(pid);
+    if (view_keys.count(ref.key))
+      throw Error(ErrorCode::unsupported,
+                  "storage key '" + ref.key + "' names both a storage and a storage view");
+    records.emplace(ref.key, Record{ref.dtype, ref.numel});
+    if (ref.view) {
+      if (records.count(ref.view->key))
+        throw Error(ErrorCode::unsupported,
+                    "storage key '" + ref.view->key + "' names both a storage and a storage view");
+      view_keys.insert(ref.view->key);
+    }
+    return Value();
+  };
+  run_pickle(r, options, declare);
+  const std::uint64_t object_end = r.pos();
+
+  const Value keys = run_pickle(r, options);
+  if (!keys.is(Value::Kind::List))
+    throw Error(ErrorCode::corrupt, "storage key list is a " + std::string(keys.kind_name()), {},
+                r.file_offset(), source.name());
+  for (const Value& k : keys.items()) {
+    const std::string key = k.is(Value::Kind::Str) ? k.as_str() : k.repr();
+    auto it = records.find(key);
+    if (it == records.end())
+      throw Error(ErrorCode::corrupt,
+                  "storage '" + key + "' has data but the object never refers to it", {},
+                  r.file_offset(), source.name());
+    if (it->second.located)
+      throw Error(ErrorCode::corrupt, "storage '" + key + "' has two data records", {},
+                  r.file_offset(), source.name());
+    const std::uint64_t at = r.file_offset();
+    const std::uint64_t count = record_count(source, r);
+    if (count != it->second.numel)
+      throw Error(ErrorCode::corrupt,
+                  "storage '" + key + "' is declared with " + std::to_string(it->second.numel) +
+                      " elements but its record holds " + std::to_string(count),
+                  {}, at, source.name());
+    std::uint64_t bytes;
+    if (!detail::mul_ok(count, dtype_size(it->second.dtype), bytes))
+      throw Error(ErrorCode::corrupt, "storage size overflows", {}, at, source.name());
+    it->second.offset = r.file_offset();
+    it->second.located = true;
+    r.skip(bytes, "storage '" + key + "' data");
+  }
+  for (const auto& [key, rec] : records)
+    if (!rec.located)
+      throw Error(
+          ErrorCode::truncated,
+          "storage '" + key + "' is used by the object but has no data record; truncated file?", {},
+          r.file_offset(), source.name());
+
+  // Pass 2: the object again, now with real storages.
+  std::unordered_map<std::string, Value, detail::SeededHash, std::equal_to<>> made;
+  std::uint64_t distinct_bytes = 0, view_bytes = 0;  // for Limits::max_materialized_bytes
+  for (const auto& [key, rec] : records) distinct_bytes += rec.numel * dtype_size(rec.dtype);
+  auto resolve = [&](const Value& pid, std::uint64_t) -> Value {
+    if (pid.is(Value::Kind::Tuple) && pid.size() >= 2 && pid.items()[0].is(Value::Kind::Str) &&
+        pid.items()[0].as_str() == "module")
+      return pid.items()[1];
+    const StorageRef ref = parse_storage_ref(pid);
+    const Record& rec = records.at(ref.key);
+    const std::size_t es = dtype_size(rec.dtype);
+    auto root = made.find(ref.key);
+    if (root == made.end())
+      root = made.emplace(ref.key, storage_value(rec.dtype, rec.numel,
+                                                 record_storage(source, rec.offset, rec.numel * es,
+                                                                rec.dtype, big_endian)))
+                 .first;
+    if (!ref.view) return root->second;
+    // A storage view (torch < 0.4): a slice of the root's bytes, typed by
+    // the reference that first names it (offset and size in its elements).
+    const auto& v = *ref.view;
+    if (auto it = made.find(v.key); it != made.end()) return it->second;
+    const std::uint64_t root_bytes = rec.numel * es, ves = dtype_size(ref.dtype);
+    std::uint64_t begin = 0, bytes = 0;
+    if (!detail::mul_ok(v.offset, ves, begin) || !detail::mul_ok(v.size, ves, bytes) ||
+        begin > root_bytes || bytes > root_bytes - begin)
+      throw Error(ErrorCode::corrupt, "storage view '" + v.key + "' [" + std::to_string(v.offset) +
+                                          ", +" + std::to_string(v.size) + ") of " +
+                                          std::string(dtype_name(ref.dtype)) +
+                                          " lies outside its root '" + ref.key + "' of " +
+                                          std::to_string(root_bytes) + " bytes");
+    view_bytes += bytes;
+    check_materialized(view_bytes, distinct_bytes, options.limits, "storage views", source.name());
+    return made
+        .emplace(v.key, storage_value(ref.dtype, v.size,
+                                      record_storage(source, rec.offset + begin, bytes, ref.dtype,
+                                                     big_endian)))
+        .first->second;
+  };
+  ByteReader again(source.bytes().subspan(0, static_cast<std::size_t>(object_end)), source.name());
+  again.seek(object_start);
+  Value root = run_torch_pickle(again, options, resolve);
+  return TensorCatalog::from_value("pytorch-legacy", std::move(root), options.limits);
+}
+
+}  // namespace torchport::formats

@@ -1,0 +1,258 @@
+// torch.save's zip format (torch/serialization.py `_save`/`_load`, and
+// caffe2/serialize/inline_container.cc for the archive layout): every record
+// lives under one top-level folder (the archive name), `data.pkl` is the
+// pickled object, tensor storages are `data/<key>` records, and
+// `version` (or `.data/version`) is the archive's format version, which
+// every torch reader checks. torch 2.x adds `byteorder` (how storage bytes
+// are ordered; 2.x byte-swaps "big" files, 1.13 predates the record),
+// `.format_version` and `.storage_alignment` (how its writer ordered and
+// aligned the storage records: our reader takes each record where the
+// directory says it is, so any alignment reads), and `.data/serialization_id`
+// (an identifier of the save). TorchScript archives (torch.jit.save) add
+// `constants.pkl` with storages under `constants/` and `code/`, which we
+// never read.
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <unordered_map>
+
+#include "formats/read/readers.hpp"
+#include "formats/read/torch_common.hpp"
+#include "torchport/core/error.hpp"
+#include "torchport/io/byte_reader.hpp"
+#include "torchport/io/zip.hpp"
+
+namespace torchport::formats {
+namespace {
+
+struct Archive {
+  ZipArchive zip;
+  std::string prefix;  // "name/" or "" for an archive without a folder
+  bool big_endian = false;
+};
+
+// The text of a record (its first `max` bytes).
+std::string record_text(const ZipArchive& zip, const ZipEntry& e, std::size_t max) {
+  const Source rec = zip.read(e);
+  return std::string(reinterpret_cast<const char*>(rec.bytes().data()),
+                     std::min<std::size_t>(rec.size(), max));
+}
+
+// torch's readers accept archive versions 1..10 (caffe2/serialize/versions.h:
+// kMinSupportedFileFormatVersion, kMaxSupportedFileFormatVersion; torch.save
+// writes 3, TorchScript up to 10).
+constexpr std::uint64_t kMinVersion = 1, kMaxVersion = 10;
+
+// The archive version as PyTorchStreamReader::init reads it: `.data/version`
+// when present, else `version` (required), parsed as std::stoull parses
+// (leading white space, an optional sign, decimal digits, anything after
+// them ignored; a minus negates modulo 2^64), then range-checked.
+std::uint64_t archive_version(const ZipArchive& zip, const std::string& prefix,
+                              const std::string& file) {
+  const ZipEntry* e = zip.find(prefix + ".data/version");
+  if (e == nullptr) e = zip.find(prefix + "version");
+  if (e == nullptr)
+    throw Error(ErrorCode::corrupt,
+                "the archive has no '" + prefix + "version' record; torch's reader requires it", {},
+                std::nullopt, file);
+  // torch reads the record whole; it is parsed in place (never copied:
+  // a record can be as large as the file).
+  const Source rec = zip.read(*e);
+  const auto text = rec.bytes();
+  const auto at = [&](std::size_t k) { return static_cast<char>(text[k]); };
+  std::size_t i = 0;
+  while (i < text.size() && (at(i) == ' ' || (at(i) >= '\t' && at(i) <= '\r'))) ++i;
+  bool negative = false;
+  if (i < text.size() && (at(i) == '+' || at(i) == '-')) negative = at(i++) == '-';
+  std::uint64_t v = 0;
+  bool digits = false, overflow = false;
+  for (; i < text.size() && at(i) >= '0' && at(i) <= '9'; ++i) {
+    digits = true;
+    const std::uint64_t d = static_cast<std::uint64_t>(at(i) - '0');
+    if (v > (~std::uint64_t{0} - d) / 10) overflow = true;
+    v = v * 10 + d;
+  }
+  const auto printable = [&] {
+    std::string p;
+    for (std::size_t k = 0; k < std::min<std::size_t>(text.size(), 32); ++k)
+      p += (at(k) >= 0x20 && at(k) < 0x7f) ? at(k) : '?';
+    return text.size() > 32 ? p + "..." : p;
+  };
+  if (!digits || overflow)
+    throw Error(
+        ErrorCode::corrupt,
+        "the archive's version record '" + printable() + "' is not a version number torch reads",
+        e->name, e->data_offset, file);
+  if (negative) v = ~v + 1;
+  if (v < kMinVersion || v > kMaxVersion)
+    throw Error(v > kMaxVersion ? ErrorCode::unsupported : ErrorCode::corrupt,
+                "the archive's format version is " + std::to_string(v) + "; torch reads versions " +
+                    std::to_string(kMinVersion) + " to " + std::to_string(kMaxVersion),
+                e->name, e->data_offset, file);
+  return v;
+}
+
+// Resolves storage references of one pickle to records under `dir`.
+class StorageResolver {
+ public:
+  StorageResolver(std::shared_ptr<const Archive> archive, const std::string& dir)
+      : a_(std::move(archive)), name_(a_->prefix + dir), dir_len_(name_.size()) {}
+
+  Value operator()(const Value& pid, std::uint64_t) {
+    const StorageRef ref = parse_storage_ref(pid);
+    // As torch's persistent_load (loaded_storages): the first reference to
+    // a key builds its typed storage; later ones get that same storage,
+    // whatever dtype and size they declare.
+    if (auto it = cache_.find(ref.key); it != cache_.end()) return it->second;
+    name_.resize(dir_len_);
+    name_ += ref.key;
+    const std::string& name = name_;
+    const ZipEntry* e = a_->zip.find(name);
+    if (e == nullptr)
+      throw Error(ErrorCode::corrupt, "the pickle refers to storage '" + ref.key +
+                                          "' but the archive has no record '" + name +
+                                          "'; truncated or corrupt archive?");
+    // The record must hold exactly what the pickle declares: a storage
+    // declared larger than its record is how CVE-2026-24747 corrupted memory.
+    if (e->size != ref.nbytes)
+      throw Error(ErrorCode::corrupt,
+                  "storage '" + ref.key + "' is declared as " + std::to_string(ref.numel) + " " +
+                      std::string(dtype_name(ref.dtype)) + " elements (" +
+                      std::to_string(ref.nbytes) + " bytes) but record '" + e->name + "' has " +
+                      std::to_string(e->size) + " bytes; truncated or tampered file?",
+                  {}, e->data_offset);
+    std::shared_ptr<Storage> st;
+    if (e->method == 0) {
+      st = record_storage(a_->zip.source(), e->data_offset, e->size, ref.dtype, a_->big_endian);
+    } else {
+      auto archive = a_;
+      const ZipEntry entry = *e;
+      const DType dtype = ref.dtype;
+      st = Storage::deferred(e->size, [archive, entry, dtype] {
+        const Source inflated = archive->zip.read(entry);
+        auto s = record_storage(inflated, 0, inflated.size(), dtype, archive->big_endian);
+        s->bytes();
+        return s;
+      });
+    }
+    return cache_.emplace(ref.key, storage_value(ref.dtype, ref.numel, std::move(st)))
+        .first->second;
+  }
+
+ private:
+  std::shared_ptr<const Archive> a_;
+  std::string name_;  // "<archive>/<dir>", then the record's name
+  std::size_t dir_len_;
+  // key -> the typed storage its first reference built
+  std::unordered_map<std::string, Value> cache_;
+};
+
+Value read_pickle(const std::shared_ptr<const Archive>& a, const ZipEntry& entry,
+                  const std::string& storage_dir, const OpenOptions& options) {
+  if (entry.size > options.limits.max_pickle_bytes)
+    throw Error(
+        ErrorCode::limit_exceeded,
+        "pickle of " + std::to_string(entry.size) + " bytes exceeds Limits::max_pickle_bytes", {},
+        entry.data_offset, entry.name);
+  const Source pkl = a->zip.read(entry);
+  ByteReader r(pkl.bytes(), a->zip.source().name() + ":" + entry.name,
+               entry.method == 0 ? entry.data_offset : 0);
+  StorageResolver resolve(a, storage_dir);
+  return run_torch_pickle(r, options, std::ref(resolve));
+}
+
+}  // namespace
+
+TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options) {
+  auto archive = std::make_shared<Archive>();
+  archive->zip = ZipArchive::open(source, options.limits);
+  const auto& entries = archive->zip.entries();
+  if (entries.empty())
+    throw Error(ErrorCode::not_a_checkpoint, "the zip archive is empty", {}, std::nullopt,
+                source.name());
+  // As torch's reader (PyTorchFileReader::init) does: the folder of the
+  // first record in the directory names the archive, and every record is
+  // looked up under it (miniz ignoring ASCII case); a first record outside
+  // any folder is an archive torch refuses.
+  const std::string& first = entries.front().name;
+  const auto slash = first.find('/');
+  if (slash == std::string::npos)
+    throw Error(ErrorCode::corrupt,
+                "the zip's first record '" + first +
+                    "' is not in a folder; torch's reader refuses such archives (it takes the "
+                    "first record's folder "
+                    "as the archive name)",
+                first, entries.front().header_offset, source.name());
+  archive->prefix = first.substr(0, slash + 1);
+  // torch.load lists every record (get_all_records, to tell TorchScript) and
+  // refuses an archive with one outside that folder, comparing bytes with
+  // case: "file in archive is not in a subdirectory".
+  for (const auto& e : entries)
+    if (!e.name.starts_with(archive->prefix))
+      throw Error(ErrorCode::corrupt,
+                  "record '" + e.name + "' is not in the archive's folder '" + archive->prefix +
+                      "' (case counts); torch's reader refuses such archives",
+                  e.name, e.header_offset, source.name());
+  if (options.verify_crc)
+    for (const auto& e : entries) archive->zip.verify_crc(e);
+
+  // As torch 2.x's _load: the record says exactly "little" or "big"
+  // (anything else is a ValueError there); big-endian storages are swapped.
+  if (const ZipEntry* bo = archive->zip.find(archive->prefix + "byteorder")) {
+    const std::string order = record_text(archive->zip, *bo, 8);
+    if (order == "big")
+      archive->big_endian = true;
+    else if (order != "little")
+      throw Error(ErrorCode::corrupt,
+                  "the byteorder record is not \"little\" or \"big\" (torch 2.x refuses it: "
+                  "unknown endianness)",
+                  bo->name, bo->data_offset, source.name());
+  }
+  // Informative records of torch 2.x, kept as the catalogue's metadata
+  // (printable, at most 64 bytes each); nothing depends on them.
+  std::map<std::string, std::string> metadata;
+  for (const auto& [rec, key] : {std::pair{".data/serialization_id", "pytorch.serialization_id"},
+                                 std::pair{".format_version", "pytorch.format_version"},
+                                 std::pair{".storage_alignment", "pytorch.storage_alignment"}})
+    if (const ZipEntry* e = archive->zip.find(archive->prefix + rec)) {
+      std::string text = record_text(archive->zip, *e, 64);
+      for (char& c : text)
+        if (c < 0x20 || c >= 0x7f) c = '?';
+      metadata[key] = std::move(text);
+    }
+
+  const ZipEntry* data = archive->zip.find(archive->prefix + "data.pkl");
+  if (data == nullptr)
+    throw Error(ErrorCode::not_a_checkpoint,
+                "zip archive without '" + archive->prefix +
+                    "data.pkl'; not a PyTorch checkpoint (a zip of something else?)",
+                {}, std::nullopt, source.name());
+  const ZipEntry* constants = archive->zip.find(archive->prefix + "constants.pkl");
+  const bool torchscript = constants != nullptr;
+
+  // Checked after data.pkl is found (a zip of something else is "not a
+  // checkpoint") and after the pickles are read (a file naming a dangerous
+  // global says so first); torch's reader checks it first, and refuses either way.
+  const auto check_version = [&] { archive_version(archive->zip, archive->prefix, source.name()); };
+  std::shared_ptr<const Archive> a = archive;
+  const char* format = torchscript ? "torchscript" : "pytorch-zip";
+  TensorCatalog cat = TensorCatalog::from_value(format, read_pickle(a, *data, "data/", options),
+                                                options.limits, metadata);
+  if (!torchscript) {
+    check_version();
+    return cat;
+  }
+  // Constants are tensors baked into the TorchScript code; a frozen module
+  // keeps all of its weights there. They follow the module's own tensors.
+  const TensorCatalog consts = TensorCatalog::from_value(
+      format, read_pickle(a, *constants, "constants/", options), options.limits);
+  check_version();
+  if (consts.empty()) return cat;
+  std::vector<NamedTensor> all = cat.tensors();
+  for (const auto& t : consts.tensors()) all.push_back({"constants." + t.name, t.tensor});
+  return TensorCatalog::from_tensors(format, std::move(all), std::move(metadata), cat.root());
+}
+
+}  // namespace torchport::formats

@@ -1,0 +1,168 @@
+#include "torchport/formats/record_file.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_set>
+
+#include "formats/catalog/materialize_limit.hpp"
+#include "formats/recorders/record_encode.hpp"
+#include "torchport/core/error.hpp"
+#include "torchport/detail/checked.hpp"
+#include "torchport/formats/densify.hpp"
+#include "torchport/formats/format.hpp"
+#include "torchport/io/atomic_file.hpp"
+#include "torchport/io/gzip.hpp"
+#include "torchport/version.hpp"
+
+namespace torchport {
+namespace {
+
+std::string_view base_name(RecordFormat f) {
+  switch (f) {
+    case RecordFormat::named_mpk:
+      return "torchport-mpk";
+    case RecordFormat::pretty_json:
+      return "torchport-json";
+    case RecordFormat::compact_bin:
+      return "torchport-bin";
+  }
+  return "?";
+}
+
+bool contains(std::span<const std::byte> b, std::string_view needle, std::size_t within) {
+  const std::string_view hay(reinterpret_cast<const char*>(b.data()), std::min(b.size(), within));
+  return hay.find(needle) != std::string_view::npos;
+}
+
+std::optional<RecordFormat> sniff(std::span<const std::byte> b) {
+  if (b.size() >= 4 && std::memcmp(b.data(), record_files::kBinMagic, 4) == 0)
+    return RecordFormat::compact_bin;
+  if (!b.empty()) {
+    const auto c = std::to_integer<unsigned>(b[0]);
+    if ((c >= 0x80 && c <= 0x8f) || c == 0xde || c == 0xdf)
+      if (contains(b, "torchport-mpk", 64)) return RecordFormat::named_mpk;
+    std::size_t i = 0;
+    while (i < b.size() && std::isspace(std::to_integer<int>(b[i]))) ++i;
+    if (i < b.size() && b[i] == std::byte{'{'} && contains(b, "\"torchport-json\"", 256))
+      return RecordFormat::pretty_json;
+  }
+  return std::nullopt;
+}
+
+void encode(const Value& tree, const Recorder& recorder, const RecordMetadata& metadata,
+            const std::function<void(std::span<const std::byte>)>& out) {
+  record_files::check_recordable(tree);
+  RecordMetadata m = metadata;
+  if (m.library.empty()) m.library = kVersion;
+  const Value top = record_files::envelope(base_name(recorder.format), m, tree);
+  std::unique_ptr<GzipWriter> gz;
+  if (recorder.gzip) gz = std::make_unique<GzipWriter>(out);
+  record_files::Sink sink(
+      gz ? record_files::Sink::Out([&](std::span<const std::byte> b) { gz->write(b); }) : out);
+  switch (recorder.format) {
+    case RecordFormat::named_mpk:
+      record_files::write_mpk(top, sink);
+      break;
+    case RecordFormat::pretty_json:
+      record_files::write_json(top, sink);
+      break;
+    case RecordFormat::compact_bin:
+      record_files::write_bin(top, sink);
+      break;
+  }
+  sink.flush();
+  if (gz) gz->finish();
+}
+
+}  // namespace
+
+std::string recorder_name(const Recorder& r) {
+  return std::string(base_name(r.format)) + (r.gzip ? ".gz" : "");
+}
+
+std::optional<Recorder> recorder_for_path(const std::filesystem::path& path) {
+  const std::string name = path.filename().string();
+  const bool gz = name.ends_with(".gz");
+  const std::string stem = gz ? name.substr(0, name.size() - 3) : name;
+  for (auto [ext, format] :
+       {std::pair{".mpk", RecordFormat::named_mpk}, std::pair{".json", RecordFormat::pretty_json},
+        std::pair{".tpb", RecordFormat::compact_bin}})
+    if (stem.ends_with(ext)) return Recorder{format, gz};
+  return std::nullopt;
+}
+
+void write_record(const Value& tree, const std::filesystem::path& path, const Recorder& recorder,
+                  const RecordMetadata& metadata) {
+  AtomicFile file(path);
+  encode(tree, recorder, metadata, [&](std::span<const std::byte> b) { file.write(b); });
+  file.commit();
+}
+
+void write_record(const TensorCatalog& catalog, const std::filesystem::path& path,
+                  const Recorder& recorder, const Limits& limits) {
+  refuse_meta(catalog, "a torchport record");
+  // A record has no views: each tensor is written whole.
+  std::uint64_t whole = 0, distinct = 0;
+  std::unordered_set<const Storage*> seen;
+  for (const auto& t : catalog.tensors()) {
+    whole = detail::add_ok(whole, t.tensor.nbytes(), whole) ? whole : ~std::uint64_t{0};
+    if (seen.insert(t.tensor.storage().get()).second) distinct += t.tensor.storage()->nbytes();
+  }
+  formats::check_materialized(
+      whole, distinct, limits,
+      "tensors written whole (records have no views; a .pt file keeps them)", path.string());
+  Value flat = Value::dict();
+  for (const auto& t : catalog.tensors()) flat.insert(Value::str(t.name), Value::tensor(t.tensor));
+  RecordMetadata m;
+  m.precision = "keep";
+  for (const auto& [k, v] : catalog.metadata())
+    if (!k.starts_with("torchport.") || k == "torchport.layout")
+      m.extra[k] = v;  // ours are rewritten
+  const bool ours = has_torchport_layout(catalog.format());
+  if (!ours) m.extra["torchport.layout"] = "pytorch";
+  write_record(flat, path, recorder, m);
+}
+
+std::vector<std::byte> record_to_bytes(const Value& tree, const Recorder& recorder,
+                                       const RecordMetadata& metadata) {
+  std::vector<std::byte> out;
+  encode(tree, recorder, metadata,
+         [&](std::span<const std::byte> b) { out.insert(out.end(), b.begin(), b.end()); });
+  return out;
+}
+
+bool looks_like_record(const Source& source) {
+  const auto b = source.bytes();
+  if (looks_like_gzip(b)) return true;  // decided after inflating
+  return sniff(b).has_value();
+}
+
+ParsedRecord read_record(const Source& source, const Limits& limits) {
+  Source inner = source;
+  bool gzipped = false;
+  if (looks_like_gzip(source.bytes())) {
+    inner = Source::from_buffer(gunzip(source.bytes(), limits, source.name()), source.name());
+    gzipped = true;
+  }
+  const auto format = sniff(inner.bytes());
+  if (!format)
+    throw Error(ErrorCode::not_a_checkpoint,
+                gzipped ? "a gzip stream that holds no torchport record" : "not a torchport record",
+                {}, std::nullopt, source.name());
+  ParsedRecord r;
+  switch (*format) {
+    case RecordFormat::named_mpk:
+      r = record_files::read_mpk(inner, limits);
+      break;
+    case RecordFormat::pretty_json:
+      r = record_files::read_json(inner, limits);
+      break;
+    case RecordFormat::compact_bin:
+      r = record_files::read_bin(inner, limits);
+      break;
+  }
+  if (gzipped) r.format += ".gz";
+  return r;
+}
+
+}  // namespace torchport

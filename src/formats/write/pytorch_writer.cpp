@@ -1,0 +1,442 @@
+// Writes what torch.save(state_dict, f) writes (torch/serialization.py
+// `_save`; caffe2/serialize/inline_container.cc for the archive):
+//
+//   <stem>/data.pkl     pickle protocol 2 of an OrderedDict whose values are
+//                       torch._utils._rebuild_tensor_v2(storage, offset,
+//                       size, stride, requires_grad=False, OrderedDict())
+//                       with storage a persistent id
+//                       ('storage', torch.FloatStorage, key, 'cpu', numel)
+//   <stem>/byteorder    "little"
+//   <stem>/data/<key>   each storage's bytes, stored, aligned to 64
+//   <stem>/version      "3\n"
+//
+// For dtypes without a legacy typed storage class (and complex32) torch 2.1+ pickles
+// _rebuild_tensor_v3(untyped_storage, offset, size, stride, False,
+// OrderedDict(), dtype) with ('storage', torch.UntypedStorage, key, 'cpu',
+// nbytes); we do the same (torch/_tensor.py `_reduce_ex_internal`).
+
+#include <cstring>
+#include <unordered_map>
+
+#include "formats/write/writers.hpp"
+#include "torchport/core/error.hpp"
+#include "torchport/io/zip_writer.hpp"
+
+namespace torchport::formats {
+namespace {
+
+// Pickle opcodes (Lib/pickletools.py), protocol 2 and below.
+constexpr char kProto = '\x80';
+constexpr char kGlobal = 'c';
+constexpr char kBinPut = 'q';
+constexpr char kLongBinPut = 'r';
+constexpr char kBinGet = 'h';
+constexpr char kLongBinGet = 'j';
+constexpr char kMark = '(';
+constexpr char kTuple = 't';
+constexpr char kEmptyTuple = ')';
+constexpr char kTuple1 = '\x85';
+constexpr char kTuple2 = '\x86';
+constexpr char kTuple3 = '\x87';
+constexpr char kReduce = 'R';
+constexpr char kBinPersId = 'Q';
+constexpr char kBinInt1 = 'K';
+constexpr char kBinInt2 = 'M';
+constexpr char kBinInt = 'J';
+constexpr char kLong1 = '\x8a';
+constexpr char kBinUnicode = 'X';
+constexpr char kNewFalse = '\x89';
+constexpr char kBinFloat = 'G';
+constexpr char kSetItems = 'u';
+constexpr char kStop = '.';
+
+// pickle.Pickler batches SETITEMS 1,000 pairs at a time.
+constexpr std::size_t kBatch = 1000;
+
+class Pickler {
+ public:
+  void op(char c) { out_.push_back(c); }
+  void proto2() {
+    op(kProto);
+    out_.push_back('\x02');
+  }
+
+  // A module-level name, memoized so repeated references cost 2-5 bytes.
+  void global(const std::string& module, const std::string& name) {
+    const std::string key = module + "\n" + name;
+    if (auto it = memo_.find(key); it != memo_.end()) {
+      memo_ref(it->second, kBinGet, kLongBinGet);
+      return;
+    }
+    op(kGlobal);
+    out_ += key;
+    out_.push_back('\n');
+    const std::uint32_t id = static_cast<std::uint32_t>(memo_.size());
+    memo_.emplace(key, id);
+    memo_ref(id, kBinPut, kLongBinPut);
+  }
+
+  void integer(std::int64_t v) {
+    if (v >= 0 && v < 256) {
+      op(kBinInt1);
+      out_.push_back(static_cast<char>(v));
+    } else if (v >= 0 && v < 65536) {
+      op(kBinInt2);
+      le(static_cast<std::uint64_t>(v), 2);
+    } else if (v >= INT32_MIN && v <= INT32_MAX) {
+      op(kBinInt);
+      le(static_cast<std::uint64_t>(static_cast<std::uint32_t>(static_cast<std::int32_t>(v))), 4);
+    } else {
+      // LONG1: the fewest little-endian two's complement bytes.
+      std::string b;
+      std::int64_t x = v;
+      for (;;) {
+        const auto byte = static_cast<unsigned char>(x & 0xFF);
+        b.push_back(static_cast<char>(byte));
+        x >>= 8;  // arithmetic shift
+        if ((x == 0 && !(byte & 0x80)) || (x == -1 && (byte & 0x80))) break;
+      }
+      op(kLong1);
+      out_.push_back(static_cast<char>(b.size()));
+      out_ += b;
+    }
+  }
+
+  // BINFLOAT: an IEEE double, big-endian.
+  void real(double d) {
+    op(kBinFloat);
+    std::uint64_t bits;
+    std::memcpy(&bits, &d, 8);
+    for (int i = 7; i >= 0; --i) out_.push_back(static_cast<char>((bits >> (8 * i)) & 0xFF));
+  }
+
+  void str(std::string_view s) {
+    op(kBinUnicode);
+    le(s.size(), 4);
+    out_ += s;
+  }
+
+  void int_tuple(const Shape& v) {
+    if (v.size() > 3) op(kMark);
+    for (std::int64_t x : v) integer(x);
+    switch (v.size()) {
+      case 0:
+        op(kEmptyTuple);
+        break;
+      case 1:
+        op(kTuple1);
+        break;
+      case 2:
+        op(kTuple2);
+        break;
+      case 3:
+        op(kTuple3);
+        break;
+      default:
+        op(kTuple);
+        break;
+    }
+  }
+
+  // collections.OrderedDict() — the state dict itself and each tensor's
+  // (empty) backward hooks.
+  void ordered_dict() {
+    global("collections", "OrderedDict");
+    op(kEmptyTuple);
+    op(kReduce);
+  }
+
+  std::string& bytes() { return out_; }
+
+ private:
+  void le(std::uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+  }
+  void memo_ref(std::uint32_t id, char short_op, char long_op) {
+    if (id < 256) {
+      op(short_op);
+      out_.push_back(static_cast<char>(id));
+    } else {
+      op(long_op);
+      le(id, 4);
+    }
+  }
+
+  std::string out_;
+  std::unordered_map<std::string, std::uint32_t> memo_;
+};
+
+// One `data/<key>` record.
+struct Record {
+  std::shared_ptr<Storage> storage;
+  std::string key;
+  DType dtype = DType::U8;  // the storage's element type
+  bool typed = true;        // a legacy typed storage class exists and fits
+  bool quantized = false;   // viewed by quantized tensors: QInt8Storage, ...
+};
+
+// The legacy typed storage class torch pickles for `d`, or "" for the dtypes
+// torch/storage.py `_new_dtypes()` serializes as UntypedStorage + dtype:
+// uint16/32/64, the float8 kinds, and complex32 (torch never had a
+// ComplexHalfStorage it could save).
+std::string_view legacy_storage_class(DType d) {
+  return d == DType::C32 ? std::string_view() : dtype_storage_class(d);
+}
+
+// torch names the archive folder after the file, up to its first dot
+// (PyTorchStreamWriter's constructor).
+std::string archive_name(const std::filesystem::path& target) {
+  std::string name = target.filename().string();
+  name = name.substr(0, name.find('.'));
+  return name.empty() ? "archive" : name;
+}
+
+// torch._utils._rebuild_tensor_v2(storage, offset, size, stride, False,
+// OrderedDict()), or _v3(..., dtype) over an untyped storage.
+void plain_tensor(Pickler& p, const Tensor& t, const Record& r) {
+  p.global("torch._utils", r.typed ? "_rebuild_tensor_v2" : "_rebuild_tensor_v3");
+  p.op(kMark);
+  // The persistent id: ('storage', class, key, 'cpu', numel).
+  p.op(kMark);
+  p.str("storage");
+  if (r.typed) {
+    p.global("torch", std::string(legacy_storage_class(r.dtype)));
+    p.str(r.key);
+    p.str("cpu");
+    p.integer(static_cast<std::int64_t>(r.storage->nbytes() / dtype_size(r.dtype)));
+  } else {
+    p.global("torch", "UntypedStorage");
+    p.str(r.key);
+    p.str("cpu");
+    p.integer(static_cast<std::int64_t>(r.storage->nbytes()));
+  }
+  p.op(kTuple);
+  p.op(kBinPersId);
+  p.integer(t.storage_offset());
+  p.int_tuple(t.shape());
+  p.int_tuple(t.strides());
+  p.op(kNewFalse);   // requires_grad
+  p.ordered_dict();  // backward hooks
+  if (!r.typed) p.global("torch", std::string(dtype_torch_name(t.dtype())));
+  p.op(kTuple);
+  p.op(kReduce);
+}
+
+// torch._utils._rebuild_qtensor(storage, offset, size, stride,
+// quantizer_params, False, OrderedDict()) over a QInt8Storage (QUInt8,
+// QInt32), as torch/_tensor.py `_reduce_ex_internal` writes it.
+void quantized_tensor(Pickler& p, const Tensor& t, const Record& r,
+                      const std::vector<Record>& records,
+                      const std::unordered_map<const Storage*, std::size_t>& record_of) {
+  const Quantization& q = *t.quantization();
+  p.global("torch._utils", "_rebuild_qtensor");
+  p.op(kMark);
+  p.op(kMark);
+  p.str("storage");
+  const std::string_view qd = Quantization::qdtype_name(r.dtype);
+  p.global("torch", qd == "qint8"    ? "QInt8Storage"
+                    : qd == "quint8" ? "QUInt8Storage"
+                                     : "QInt32Storage");
+  p.str(r.key);
+  p.str("cpu");
+  p.integer(static_cast<std::int64_t>(r.storage->nbytes() / dtype_size(r.dtype)));
+  p.op(kTuple);
+  p.op(kBinPersId);
+  p.integer(t.storage_offset());
+  p.int_tuple(t.shape());
+  p.int_tuple(t.strides());
+  if (q.scheme == Quantization::Scheme::per_tensor_affine) {
+    p.global("torch", "per_tensor_affine");
+    p.real(q.scale);
+    p.integer(q.zero_point);
+    p.op(kTuple3);
+  } else {
+    p.op(kMark);
+    p.global("torch", std::string(Quantization::scheme_name(q.scheme)));
+    plain_tensor(p, q.scales, records[record_of.at(q.scales.storage().get())]);
+    plain_tensor(p, q.zero_points, records[record_of.at(q.zero_points.storage().get())]);
+    p.integer(q.axis);
+    p.op(kTuple);
+  }
+  p.op(kNewFalse);   // requires_grad
+  p.ordered_dict();  // backward hooks
+  p.op(kTuple);
+  p.op(kReduce);
+}
+
+// torch._utils._rebuild_sparse_tensor(layout, (indices, values, size)) for
+// COO and _rebuild_sparse_csr_tensor(layout, (crow, col, values, size)) for
+// CSR, as torch 1.13 writes them, the layout as
+// torch.serialization._get_layout('torch.sparse_coo'). CSC, BSR and BSC
+// (which 1.13 cannot save) go through _rebuild_sparse_tensor as torch 2.x
+// writes them.
+void sparse_tensor(Pickler& p, const Tensor& t, const std::vector<Record>& records,
+                   const std::unordered_map<const Storage*, std::size_t>& record_of) {
+  const SparseParts& sp = *t.sparse();
+  auto part = [&](const Tensor& x) {
+    plain_tensor(p, x, records[record_of.at(x.storage().get())]);
+  };
+  p.global("torch._utils", sp.layout == SparseParts::Layout::csr ? "_rebuild_sparse_csr_tensor"
+                                                                 : "_rebuild_sparse_tensor");
+  p.global("torch.serialization", "_get_layout");
+  p.str("torch." + std::string(SparseParts::layout_name(sp.layout)));
+  p.op(kTuple1);
+  p.op(kReduce);
+  p.op(kMark);
+  if (sp.layout == SparseParts::Layout::coo) {
+    part(sp.indices);
+  } else {
+    part(sp.compressed_indices);
+    part(sp.plain_indices);
+  }
+  part(sp.values);
+  p.global("torch", "Size");
+  p.int_tuple(sp.size);
+  p.op(kTuple1);
+  p.op(kReduce);
+  p.op(kTuple);
+  p.op(kTuple2);
+  p.op(kReduce);
+}
+
+// torch._utils._rebuild_meta_tensor_no_storage(dtype, size, stride,
+// requires_grad), as torch writes a tensor of device "meta": no record.
+void meta_tensor(Pickler& p, const Tensor& t) {
+  p.global("torch._utils", "_rebuild_meta_tensor_no_storage");
+  p.op(kMark);
+  p.global("torch", std::string(dtype_torch_name(t.dtype())));
+  p.int_tuple(t.shape());
+  p.int_tuple(t.strides());
+  p.op(kNewFalse);
+  p.op(kTuple);
+  p.op(kReduce);
+}
+
+}  // namespace
+
+std::uint64_t pytorch_data_bytes(const std::vector<NamedTensor>& tensors) {
+  std::unordered_map<const Storage*, bool> seen;
+  std::uint64_t n = 0;
+  auto add = [&](const Tensor& t) {
+    if (t.defined() && seen.emplace(t.storage().get(), true).second) n += t.storage()->nbytes();
+  };
+  for (const auto& t : tensors) {
+    if (t.tensor.is_meta()) continue;  // no data, no record
+    if (t.tensor.is_sparse()) {        // its parts are the records
+      const SparseParts& sp = *t.tensor.sparse();
+      for (const Tensor* part :
+           {&sp.indices, &sp.compressed_indices, &sp.plain_indices, &sp.values})
+        add(*part);
+      continue;
+    }
+    add(t.tensor);
+    if (t.tensor.is_quantized()) {  // per-channel scales and zero points are records too
+      add(t.tensor.quantization()->scales);
+      add(t.tensor.quantization()->zero_points);
+    }
+  }
+  return n;
+}
+
+void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStreamer& data) {
+  const std::string where = out.target().string();
+  // One record per distinct storage, keyed "0", "1", ... in first use.
+  std::vector<Record> records;
+  std::unordered_map<const Storage*, std::size_t> record_of;
+  std::vector<std::size_t> tensor_record(tensors.size());
+  auto record_for = [&](const Tensor& t) {
+    auto [it, fresh] = record_of.emplace(t.storage().get(), records.size());
+    if (fresh) records.push_back({t.storage(), std::to_string(records.size()), t.dtype(), true});
+    Record& r = records[it->second];
+    // torch refuses to save one storage under two dtypes; we fall back to
+    // an untyped storage that each view reinterprets (v3 rebuild).
+    if (r.dtype != t.dtype()) r.typed = false;
+    return it->second;
+  };
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
+    if (!t.defined())
+      throw Error(ErrorCode::invalid_argument, "undefined tensor", name, std::nullopt, where);
+    check_name(name, "a pickle");
+    if (t.is_meta()) {  // no data, no record
+      tensor_record[i] = SIZE_MAX;
+      continue;
+    }
+    if (t.is_sparse()) {  // no storage of its own: its parts are records
+      const SparseParts& sp = *t.sparse();
+      for (const Tensor* part :
+           {&sp.indices, &sp.compressed_indices, &sp.plain_indices, &sp.values})
+        if (part->defined()) record_for(*part);
+      tensor_record[i] = SIZE_MAX;
+      continue;
+    }
+    tensor_record[i] = record_for(t);
+    if (t.is_quantized()) {
+      records[tensor_record[i]].quantized = true;
+      if (t.quantization()->scheme != Quantization::Scheme::per_tensor_affine) {
+        record_for(t.quantization()->scales);
+        record_for(t.quantization()->zero_points);
+      }
+    }
+  }
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (tensor_record[i] == SIZE_MAX) continue;  // sparse or meta
+    const Record& r = records[tensor_record[i]];
+    if (r.quantized && (!tensors[i].tensor.is_quantized() || !r.typed))
+      throw Error(ErrorCode::invalid_argument,
+                  "a quantized tensor shares its storage with a tensor that is not quantized "
+                  "(or of another dtype); torch cannot save that",
+                  tensors[i].name, std::nullopt, where);
+  }
+  for (Record& r : records)
+    r.typed = r.typed && !legacy_storage_class(r.dtype).empty() &&
+              r.storage->nbytes() % dtype_size(r.dtype) == 0;
+
+  Pickler p;
+  p.proto2();
+  p.ordered_dict();
+  for (std::size_t start = 0; start < tensors.size(); start += kBatch) {
+    p.op(kMark);
+    for (std::size_t i = start; i < std::min(tensors.size(), start + kBatch); ++i) {
+      const auto& [name, t] = tensors[i];
+      p.str(name);
+      if (t.is_meta())
+        meta_tensor(p, t);
+      else if (t.is_sparse())
+        sparse_tensor(p, t, records, record_of);
+      else if (t.is_quantized())
+        quantized_tensor(p, t, records[tensor_record[i]], records, record_of);
+      else
+        plain_tensor(p, t, records[tensor_record[i]]);
+    }
+    p.op(kSetItems);
+  }
+  p.op(kStop);
+  // Only the storages are needed from here on.
+  tensors.clear();
+
+  const std::string prefix = archive_name(out.target()) + "/";
+  ZipWriter zip(out);
+  const std::string& pkl = p.bytes();
+  zip.add_entry(prefix + "data.pkl", std::as_bytes(std::span<const char>(pkl.data(), pkl.size())));
+  const std::string_view order = "little";
+  zip.add_entry(prefix + "byteorder",
+                std::as_bytes(std::span<const char>(order.data(), order.size())));
+  const ByteSink sink = [&zip](std::span<const std::byte> b) { zip.write(b); };
+  for (Record& r : records) {
+    zip.begin_entry(prefix + "data/" + r.key, r.storage->nbytes());
+    try {
+      data.write_storage(*r.storage, sink);
+    } catch (const Error& e) {
+      throw e.in("storage '" + r.key + "'");
+    }
+    zip.end_entry();
+    r.storage.reset();  // release it (and whatever it made) now
+  }
+  const std::string_view version = "3\n";
+  zip.add_entry(prefix + "version",
+                std::as_bytes(std::span<const char>(version.data(), version.size())));
+  zip.finish();
+}
+
+}  // namespace torchport::formats

@@ -1,0 +1,98 @@
+// Writes safetensors as the reference implementation does (safetensors/src/
+// tensor.rs `prepare` and `serialize_to_file`): tensors sorted so each one's
+// data is aligned for its dtype, the JSON header padded with spaces to a
+// multiple of 8, then the data in header order.
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/write/writers.hpp"
+#include "torchport/core/error.hpp"
+#include "torchport/detail/checked.hpp"
+#include "torchport/detail/utf8.hpp"
+
+namespace torchport::formats {
+namespace {
+
+// Dtypes torchport has that the safetensors spec does not define.
+bool safetensors_has(DType d) {
+  return d != DType::C32 && d != DType::C128 && d != DType::F8_E4M3FNUZ && d != DType::F8_E5M2FNUZ;
+}
+
+}  // namespace
+
+std::uint64_t safetensors_data_bytes(const std::vector<NamedTensor>& tensors) {
+  std::uint64_t n = 0;
+  for (const auto& t : tensors) n += t.tensor.nbytes();
+  return n;
+}
+
+void write_safetensors(std::vector<NamedTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata, AtomicFile& out,
+                       DataStreamer& data) {
+  for (const auto& [name, t] : tensors) {
+    if (!t.defined())
+      throw Error(ErrorCode::invalid_argument, "undefined tensor", name, std::nullopt,
+                  out.target().string());
+    check_name(name, "safetensors");
+    if (name == "__metadata__")
+      throw Error(
+          ErrorCode::invalid_argument,
+          "a tensor named '__metadata__' collides with the safetensors metadata entry; rename it",
+          name, std::nullopt, out.target().string());
+    if (!safetensors_has(t.dtype()))
+      throw Error(ErrorCode::unsupported,
+                  "safetensors has no dtype for " + std::string(dtype_torch_name(t.dtype())) +
+                      "; write PyTorch format instead (--format pytorch)",
+                  name, std::nullopt, out.target().string());
+  }
+  for (const auto& [k, v] : metadata)
+    if (!detail::is_utf8(k) || !detail::is_utf8(v))
+      throw Error(ErrorCode::invalid_argument, "metadata entry is not valid UTF-8", k, std::nullopt,
+                  out.target().string());
+
+  // Largest alignment first: every offset is then a sum of sizes that are
+  // multiples of the current tensor's alignment (all alignments being
+  // powers of two), so each tensor's data is aligned in the file.
+  std::stable_sort(tensors.begin(), tensors.end(), [](const NamedTensor& a, const NamedTensor& b) {
+    const std::size_t x = dtype_alignment(a.tensor.dtype()), y = dtype_alignment(b.tensor.dtype());
+    return x != y ? x > y : a.name < b.name;
+  });
+
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  std::map<std::string, std::string> meta = metadata;
+  // transformers refuses safetensors files without format metadata.
+  meta.emplace("format", "pt");
+  header["__metadata__"] = meta;
+  std::uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    std::uint64_t end;
+    if (!detail::add_ok(offset, t.nbytes(), end))
+      throw Error(ErrorCode::limit_exceeded, "checkpoint larger than 2^64 bytes", name);
+    header[name] = {{"dtype", std::string(dtype_name(t.dtype()))},
+                    {"shape", t.shape()},
+                    {"data_offsets", {offset, end}}};
+    offset = end;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+
+  std::byte len[8];
+  const std::uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<std::byte>((n >> (8 * i)) & 0xFF);
+  out.write(len);
+  out.write(std::as_bytes(std::span<const char>(text.data(), text.size())));
+  const ByteSink sink = [&out](std::span<const std::byte> b) { out.write(b); };
+  for (auto& nt : tensors) {
+    try {
+      data.write_tensor(nt.tensor, sink);
+    } catch (const Error& e) {
+      throw e.at_key(nt.name);
+    }
+    nt.tensor = Tensor();  // release it (and whatever it made) now
+  }
+  tensors.clear();
+}
+
+}  // namespace torchport::formats

@@ -1,0 +1,32 @@
+#pragma once
+// The file writers behind `save()`. Each writes one file from a list of
+// named tensors and empties the list as it goes, so tensors (and lazily
+// made bytes) are released once written.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "formats/write/write_common.hpp"
+#include "torchport/formats/catalog.hpp"
+#include "torchport/io/atomic_file.hpp"
+
+namespace torchport::formats {
+
+/// Bytes of tensor data a safetensors file of `tensors` holds.
+std::uint64_t safetensors_data_bytes(const std::vector<NamedTensor>& tensors);
+/// Writes one safetensors file (see `save`). Checks every name and dtype
+/// before writing a byte.
+void write_safetensors(std::vector<NamedTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata, AtomicFile& out,
+                       DataStreamer& data);
+
+/// Bytes of tensor data a torch.save archive of `tensors` holds (each
+/// distinct storage once).
+std::uint64_t pytorch_data_bytes(const std::vector<NamedTensor>& tensors);
+/// Writes one torch.save zip archive whose folder is named after
+/// `out.target()`'s stem (see `save`).
+void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStreamer& data);
+
+}  // namespace torchport::formats
