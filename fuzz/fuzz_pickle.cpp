@@ -29,7 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::byte>(i);
       return formats::storage_value(ref.dtype, ref.numel, st);
     };
-    const Value root = formats::run_torch_pickle(r, options, storages);
+    formats::LoadWalker walker(options);
+    const Value root = formats::run_torch_pickle(walker, "fuzz.pkl", r, options, storages);
     fuzz::exercise(TensorCatalog::from_value("pickle", root, options.limits));
   } catch (const Error&) {
   }

@@ -471,11 +471,14 @@ std::uint64_t Value::weight() const noexcept {
   return node_ ? node_->weight : 1;
 }
 
+// Self-references and containers changed after they are nested are what
+// CPython builds and this tree does not hold: refused as `unsupported` (not
+// `corrupt`, which says Python would refuse the bytes too).
 void Value::absorb(const Value& child) {
   // Everything inside a sealed container is sealed, so inserting a value into
   // an unsealed container can only close a cycle through the container itself.
   if (child.node_ == node_)
-    throw Error(ErrorCode::corrupt,
+    throw Error(ErrorCode::unsupported,
                 "a " + std::string(kind_name()) +
                     " is put inside itself (self-references are not supported)");
   child.seal();
@@ -487,7 +490,7 @@ void Value::append(Value item) {
   if (kind_ != Kind::List && kind_ != Kind::Set && kind_ != Kind::Tuple)
     wrong_kind("list or set", *this);
   if (node_->sealed)
-    throw Error(ErrorCode::corrupt,
+    throw Error(ErrorCode::unsupported,
                 "a " + std::string(kind_name()) +
                     " is modified after being nested in another value (self-references are not "
                     "supported)");
@@ -498,10 +501,23 @@ void Value::append(Value item) {
   items.push_back(std::move(item));
 }
 
+void Value::set_item(std::size_t i, Value item) {
+  if (kind_ != Kind::List) wrong_kind("list", *this);
+  if (node_->sealed)
+    throw Error(ErrorCode::unsupported,
+                "a list is modified after being nested in another value (self-references are not "
+                "supported)");
+  auto& items = node_as<ListNode>(kind_).items;
+  if (i >= items.size())
+    throw Error(ErrorCode::corrupt, "list assignment index " + std::to_string(i) + " out of range");
+  absorb(item);
+  items[i] = std::move(item);
+}
+
 void Value::insert(Value key, Value value) {
   if (kind_ != Kind::Dict) wrong_kind("dict", *this);
   if (node_->sealed)
-    throw Error(ErrorCode::corrupt,
+    throw Error(ErrorCode::unsupported,
                 "a dict is modified after being nested in another value (self-references are not "
                 "supported)");
   auto& d = node_as<DictNode>(kind_);
@@ -573,14 +589,16 @@ void Value::reserve(std::size_t n) {
 void Value::set_tensor(Tensor t) {
   if (kind_ != Kind::Tensor) wrong_kind("tensor", *this);
   if (node_->sealed)
-    throw Error(ErrorCode::corrupt, "a tensor is given state after being nested in another value");
+    throw Error(ErrorCode::unsupported,
+                "a tensor is given state after being nested in another value");
   node_as<TensorNode>(kind_).t = std::move(t);
 }
 
 void Value::set_state(Value state) {
   if (kind_ != Kind::Object) wrong_kind("object", *this);
   if (node_->sealed)
-    throw Error(ErrorCode::corrupt, "an object is given state after being nested in another value");
+    throw Error(ErrorCode::unsupported,
+                "an object is given state after being nested in another value");
   absorb(state);
   node_as<ObjectNode>(kind_).o.state = std::move(state);
 }

@@ -9,6 +9,7 @@
 #   scan/      scan(): what a file would make Python import and run
 target_sources(torchport_read_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/read/numpy.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/read/numpy_file.cpp
   ${CMAKE_CURRENT_LIST_DIR}/read/open.cpp
   ${CMAKE_CURRENT_LIST_DIR}/read/pytorch_legacy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/read/pytorch_tar.cpp
@@ -20,6 +21,7 @@ target_sources(torchport_read_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/read/sparse.cpp
   ${CMAKE_CURRENT_LIST_DIR}/read/strict_json.cpp
   ${CMAKE_CURRENT_LIST_DIR}/read/torch_common.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/read/walk.cpp
   ${CMAKE_CURRENT_LIST_DIR}/catalog/catalog.cpp
   ${CMAKE_CURRENT_LIST_DIR}/catalog/compare.cpp
   ${CMAKE_CURRENT_LIST_DIR}/catalog/materialize.cpp
@@ -36,5 +38,6 @@ target_sources(torchport_read_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/write/safetensors_writer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/write/save.cpp
   ${CMAKE_CURRENT_LIST_DIR}/write/write_common.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/scan/directory.cpp
   ${CMAKE_CURRENT_LIST_DIR}/scan/scan.cpp
 )

@@ -21,6 +21,8 @@
 #include "torchport/core/error.hpp"
 #include "torchport/pickle/unpickler.hpp"
 
+#include "pickle/names.hpp"
+
 namespace torchport::pickle {
 namespace {
 
@@ -604,6 +606,52 @@ std::string_view global_class_name(GlobalClass c) noexcept {
       return "dangerous";
   }
   return "?";
+}
+
+GlobalName python_global_name(std::string module, std::string name, int protocol) {
+  GlobalName g;
+  if (module == "torch.tensor") module = "torch._tensor";  // torch's own load_module_mapping
+  if (protocol < 3) {
+    auto renamed = compat_rename(module, name);
+    if (renamed.first != module || renamed.second != name) {
+      g.written = module + "." + name;
+      module = std::move(renamed.first);
+      name = std::move(renamed.second);
+    }
+  }
+  // Python's find_class resolves a dotted name attribute by attribute only
+  // from protocol 4 on; below it looks the whole name up as one attribute
+  // and fails (so does torch.load). From protocol 4 on, an allowed whole
+  // ("torch" / "_utils._rebuild_tensor_v2": torch's weights_only loader
+  // matches globals by their full path) is named by its module and name.
+  const bool dotted = name.find('.') != std::string::npos;
+  if (dotted && protocol >= 4 && classify_global(module, name) == GlobalClass::allowed) {
+    const auto dot = name.rfind('.');
+    module += "." + name.substr(0, dot);
+    name.erase(0, dot + 1);
+  }
+  g.dotted_below_4 = dotted && protocol < 4;
+  g.module = std::move(module);
+  g.name = std::move(name);
+  return g;
+}
+
+bool importable_module(std::string_view module) noexcept {
+  if (module.empty()) return false;
+  bool start = true;
+  for (const char ch : module) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '.') {
+      if (start) return false;  // an empty component
+      start = true;
+      continue;
+    }
+    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c >= 0x80;
+    const bool digit = c >= '0' && c <= '9';
+    if (!letter && !(digit && !start)) return false;
+    start = false;
+  }
+  return !start;
 }
 
 }  // namespace torchport::pickle

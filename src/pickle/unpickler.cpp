@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "pickle/names.hpp"
 #include "pickle/opcodes.hpp"
 #include "pickle/pytext.hpp"
 #include "torchport/core/error.hpp"
@@ -207,6 +208,21 @@ class Machine {
   // --- opcodes with semantics ---------------------------------------------
   void global(std::string module, std::string name);
   void note_use(const Value& v, bool build);
+  // SETITEM on a list, as Python's list.__setitem__: an int index within
+  // the list (negative from the end), else the error Python raises.
+  void set_list_item(Value& list, const Value& key, Value v) {
+    if (!key.is(Value::Kind::Int))
+      fail(ErrorCode::corrupt,
+           "SETITEM on a list with a " + std::string(key.kind_name()) + " index");
+    const auto n = static_cast<std::int64_t>(list.size());
+    const std::int64_t i = key.as_int() < 0 ? key.as_int() + n : key.as_int();
+    if (i < 0 || i >= n)
+      fail(ErrorCode::corrupt, "SETITEM on a list of " + std::to_string(n) + " items at index " +
+                                   std::to_string(key.as_int()) +
+                                   " (list assignment index out of range)");
+    list.set_item(static_cast<std::size_t>(i), std::move(v));
+    check_container(list);
+  }
   void call(Value callable, Value args);
   void build();
   void persistent(Value pid);
@@ -229,6 +245,8 @@ class Machine {
   std::unordered_map<std::string, std::size_t> global_index_;
   Value empty_tuple_;
   std::uint64_t created_ = 0;
+  std::uint64_t constructed_ =
+      0;                     // bytes copied by data constructors, for Limits::max_constructed_bytes
   std::uint64_t items_ = 0;  // items put into containers, for Limits::max_container_items
   std::uint64_t op_offset_ = 0;
   std::uint8_t op_ = 0;
@@ -241,28 +259,11 @@ void Machine::global(std::string module, std::string name) {
   if (!is_utf8(module) || !is_utf8(name))
     fail(ErrorCode::corrupt,
          std::string(opcode_name(op_)) + " names a module or name that is not UTF-8");
-  std::string written;
-  if (module == "torch.tensor") module = "torch._tensor";  // torch's own load_module_mapping
-  if (stats_.protocol < 3) {
-    auto renamed = compat_rename(module, name);
-    if (renamed.first != module || renamed.second != name) {
-      written = module + "." + name;
-      module = std::move(renamed.first);
-      name = std::move(renamed.second);
-    }
-  }
-  // Python's find_class resolves a dotted name attribute by attribute only
-  // from protocol 4 on; below it looks the whole name up as one attribute
-  // and fails (so does torch.load). From protocol 4 on, an allowed whole
-  // ("torch" / "_utils._rebuild_tensor_v2": torch's weights_only loader
-  // matches globals by their full path) is named by its module and name,
-  // so that every reader knows it.
-  const bool dotted = name.find('.') != std::string::npos;
-  if (dotted && stats_.protocol >= 4 && classify_global(module, name) == GlobalClass::allowed) {
-    const auto dot = name.rfind('.');
-    module += "." + name.substr(0, dot);
-    name.erase(0, dot + 1);
-  }
+  GlobalName g = python_global_name(std::move(module), std::move(name), stats_.protocol);
+  module = std::move(g.module);
+  name = std::move(g.name);
+  std::string written = std::move(g.written);
+  const bool dotted = g.dotted_below_4;
   const std::string key = module + "." + name;
   auto [it, fresh] = global_index_.emplace(key, stats_.globals.size());
   if (fresh) {
@@ -277,7 +278,7 @@ void Machine::global(std::string module, std::string name) {
   }
   ++stats_.globals[it->second].count;
   // (A dangerous one is left to the global policy, which names it.)
-  if (dotted && stats_.protocol < 4 && stats_.globals[it->second].klass != GlobalClass::dangerous)
+  if (dotted && stats_.globals[it->second].klass != GlobalClass::dangerous)
     fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " '" + module + "' '" + name +
                                  "': a dotted name, which Python resolves only from pickle "
                                  "protocol 4 on (below it, loading fails)");
@@ -308,8 +309,9 @@ void Machine::note_use(const Value& v, bool build) {
 void Machine::call(Value callable, Value args) {
   note_use(callable, false);
   if (!callable.is(Value::Kind::Global))
-    fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " of a " +
-                                 std::string(callable.kind_name()) + ", not of a global");
+    fail(ErrorCode::unsupported, std::string(opcode_name(op_)) + " of a " +
+                                     std::string(callable.kind_name()) +
+                                     ", not of a global (Python would call it)");
   if (!args.is(Value::Kind::Tuple))
     fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " with " +
                                  std::string(args.kind_name()) + " arguments, not a tuple");
@@ -325,7 +327,7 @@ void Machine::call(Value callable, Value args) {
         d.insert(kv.items()[0], kv.items()[1]);
       }
     } else if (!a.empty()) {
-      fail(ErrorCode::corrupt, "OrderedDict called with unexpected arguments " + args.repr(3));
+      fail(ErrorCode::unsupported, "OrderedDict called with unexpected arguments " + args.repr(3));
     }
     check_container(d);
     push(std::move(d));
@@ -335,7 +337,7 @@ void Machine::call(Value callable, Value args) {
     if (a.empty()) return push(Value::set());
     if (a.size() != 1 ||
         !(a[0].is(Value::Kind::List) || a[0].is(Value::Kind::Tuple) || a[0].is(Value::Kind::Set)))
-      fail(ErrorCode::corrupt, "set called with unexpected arguments " + args.repr(3));
+      fail(ErrorCode::unsupported, "set called with unexpected arguments " + args.repr(3));
     return push(make_seq(Value::Kind::Set, a[0].items()));
   }
   if (g.is("builtins", "complex")) {
@@ -347,6 +349,13 @@ void Machine::call(Value callable, Value args) {
   }
   if (g.is("builtins", "bytearray") || g.is("_codecs", "encode")) {
     if (a.empty() && g.name == "bytearray") return push(Value::bytes(""));
+    // Each call copies its argument, as Python does: one memo-shared string
+    // encoded many times would multiply memory, so the copies count.
+    if (!a.empty() && (a[0].is(Value::Kind::Bytes) || a[0].is(Value::Kind::Str))) {
+      constructed_ += a[0].is(Value::Kind::Bytes) ? a[0].as_bytes().size() : a[0].as_str().size();
+      if (constructed_ > limits_.max_constructed_bytes)
+        limit("max_constructed_bytes", limits_.max_constructed_bytes);
+    }
     if (a.size() == 1 && a[0].is(Value::Kind::Bytes)) return push(Value::bytes(a[0].as_bytes()));
     if (a.size() == 2 && a[0].is(Value::Kind::Str) && a[1].is(Value::Kind::Str) &&
         (a[1].as_str() == "latin1" || a[1].as_str() == "latin-1")) {
@@ -359,7 +368,7 @@ void Machine::call(Value callable, Value args) {
   }
   if (g.is("torch", "Size")) {
     if (a.size() != 1 || !(a[0].is(Value::Kind::Tuple) || a[0].is(Value::Kind::List)))
-      fail(ErrorCode::corrupt, "torch.Size called with arguments " + args.repr(3));
+      fail(ErrorCode::unsupported, "torch.Size called with arguments " + args.repr(3));
     return push(make_seq(Value::Kind::Tuple, a[0].items()));
   }
   if (classify_global(g.module, g.name) != GlobalClass::allowed) ++stats_.calls;
@@ -401,8 +410,9 @@ void Machine::build() {
 
 void Machine::persistent(Value pid) {
   ++stats_.persistent_ids;
+  // pickle.load without a persistent_load refuses it too (UnpicklingError).
   if (!persistent_)
-    fail(ErrorCode::unsupported,
+    fail(ErrorCode::corrupt,
          "persistent id " + pid.repr(4) + " in a pickle that has no storages to refer to");
   Value v;
   try {
@@ -498,10 +508,11 @@ Value Machine::run() {
                                          std::to_string(r_.remaining()) + " remain");
         break;  // frames only group opcodes; we read straight through
       }
-      case STOP: {
-        if (!marks_.empty()) fail(ErrorCode::corrupt, "STOP inside an open MARK");
+      case STOP:
+        // As CPython's unpickler: the value above the innermost open MARK
+        // (marks left open are dropped with their stack; none left above
+        // the mark is "unpickling stack underflow").
         return pop();
-      }
       // --- scalars ---
       case NONE:
         push(Value());
@@ -666,9 +677,14 @@ Value Machine::run() {
       case SETITEM: {
         Value v = pop(), k = pop();
         Value& d = top();
-        if (!d.is(Value::Kind::Dict))
-          fail(ErrorCode::corrupt, "SETITEM on a " + std::string(d.kind_name()) + " (only dicts)");
         count_items(1);
+        if (d.is(Value::Kind::List)) {
+          set_list_item(d, k, std::move(v));
+          break;
+        }
+        if (!d.is(Value::Kind::Dict))
+          fail(ErrorCode::corrupt,
+               "SETITEM on a " + std::string(d.kind_name()) + " (only dicts and lists)");
         d.insert(std::move(k), std::move(v));
         check_container(d);
         break;
@@ -683,8 +699,16 @@ Value Machine::run() {
         if (mark == (marks_.empty() ? 0 : marks_.back()))
           fail(ErrorCode::corrupt, "SETITEMS on an empty stack");
         Value& d = stack_[mark - 1];
+        if (d.is(Value::Kind::List)) {
+          count_items((stack_.size() - mark) / 2);
+          for (std::size_t i = mark; i < stack_.size(); i += 2)
+            set_list_item(d, stack_[i], std::move(stack_[i + 1]));
+          stack_.resize(mark);
+          break;
+        }
         if (!d.is(Value::Kind::Dict))
-          fail(ErrorCode::corrupt, "SETITEMS on a " + std::string(d.kind_name()) + " (only dicts)");
+          fail(ErrorCode::corrupt,
+               "SETITEMS on a " + std::string(d.kind_name()) + " (only dicts and lists)");
         count_items((stack_.size() - mark) / 2);
         d.reserve(d.size() + (stack_.size() - mark) / 2);  // grows geometrically
         for (std::size_t i = mark; i < stack_.size(); i += 2)

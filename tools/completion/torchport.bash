@@ -21,7 +21,7 @@ _torchport() {
     load) opts="--mmap --help" ;;
     convert) opts="--format --dtype --top-level-key --remap --include --exclude --max-shard-size --max-materialized-bytes --dequantize --keep-quantized --densify --help" ;;
     diff) opts="--atol --rtol --json --help" ;;
-    scan) opts="--json --allow --help" ;;
+    scan) opts="--json --quiet --allow --include --exclude --help" ;;
   esac
   case $prev in
     --format)

@@ -1,10 +1,12 @@
-// torchport scan PATH... [--json] [--allow PATTERN]...
+// torchport scan PATH... [--json] [--quiet] [--allow PATTERN]... [--include GLOB]...
+//                        [--exclude GLOB]...
 //
 // Prints what checkpoints would make Python import and run, without loading
 // them (the analysis is torchport::scan). A directory is walked: every
-// regular file is scanned by its content, whatever its name. Exit status: 0
-// when every file is clean (or not a format anything unpickles), 1 when any
-// is unsafe or malformed, with the reasons on stderr; 2 usage.
+// regular file is scanned by its content, whatever its name. Exit status: 1
+// when any file is unsafe; else 2 when any is unscannable, truncated or
+// malformed, or a path is missing (trouble); else 0 (every file clean or not
+// a model file); 2 for usage errors. Reasons go to stderr.
 
 #include <cstdio>
 #include <memory>
@@ -23,7 +25,10 @@ namespace {
 struct ScanArgs {
   std::vector<std::string> paths;
   std::vector<std::string> allow;
+  std::vector<std::string> include;
+  std::vector<std::string> exclude;
   bool json = false;
+  bool quiet = false;
 };
 
 using json = nlohmann::ordered_json;
@@ -59,10 +64,13 @@ json pickle_json(const PickleScan& p) {
     j["reasons"] = g.reasons;
     globals.push_back(std::move(j));
   }
-  out["persistent_ids"] = p.persistent_kinds;
+  out["persistent_ids"] = p.stats.persistent_ids;
   if (p.stats.other_calls) out["calls_of_non_globals"] = p.stats.other_calls;
   if (p.stats.extensions) out["extension_codes"] = p.stats.extensions;
-  if (!p.error.empty()) out["error"] = p.error;
+  if (!p.error.empty()) {
+    out["error"] = p.error;
+    out["python_reads_on"] = p.python_reads_on;
+  }
   if (p.object_array_count) {
     out["numpy_object_arrays"] = p.object_array_count;
     out["numpy_object_array_paths"] = p.object_arrays;
@@ -79,6 +87,7 @@ json report_json(const ScanReport& r) {
   out["verdict"] = std::string(scan_verdict_name(r.verdict));
   out["reason"] = r.reason();
   out["tensors"] = r.tensors;
+  out["tensor_records"] = r.tensor_records;
   auto& pickles = out["pickles"] = json::array();
   for (const auto& p : r.pickles) pickles.push_back(pickle_json(p));
   out["code_records"] = r.code_records;
@@ -101,10 +110,10 @@ json report_json(const ScanReport& r) {
 }
 
 Style verdict_style(ScanVerdict v) {
-  return v == ScanVerdict::clean          ? Style::green
-         : v == ScanVerdict::unrecognized ? Style::dim
-         : v == ScanVerdict::malformed    ? Style::yellow
-                                          : Style::red;
+  return v == ScanVerdict::clean              ? Style::green
+         : v == ScanVerdict::not_a_model_file ? Style::dim
+         : v == ScanVerdict::unsafe           ? Style::red
+                                              : Style::yellow;
 }
 
 void print_report(const ScanReport& r, bool colour, const std::string& indent) {
@@ -130,16 +139,40 @@ void print_report(const ScanReport& r, bool colour, const std::string& indent) {
       fmt::print("{}    numpy object arrays: {} ({}{}): elements are Python objects, kept inert\n",
                  indent, p.object_array_count, fmt::join(p.object_arrays, ", "),
                  p.object_array_count > p.object_arrays.size() ? ", ..." : "");
-    if (!p.error.empty()) fmt::print("{}    stopped: {}\n", indent, p.error);
+    if (!p.error.empty())
+      fmt::print("{}    stopped: {}{}\n", indent, p.error,
+                 p.python_reads_on ? " (Python reads on)" : "");
   }
   for (const auto& c : r.code_records) fmt::print("{}  code record (never read): {}\n", indent, c);
   for (const auto& m : r.members) print_report(m, colour, indent + "  ");
   for (const auto& f : r.findings)
-    fmt::print("{}  {}: {}: {}{}: {}{}\n", indent,
-               styled(scan_verdict_name(f.severity), verdict_style(f.severity), colour), f.where,
-               f.reason,
-               f.known_dangerous && f.reason != "known-dangerous" ? ", known-dangerous" : "",
-               f.message, f.offset ? fmt::format(" (byte {})", *f.offset) : std::string());
+    if (f.reason != "member")
+      fmt::print("{}  {}: {}: {}{}: {}{}\n", indent,
+                 styled(scan_verdict_name(f.severity), verdict_style(f.severity), colour), f.where,
+                 f.reason,
+                 f.known_dangerous && f.reason != "known-dangerous" ? ", known-dangerous" : "",
+                 f.message, f.offset ? fmt::format(" (byte {})", *f.offset) : std::string());
+}
+
+// --quiet: the findings only, one line each, then the file's verdict line
+// when it is not clean.
+void print_quiet(const ScanReport& r, bool colour) {
+  if (r.verdict == ScanVerdict::clean || r.verdict == ScanVerdict::not_a_model_file) return;
+  for (const auto& f : r.findings)
+    if (f.reason != "member")
+      fmt::print("{}: {}: {}: {}{}\n", r.path,
+                 styled(scan_verdict_name(f.severity), verdict_style(f.severity), colour), f.where,
+                 f.message, f.offset ? fmt::format(" (byte {})", *f.offset) : std::string());
+  for (const auto& m : r.members) print_quiet(m, colour);
+}
+
+std::string counts_line(const std::vector<ScanReport>& reports) {
+  std::map<std::string, std::uint64_t> counts;
+  for (const auto& r : reports) ++counts[std::string(scan_verdict_name(r.verdict))];
+  std::string line;
+  for (const auto& [v, n] : counts)
+    line += (line.empty() ? "" : ", ") + std::to_string(n) + " " + v;
+  return line;
 }
 
 int run_scan(const ScanArgs& a) {
@@ -151,52 +184,82 @@ int run_scan(const ScanArgs& a) {
     std::fprintf(stderr, "torchport: %s\n", e.message().c_str());
     return 2;
   }
-  std::vector<ScanReport> reports;
+  const ScanFilter filter{a.include, a.exclude};
+  // Per path: its reports (a directory: one per file), or the error that
+  // kept it from being scanned.
+  struct Scanned {
+    std::string path;
+    bool directory = false;
+    std::vector<ScanReport> reports;
+    std::string error;
+  };
+  std::vector<Scanned> scanned;
   for (const auto& path : a.paths) {
+    Scanned s;
+    s.path = path;
     std::error_code ec;
-    // A directory holding an *.index.json is still walked file by file:
-    // every file of a model repository, whatever the index names.
-    if (std::filesystem::is_directory(path, ec)) {
-      auto rs = scan_directory(path, options);
-      for (auto& r : rs) reports.push_back(std::move(r));
-    } else {
-      reports.push_back(scan(std::filesystem::path(path), options));
+    try {
+      if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
+        throw Error(ErrorCode::io, "no such file or directory", {}, std::nullopt, path);
+      // A directory holding an *.index.json is still walked file by file:
+      // every file of a model repository, whatever the index names.
+      if (std::filesystem::is_directory(path, ec)) {
+        s.directory = true;
+        s.reports = scan_directory(path, options, filter);
+      } else {
+        s.reports.push_back(scan(std::filesystem::path(path), options));
+      }
+    } catch (const Error& e) {
+      s.error = e.what();
+    }
+    scanned.push_back(std::move(s));
+  }
+  std::vector<const ScanReport*> all;
+  bool trouble = false, unsafe = false;
+  for (const auto& s : scanned) {
+    trouble = trouble || !s.error.empty();
+    for (const auto& r : s.reports) {
+      all.push_back(&r);
+      unsafe = unsafe || r.verdict == ScanVerdict::unsafe;
+      trouble = trouble || scan_exit_code(r.verdict) == 2;
     }
   }
-  bool fail = false;
-  for (const auto& r : reports)
-    fail = fail || r.verdict == ScanVerdict::unsafe || r.verdict == ScanVerdict::malformed;
+  const int status = unsafe ? 1 : trouble ? 2 : 0;
   if (a.json) {
-    if (reports.size() == 1 && !std::filesystem::is_directory(a.paths.front())) {
-      fmt::print("{}\n",
-                 report_json(reports.front()).dump(2, ' ', false, json::error_handler_t::replace));
+    if (scanned.size() == 1 && !scanned.front().directory && scanned.front().error.empty()) {
+      fmt::print("{}\n", report_json(scanned.front().reports.front())
+                             .dump(2, ' ', false, json::error_handler_t::replace));
     } else {
       json out;
-      out["verdict"] = fail ? "unsafe" : "clean";
+      out["verdict"] = unsafe ? "unsafe" : trouble ? "trouble" : "clean";
       std::map<std::string, std::uint64_t> counts;
-      for (const auto& r : reports) ++counts[std::string(scan_verdict_name(r.verdict))];
+      for (const auto* r : all) ++counts[std::string(scan_verdict_name(r->verdict))];
       out["counts"] = counts;
       auto& files = out["files"] = json::array();
-      for (const auto& r : reports) files.push_back(report_json(r));
+      for (const auto* r : all) files.push_back(report_json(*r));
+      auto& errors = out["errors"] = json::array();
+      for (const auto& s : scanned)
+        if (!s.error.empty()) errors.push_back(json{{"path", s.path}, {"error", s.error}});
       fmt::print("{}\n", out.dump(2, ' ', false, json::error_handler_t::replace));
     }
   } else {
     const bool colour = colour_enabled(1);
-    for (const auto& r : reports) print_report(r, colour, "");
-    if (reports.size() > 1) {
-      std::map<std::string, std::uint64_t> counts;
-      for (const auto& r : reports) ++counts[std::string(scan_verdict_name(r.verdict))];
-      std::string line;
-      for (const auto& [v, n] : counts)
-        line += (line.empty() ? "" : ", ") + std::to_string(n) + " " + v;
-      fmt::print("\n{} file(s): {}\n", reports.size(), line);
+    for (const auto& s : scanned) {
+      for (const auto& r : s.reports)
+        a.quiet ? print_quiet(r, colour) : print_report(r, colour, "");
+      if (s.directory && (a.quiet || s.reports.size() > 1))
+        fmt::print("{}{}: {} file(s): {}\n", a.quiet ? "" : "\n", s.path, s.reports.size(),
+                   counts_line(s.reports));
     }
   }
-  for (const auto& r : reports)
-    if (r.verdict == ScanVerdict::unsafe || r.verdict == ScanVerdict::malformed)
-      std::fprintf(stderr, "torchport: %s: %s: %s\n", r.path.c_str(),
-                   std::string(scan_verdict_name(r.verdict)).c_str(), r.reason().c_str());
-  return fail ? 1 : 0;
+  for (const auto& s : scanned)
+    if (!s.error.empty())
+      std::fprintf(stderr, "torchport: %s: %s\n", s.path.c_str(), s.error.c_str());
+  for (const auto* r : all)
+    if (scan_exit_code(r->verdict) != 0)
+      std::fprintf(stderr, "torchport: %s: %s: %s\n", r->path.c_str(),
+                   std::string(scan_verdict_name(r->verdict)).c_str(), r->reason().c_str());
+  return status;
 }
 
 }  // namespace
@@ -211,20 +274,32 @@ Command add_scan(CLI::App& app) {
          "checkpoint file, *.index.json, or directory (every file in it is scanned by content)")
       ->required();
   sub->add_flag("--json", args->json, "print JSON (schema: docs/guide/8-cli.md)");
+  sub->add_flag("-q,--quiet", args->quiet,
+                "print only the findings, and one summary line per directory");
   sub->add_option(
          "--allow", args->allow,
          "trust globals beyond the allow-list: an exact module.name or module.* (repeatable); "
          "known-dangerous globals stay unsafe")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--include", args->include,
+                  "in directories, scan only files whose relative path matches this glob (*, ?, "
+                  "[...], ** for folders; repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--exclude", args->exclude,
+                  "in directories, skip files whose relative path matches this glob (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->footer(
-      "Verdicts: clean (only allowed globals, read to its end), unsafe (any other global, code, or "
-      "an\n"
-      "ambiguous reading), malformed (unreadable, naming nothing unsafe), unrecognized (no model "
-      "format).\n"
-      "Exit status: 0 when every file is clean or unrecognized, 1 when any is unsafe or malformed, "
-      "2 usage.\n"
+      "Verdicts: clean (every place a loader could unpickle was read to its end and names only\n"
+      "allowed globals), not-a-model-file (text, code, JSON: nothing unpickles it), unsafe (a\n"
+      "global outside the allow-list, code, or an ambiguous reading), unscannable (something a\n"
+      "loader could unpickle that the scan cannot read to its end), truncated, malformed.\n"
+      "Exit status: 0 when every file is clean or not a model file; 1 when any is unsafe; 2 when\n"
+      "any is unscannable, truncated or malformed, a path is missing, or for usage errors.\n"
       "Examples:\n  torchport scan downloaded.pt\n  torchport scan ./my-model-repo --json\n"
+      "  torchport scan ./hub-cache --quiet --include '**/*.bin' --include '**/*.pt'\n"
       "  torchport scan whole_model.pt --allow mynet.* --allow torch.nn.modules.*");
   return {sub, [args] { return run_scan(*args); }};
 }

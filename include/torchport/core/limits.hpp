@@ -28,6 +28,11 @@ struct Limits {
   std::uint64_t max_container_items = 1u << 22;
   /// Bytes of one pickled string, bytes object or integer.
   std::uint64_t max_string_bytes = 64u << 20;
+  /// Bytes the data constructors one pickle calls (`bytearray`,
+  /// `_codecs.encode`) may copy in all: Python copies the argument on each
+  /// call, so one memo-shared string encoded many times would otherwise
+  /// multiply memory (a real pickle copies each of its strings once).
+  std::uint64_t max_constructed_bytes = 256u << 20;
   /// Bytes of a pickle stream (data.pkl and friends).
   std::uint64_t max_pickle_bytes = 1ull << 30;
   /// Tensors in one checkpoint.
@@ -62,6 +67,14 @@ struct Limits {
   std::uint64_t max_header_bytes = 100u << 20;
   /// Entries in a zip or tar directory.
   std::uint64_t max_entries = 1u << 20;
+  /// Bytes one `scan()` may read out of archives, compressed files and
+  /// nested members, and walk as pickles, all nesting together: each byte
+  /// it inflates, copies or walks counts, however often an archive's
+  /// entries overlap or nest. What is past it is `unscannable`.
+  std::uint64_t max_scan_bytes = 1ull << 30;
+  /// Archives inside archives (or compressed files) `scan()` follows; a
+  /// member nested deeper is `unscannable`.
+  std::uint32_t max_scan_depth = 4;
 };
 
 }  // namespace torchport

@@ -124,7 +124,9 @@ class Value {
 
   // Building (used by readers). Each throws Error(corrupt) when this value is
   // not the right container or is sealed, and seals what it inserts.
-  void append(Value item);              ///< List, Set
+  void append(Value item);  ///< List, Set
+  /// List: replaces item `i` (< size()), as Python's `list[i] = item`.
+  void set_item(std::size_t i, Value item);
   void insert(Value key, Value value);  ///< Dict (a repeated key replaces the value, as in Python)
   void set_state(Value state);          ///< Object (BUILD)
   /// Tensor (BUILD): replaces the tensor this value holds, for every handle

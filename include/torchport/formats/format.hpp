@@ -20,6 +20,7 @@ enum class Format {
                         ///< "pytorch-legacy"
   pickle,               ///< one plain pickle without torch's magic number: "pickle"
   safetensors,          ///< a safetensors file: "safetensors"
+  numpy,                ///< numpy's .npy array or .npz archive of them: "numpy"
   sharded_safetensors,  ///< a sharded checkpoint of safetensors shards (a path):
                         ///< "sharded-safetensors"
   sharded_pytorch,      ///< a sharded checkpoint with PyTorch shards (a path): "sharded-pytorch"

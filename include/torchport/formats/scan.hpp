@@ -1,13 +1,15 @@
 #pragma once
 /// \file
-/// `scan()`: what a checkpoint would make Python import and run, found
-/// without loading a tensor (the analysis behind `torchport scan`). It fails
-/// closed: a file is clean only when every global it names is on the
-/// allow-list (the one `open()` uses) or on the user's allow patterns.
+/// `scan()`: what a file would make Python import and run, found without
+/// loading a tensor (the analysis behind `torchport scan`). It reads a file
+/// with the readers `open()` uses, over the same walk, and judges every
+/// place a Python loader could unpickle against the allow-list `open()`
+/// uses. It fails closed: a file is clean only when every such place was
+/// read to its end and names only allowed globals (or the user's allow
+/// patterns).
 
 #include <cstdint>
 #include <filesystem>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,32 +21,45 @@
 
 namespace torchport {
 
-/// A scan's conclusion, the worst finding: unsafe > malformed > clean.
+/// A scan's conclusion: the worst of its findings and of its members'
+/// verdicts, in the order unsafe > unscannable > truncated > malformed >
+/// clean > not_a_model_file.
 enum class ScanVerdict {
-  /// Every global is on the allow-list (or the user's patterns), nothing
-  /// holds code, and the file was read to its end, unambiguously.
+  /// Every place a loader could unpickle was read to its end and names only
+  /// allowed globals (or the user's patterns); nothing holds code.
   clean,
+  /// No model format, and nothing a loader could unpickle: text, source
+  /// code, JSON, an image (also an archive of only such files).
+  not_a_model_file,
   /// A pickle names a global outside the allow-list (whether it calls it or
-  /// only names it: Python imports the module either way), a call whose
-  /// callable is not a global, a copyreg extension code, or a TorchScript
-  /// archive holds `code/`, or torch's readers and ours could read the file
-  /// differently (`ErrorCode::ambiguous`). Also when the file is damaged:
-  /// what a broken pickle names is still judged.
+  /// only names it: Python imports the module either way), calls something
+  /// that is not a global, uses a copyreg extension code; a file holds code
+  /// a loader compiles (TorchScript `code/`, `.py` sources, shared
+  /// objects); or torch's readers and ours could read it differently
+  /// (`ErrorCode::ambiguous`). Where a file is also broken, unsafe wins.
   unsafe,
-  /// The file could not be read to its end (damaged, truncated, a limit
-  /// crossed, a container refused), and nothing it names, as far as it could
-  /// be read, is outside the allow-list. `open()` refuses it; the scan
-  /// cannot vouch for what it did not read.
+  /// A place a loader could unpickle that the scan cannot read to its end:
+  /// a pickle the VM stops in where Python reads on, a limit reached, a
+  /// compression or nesting the scan does not follow. Nothing outside the
+  /// allow-list was found in what it could read.
+  unscannable,
+  /// The file ends early (as far as it could be read, it names nothing
+  /// outside the allow-list).
+  truncated,
+  /// The file is damaged or refused by its reader (as far as it could be
+  /// read, it names nothing outside the allow-list).
   malformed,
-  /// Not a format torch or torchport reads (a README, a tokenizer, an
-  /// image), and no pickle in it names a global; or an archive that holds
-  /// no pickle and only such files: nothing in it could make an unpickler
-  /// run code. Reported by directory walks; not a failure.
-  unrecognized,
 };
 
-/// "clean", "unsafe", "malformed" or "unrecognized".
+/// "clean", "not-a-model-file", "unsafe", "unscannable", "truncated" or
+/// "malformed".
 std::string_view scan_verdict_name(ScanVerdict v) noexcept;
+/// The exit status `torchport scan` gives a verdict: 0 for clean and
+/// not-a-model-file, 1 for unsafe, 2 for unscannable, truncated and
+/// malformed.
+int scan_exit_code(ScanVerdict v) noexcept;
+/// The worse of two verdicts, in the order above.
+ScanVerdict worse(ScanVerdict a, ScanVerdict b) noexcept;
 
 /// One global a pickle names, judged.
 struct ScanGlobal {
@@ -60,8 +75,8 @@ struct ScanGlobal {
   std::uint64_t sets = 0;  ///< BUILDs on the global itself (setattr on a live class or module)
   bool allowed = false;    ///< on the allow-list or the user's patterns
   bool known_dangerous = false;  ///< on the deny-list (explains; does not decide)
-  /// Found by the opcode walk past the point where the VM stopped (a broken
-  /// or hostile pickle Python could read further than torchport does).
+  /// Found by the opcode walk past the point where the VM stopped (where
+  /// Python reads on); its calls are counted conservatively.
   bool after_error = false;
   /// Empty when allowed (and never BUILT itself); else "calls" (called,
   /// BUILT, or its objects BUILT) or "imports" (named only), then
@@ -71,9 +86,9 @@ struct ScanGlobal {
 
 /// What one pickle holds.
 struct PickleScan {
-  /// The pickle's name: "archive/data.pkl", "legacy:object", "pickle", ...
+  /// The pickle's name: "archive/data.pkl", "legacy:object", "pickle:3", ...
   std::string name;
-  /// Its first byte in the file (for a deflated zip entry: in the inflated entry).
+  /// Its first byte in the file (for a compressed member: in its inflated bytes).
   std::uint64_t offset = 0;
   /// Opcodes, globals, calls and persistent ids, as the VM counted them
   /// (filled as far as the pickle was read).
@@ -81,10 +96,12 @@ struct PickleScan {
   /// Every global it names, judged (`stats.globals`, then those the opcode
   /// walk found past an error).
   std::vector<ScanGlobal> globals;
-  /// Persistent ids by kind (their first element: "storage", "module", ...).
-  std::map<std::string, std::uint64_t> persistent_kinds;
   /// Why the pickle could not be read to its end ("" when it was).
   std::string error;
+  /// True when Python's unpickler would read on where the VM stopped (so
+  /// what follows was walked opcode by opcode, and the pickle is
+  /// unscannable unless something unsafe was found).
+  bool python_reads_on = false;
   /// numpy arrays of object dtype it holds: their elements are Python
   /// objects the pickle makes (`open()` keeps them inert; numpy or pickle
   /// would build them). Where each is, as a dotted path from the root ("$"
@@ -96,29 +113,31 @@ struct PickleScan {
 
 /// One thing the scan flags.
 struct ScanFinding {
-  ScanVerdict severity = ScanVerdict::unsafe;  ///< unsafe or malformed
+  /// unsafe, unscannable, truncated or malformed.
+  ScanVerdict severity = ScanVerdict::unsafe;
   /// A keyword: "calls", "imports", "call-of-non-global", "extension-code",
-  /// "torchscript-code", "ambiguous" (unsafe); "malformed" (malformed).
+  /// "torchscript-code", "ambiguous" (unsafe); "unscannable"; "truncated"; "malformed";
+  /// "member" (a member's verdict).
   std::string reason;
   std::string global;                   ///< "module.name", for "calls" and "imports"
   bool known_dangerous = false;         ///< the global is on the deny-list
   std::string message;                  ///< one line: what, and why it matters
-  std::string where;                    ///< the file, pickle or record
+  std::string where;                    ///< the file, member, pickle or record
   std::optional<std::uint64_t> offset;  ///< byte offset, when known
 };
 
-/// Everything `scan()` found.
+/// Everything `scan()` found in one file (or one member of an archive).
 struct ScanReport {
-  std::string path;    ///< the file (or the source's name)
-  std::string format;  ///< as `open()` names it ("pytorch-zip", "safetensors", ...), "" when none
-  /// How `open()` read the file: "ok", "ambiguous" (refused: torch could
-  /// read it differently), "refused" (any other error), or "" when the
-  /// format is none torchport reads.
+  std::string path;  ///< the file (or the source's name); "archive!member" for a member
+  /// The format its reader read ("pytorch-zip", "safetensors", "numpy",
+  /// "gzip", ...; "" when none).
+  std::string format;
+  /// How the reader `open()` uses read it: "ok", "ambiguous" (refused:
+  /// torch could read it differently), "refused" (any other error), or ""
+  /// when no reader reads the format.
   std::string reading;
-  std::string reading_error;  ///< `open()`'s error, when it refused the file
-  /// Every pickle the file holds, in file order (for a sharded checkpoint,
-  /// every shard's, named "shard:pickle"; for a refused zip, those its local
-  /// headers lead to).
+  std::string reading_error;  ///< the reader's error, when it refused the file
+  /// Every pickle the file holds, in the order the walk met them.
   std::vector<PickleScan> pickles;
   /// Records that hold code and are never read: TorchScript `code/` (found
   /// case-insensitively, as torch finds them), `.py` files of a
@@ -126,48 +145,72 @@ struct ScanReport {
   std::vector<std::string> code_records;
   /// Shard files of a sharded checkpoint, in index order.
   std::vector<std::string> shards;
-  /// Files inside an archive that is not itself a checkpoint (a zip or tar
-  /// of checkpoints), each scanned on its own, to a bounded depth; their
-  /// paths are "archive!member".
+  /// Members of an archive (or the inflated bytes of a compressed file)
+  /// that the format does not read, each judged by its content; their paths
+  /// are "archive!member".
   std::vector<ScanReport> members;
-  /// Tensors `open()` lists (0 when it refused the file).
+  /// Records of raw tensor bytes the walk met (never unpickled, never read).
+  std::uint64_t tensor_records = 0;
+  /// Tensors the reader lists (0 when it refused the file).
   std::uint64_t tensors = 0;
   /// What the scan flags, most severe first.
   std::vector<ScanFinding> findings;
   /// The worst severity among the findings and the members' verdicts.
   ScanVerdict verdict = ScanVerdict::clean;
 
-  /// The first finding of the verdict's severity, as one line ("" when clean).
+  /// The first finding of the verdict's severity, as one line ("" when
+  /// clean or not a model file).
   std::string reason() const;
 };
 
-/// Scans `source` without loading tensors: sniffs its content, reads the
-/// container's directory (or, when the container is refused, its local
-/// headers), runs every pickle through the non-executing VM to record its
-/// opcodes, globals, calls, builds and persistent ids, walks the opcodes
-/// past any point where the VM stopped, lists code records, scans the
-/// members of archives that are not checkpoints (nested to a bounded
-/// depth), then opens the file as `open()` would (lazily: no tensor bytes
-/// are read) to check its structure. Nothing from the file runs.
-/// `options.limits` bound the work as for `open()`; `options.format` forces
-/// a format; `options.allow` adds trusted globals. Never throws for bad
-/// input: problems become findings.
+/// Scans `source` without loading tensors: reads it with the reader `open()`
+/// would use (or every reader that could read it), telling the scan what the
+/// reader meets; runs every pickle through the non-executing VM to record
+/// its opcodes, globals, calls and builds, walks the opcodes past any point
+/// where the VM stopped but Python would read on, lists code records, judges
+/// the members of archives and the inflated bytes of compressed files by
+/// their content (nested to a bounded depth), and the bytes after a stream's
+/// last pickle as a loader reading pickle after pickle would. Nothing from
+/// the file runs. `options.limits` bound the work as for `open()`
+/// (`Limits::max_scan_bytes` all of it); `options.format` forces a format;
+/// `options.allow` adds trusted globals. Never throws for bad input:
+/// problems become findings.
 /// \throws Error(invalid_argument) for a malformed allow pattern.
 ScanReport scan(const Source& source, const OpenOptions& options = {});
 
-/// Scans a file, or a sharded checkpoint (its `*.index.json` or directory:
-/// the index and every shard it names).
+/// Scans a file, or a sharded checkpoint (its `*.index.json`: the index and
+/// every shard it names, each through the one shard resolver `open()` uses).
 /// \throws Error(io) when the file cannot be opened or mapped;
 ///         Error(invalid_argument) for a malformed allow pattern.
 ScanReport scan(const std::filesystem::path& path, const OpenOptions& options = {});
 
-/// Scans every regular file under `dir` (recursively; symbolic links to
-/// directories are not followed), each by its content whatever its name, as
-/// `scan(Source)` does, in path order; at most `options.limits.max_entries`
-/// files. A file that cannot be read is reported malformed.
+/// Which files of a directory `scan_directory` scans.
+struct ScanFilter {
+  /// Glob patterns (`*`, `?`, `[...]`, `**` for any number of folders)
+  /// matched against each file's path relative to the directory: when any
+  /// are given, only files matching one of them are scanned.
+  std::vector<std::string> include;
+  /// Files matching one of these are skipped (after `include`).
+  std::vector<std::string> exclude;
+};
+
+/// Scans every regular file under `dir`, recursively, each by its content
+/// whatever its name, as `scan(Source)` does, in path order; at most
+/// `options.limits.max_entries` files. Symbolic links are followed when
+/// they stay inside `dir` (or, for a Hugging Face cache snapshot
+/// `models--org--name/snapshots/<revision>/`, inside the repository's cache
+/// folder, which holds its `blobs/`), as `open()` follows a shard's; a link
+/// that leads out, or to a FIFO, device or socket, is reported malformed
+/// and not read. A file that cannot be read is reported malformed.
 /// \throws Error(io) when `dir` cannot be listed;
-///         Error(invalid_argument) for a malformed allow pattern.
+///         Error(invalid_argument) for a malformed allow or glob pattern.
 std::vector<ScanReport> scan_directory(const std::filesystem::path& dir,
-                                       const OpenOptions& options = {});
+                                       const OpenOptions& options = {},
+                                       const ScanFilter& filter = {});
+
+/// True when the glob `pattern` matches `path` (a relative path with '/'
+/// separators): `*` and `?` match within one folder name, `**` any number
+/// of folders, `[...]` a character class.
+bool glob_matches(std::string_view pattern, std::string_view path) noexcept;
 
 }  // namespace torchport

@@ -146,6 +146,37 @@ using BuildHook =
 Value unpickle(ByteReader& reader, const Limits& limits, const PersistentLoad& persistent = {},
                Stats* stats = nullptr, const CallHook& hook = {}, const BuildHook& build = {});
 
+/// What an opcode walk finds: the opcodes read as pickletools.genops reads
+/// them, argument by argument, with no stack and no values, from a
+/// position to STOP. The scanner uses it where the VM stopped but Python
+/// could read on, and to tell whether bytes are a pickle at all.
+struct OpcodeWalk {
+  int protocol = 0;  ///< from PROTO, 0 when absent
+  /// GLOBAL, INST and STACK_GLOBAL names as Python imports them, in order
+  /// of first reference, classified (`calls` counts calling opcodes after
+  /// the reference, conservatively: any REDUCE, NEWOBJ, NEWOBJ_EX, OBJ or
+  /// BUILD after it). A STACK_GLOBAL takes the two strings pushed or
+  /// fetched from the memo last; when it cannot tell them, its module and
+  /// name are "?" and `unresolved` counts it.
+  std::vector<GlobalUse> globals;
+  std::uint64_t unresolved = 0;      ///< STACK_GLOBALs whose strings the walk cannot tell
+  std::uint64_t calls = 0;           ///< REDUCE/NEWOBJ/NEWOBJ_EX/INST/OBJ/BUILD opcodes
+  std::uint64_t extensions = 0;      ///< EXT1/EXT2/EXT4 opcodes
+  std::uint64_t persistent_ids = 0;  ///< PERSID/BINPERSID opcodes
+  std::uint64_t opcodes = 0;         ///< opcodes read
+  bool reached_stop = false;         ///< it read STOP
+  std::uint64_t end = 0;             ///< file offset after STOP, or of the opcode where it stopped
+  /// Why it stopped before STOP, where Python's unpickler stops too: a
+  /// byte that is no opcode, an argument that runs past the end, a name
+  /// that is not UTF-8 or no module Python could import ("" at STOP).
+  std::string stopped;
+};
+
+/// Walks the opcodes from `reader`'s position to STOP (left after it, or at
+/// the opcode where it stopped). Linear in the bytes; never throws for bad
+/// input.
+OpcodeWalk walk_opcodes(ByteReader& reader, const Limits& limits);
+
 /// Name of an opcode byte ("BINUNICODE"), or "" for a byte that is none.
 std::string_view opcode_name(std::uint8_t op) noexcept;
 

@@ -57,11 +57,12 @@ struct Trial {
   }
 };
 
-Trial attempt(const Reader& r, const Source& source, const OpenOptions& options) {
+Trial attempt(const Reader& r, const Source& source, const OpenOptions& options,
+              formats::Walker& walker) {
   Trial t;
   t.reader = &r;
   try {
-    t.catalog = r.read(source, options);
+    t.catalog = r.read(source, options, walker);
   } catch (const Error& e) {
     t.error = e;
   }
@@ -77,10 +78,11 @@ Trial attempt(const Reader& r, const Source& source, const OpenOptions& options)
 }
 
 // The formats torch does not read, in the order `sniff` prefers them.
-constexpr Format kOthers[] = {Format::safetensors, Format::torchport_record,
+constexpr Format kOthers[] = {Format::safetensors, Format::numpy, Format::torchport_record,
                               Format::pytorch_legacy};
 
-TensorCatalog read_sniffed(const Source& source, const OpenOptions& options) {
+TensorCatalog read_sniffed(const Source& source, const OpenOptions& options,
+                           formats::Walker& walker) {
   const auto bytes = source.bytes();
   const Reader& zip = open_detail::reader(Format::pytorch_zip);
   const TarOpen tar = probe_tar(bytes);
@@ -89,7 +91,7 @@ TensorCatalog read_sniffed(const Source& source, const OpenOptions& options) {
       ambiguous(source, "a zip archive (torch.load reads it so)",
                 "a tar archive (Python's tarfile opens it)",
                 "tar readers would read other members than torch does");
-    return zip.read(source, options);
+    return zip.read(source, options, walker);
   }
   std::vector<const Reader*> others;
   for (Format f : kOthers)
@@ -101,11 +103,11 @@ TensorCatalog read_sniffed(const Source& source, const OpenOptions& options) {
     OpenOptions o = options;
     o.allow_unknown_globals = true;
     for (const Reader* r : others)
-      if (Trial t = attempt(*r, source, o); t.accepted())
+      if (Trial t = attempt(*r, source, o, walker); t.accepted())
         ambiguous(source,
                   "a tar archive (Python's tarfile opens it, so torch.load reads it as one)",
                   t.reading(), "torch would read the tar's members, torchport the other format");
-    return open_detail::reader(Format::pytorch_tar).read(source, options);
+    return open_detail::reader(Format::pytorch_tar).read(source, options, walker);
   }
   if (others.empty())
     throw Error(
@@ -113,13 +115,13 @@ TensorCatalog read_sniffed(const Source& source, const OpenOptions& options) {
         "not a checkpoint torchport reads: neither a zip, tar, pickle nor safetensors file" +
             hint_for(bytes),
         {}, std::nullopt, source.name());
-  if (others.size() == 1) return others.front()->read(source, options);
+  if (others.size() == 1) return others.front()->read(source, options, walker);
 
   // Several first-byte matches (a safetensors header length whose low byte
   // is a pickle opcode, say): each reader tries; two that read it are two
   // readings of one file.
   std::vector<Trial> trials;
-  for (const Reader* r : others) trials.push_back(attempt(*r, source, options));
+  for (const Reader* r : others) trials.push_back(attempt(*r, source, options, walker));
   const Trial* chosen = nullptr;
   for (const Trial& t : trials) {
     if (!t.accepted()) continue;
@@ -146,8 +148,10 @@ std::string sniff_format(const Source& source) {
   return f ? std::string(format_name(*f)) : std::string();
 }
 
-TensorCatalog open(const Source& source, const OpenOptions& options) try {
-  if (options.format.empty()) return read_sniffed(source, options);
+namespace formats {
+
+TensorCatalog walk(const Source& source, const OpenOptions& options, Walker& walker) {
+  if (options.format.empty()) return read_sniffed(source, options, walker);
   const auto format = parse_format(options.format);
   if (!format) throw Error(ErrorCode::invalid_argument, "unknown format '" + options.format + "'");
   const Reader& r = open_detail::reader(*format);
@@ -159,16 +163,29 @@ TensorCatalog open(const Source& source, const OpenOptions& options) try {
                  ? "' is read from a path (an *.index.json or its directory), not from bytes"
                  : "' is not read from a file"),
         {}, std::nullopt, source.name());
-  return r.read(source, options);
+  return r.read(source, options, walker);
+}
+
+TensorCatalog walk_sharded(const std::filesystem::path& path, const OpenOptions& options,
+                           Walker& walker) {
+  return read_sharded(path, options, walker);
+}
+
+}  // namespace formats
+
+TensorCatalog open(const Source& source, const OpenOptions& options) try {
+  formats::LoadWalker walker(options);
+  return formats::walk(source, options, walker);
 } catch (...) {
   rethrow_as_error("open", source.name());  // no bare std:: exception leaves the library
 }
 
 TensorCatalog open(const std::filesystem::path& path, const OpenOptions& options) try {
   const auto format = options.format.empty() ? std::nullopt : parse_format(options.format);
+  formats::LoadWalker walker(options);
   if ((options.format.empty() && formats::is_sharded_path(path)) || (format && is_sharded(*format)))
-    return formats::read_sharded(path, options);
-  return open(Source::map_file(path, options.map), options);
+    return formats::read_sharded(path, options, walker);
+  return formats::walk(Source::map_file(path, options.map), options, walker);
 } catch (...) {
   rethrow_as_error("open", path.string());  // no bare std:: exception leaves the library
 }

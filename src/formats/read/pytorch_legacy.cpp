@@ -63,22 +63,34 @@ struct Record {
   bool located = false;
 };
 
+// What follows the last thing the reader read: a loader that reads pickle
+// after pickle would go on there.
+void rest_of_stream(const Source& source, const ByteReader& r, Walker& walker) {
+  if (!walker.lists_parts() || r.at_end()) return;
+  const std::uint64_t at = r.pos(), n = r.remaining();
+  walker.part({PartRole::stream, "after the last pickle", at, n, 0,
+               [source, at, n] { return source.slice(at, n, source.name()); }});
+}
+
 }  // namespace
 
-TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& options) {
+TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& options,
+                                  Walker& walker) {
   ByteReader r(source.bytes(), source.name());
-  const Value magic = run_pickle(r, options);
+  const Value magic = run_pickle(walker, "pickle", r, options);
   if (!is_magic(magic)) {
     // Not torch's magic number: a plain pickle. It may not refer to storages.
+    rest_of_stream(source, r, walker);
     return TensorCatalog::from_value("pickle", rebuild_tensors(magic, source.name()),
                                      options.limits);
   }
-  const Value protocol = run_pickle(r, options);
+  const Value protocol = run_pickle(walker, "legacy:protocol_version", r, options);
   if (!protocol.is(Value::Kind::Int) || protocol.as_int() != kProtocolVersion)
-    throw Error(ErrorCode::unsupported,
+    // torch.load: RuntimeError("Invalid protocol version"); 1001 is the only one.
+    throw Error(ErrorCode::corrupt,
                 "legacy protocol version " + protocol.repr() + " (1001 is read)", {},
                 r.file_offset(), source.name());
-  const Value sys_info = run_pickle(r, options);
+  const Value sys_info = run_pickle(walker, "legacy:sys_info", r, options);
   bool big_endian = false;
   if (const Value* le = sys_info.find("little_endian"); le && le->is(Value::Kind::Bool))
     big_endian = !le->as_bool();
@@ -109,10 +121,10 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
     }
     return Value();
   };
-  run_pickle(r, options, declare);
+  run_pickle(walker, "legacy:object", r, options, declare);
   const std::uint64_t object_end = r.pos();
 
-  const Value keys = run_pickle(r, options);
+  const Value keys = run_pickle(walker, "legacy:storage_keys", r, options);
   if (!keys.is(Value::Kind::List))
     throw Error(ErrorCode::corrupt, "storage key list is a " + std::string(keys.kind_name()), {},
                 r.file_offset(), source.name());
@@ -138,8 +150,11 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
       throw Error(ErrorCode::corrupt, "storage size overflows", {}, at, source.name());
     it->second.offset = r.file_offset();
     it->second.located = true;
+    if (walker.lists_parts())
+      walker.part({PartRole::tensor_data, "storage '" + key + "'", r.file_offset(), bytes, 0, {}});
     r.skip(bytes, "storage '" + key + "' data");
   }
+  rest_of_stream(source, r, walker);
   for (const auto& [key, rec] : records)
     if (!rec.located)
       throw Error(
@@ -188,7 +203,7 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
   };
   ByteReader again(source.bytes().subspan(0, static_cast<std::size_t>(object_end)), source.name());
   again.seek(object_start);
-  Value root = run_torch_pickle(again, options, resolve);
+  Value root = run_torch_pickle(walker, "legacy:object", again, options, resolve);
   return TensorCatalog::from_value("pytorch-legacy", std::move(root), options.limits);
 }
 

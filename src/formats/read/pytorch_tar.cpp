@@ -48,12 +48,35 @@ std::uint64_t count(const Value& v, const char* what) {
 
 }  // namespace
 
-TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options) {
+TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options, Walker& walker) {
   // torch's legacy_load: tarfile.open, then extract('storages'),
   // extract('tensors'), extractfile('pickle'): each the last member of its
   // name, which must be a file. torch never reads 'sys_info' (below, it is
   // read only to refuse files that say their bytes are big-endian).
   const TarArchive tar = TarArchive::open(source, options.limits);
+  // Every member, before anything is checked; the four torch reads are
+  // walked below, as they are read (the last of each name: an earlier one
+  // is a member like any other).
+  const bool parts = walker.lists_parts();
+  if (parts)
+    for (const TarMember& m : tar.members()) {
+      if (!m.is_file()) continue;
+      const TarMember* last = tar.find(m.name);
+      const bool read = last == &m && (m.name == "storages" || m.name == "tensors" ||
+                                       m.name == "pickle" || m.name == "sys_info");
+      const std::uint64_t at = m.data_offset, n = m.size;
+      walker.part({read ? PartRole::read : PartRole::member, m.name, at, n, 0,
+                   [source, at, n, name = m.name] {
+                     return source.slice(at, n, source.name() + ":" + name);
+                   }});
+    }
+  // What a stream member holds after the reader's last read of it.
+  const auto rest = [&](const Source& member, const ByteReader& r) {
+    if (!parts || r.at_end()) return;
+    const std::uint64_t at = r.pos(), n = r.remaining();
+    walker.part({PartRole::stream, member.name() + " (after what torch reads)", r.file_offset(), n,
+                 0, [member, at, n] { return member.slice(at, n, member.name()); }});
+  };
   auto member = [&](const char* name) {
     const TarMember& m = tar.file(name);
     return source.slice(m.data_offset, m.size, source.name() + ":" + name);
@@ -71,7 +94,8 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
   if (const TarMember* m = tar.find("sys_info")) {
     const Source sys_info_src = source.slice(m->data_offset, m->size, source.name() + ":sys_info");
     ByteReader si(sys_info_src.bytes(), sys_info_src.name(), base(sys_info_src));
-    const Value sys_info = run_pickle(si, options);
+    const Value sys_info = run_pickle(walker, "tar:sys_info", si, options);
+    rest(sys_info_src, si);
     if (const Value* le = sys_info.find("little_endian");
         le && le->is(Value::Kind::Bool) && !le->as_bool())
       throw Error(ErrorCode::ambiguous,
@@ -84,13 +108,14 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
   std::unordered_map<std::string, Value, detail::SeededHash, std::equal_to<>>
       objects;  // storages and tensors by key
   ByteReader sr(storages_src.bytes(), storages_src.name(), base(storages_src));
-  const std::uint64_t n_storages = count(run_pickle(sr, options), "storage count");
+  const std::uint64_t n_storages =
+      count(run_pickle(walker, "tar:storages:count", sr, options), "storage count");
   if (n_storages > options.limits.max_tensors)
     throw Error(ErrorCode::limit_exceeded, "more storages than Limits::max_tensors", {},
                 sr.file_offset(), sr.what());
   std::uint64_t distinct_bytes = 0, view_bytes = 0;  // for Limits::max_materialized_bytes
   for (std::uint64_t i = 0; i < n_storages; ++i) {
-    const Value args = run_pickle(sr, options);
+    const Value args = run_pickle(walker, "tar:storages:header", sr, options);
     const std::string key = key_text(item(args, 0, 3, "storage header"));
     const DType dtype = storage_class_dtype(item(args, 2, 3, "storage header"));
     const std::uint64_t at = sr.file_offset();
@@ -99,6 +124,7 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
     if (!detail::mul_ok(numel, dtype_size(dtype), bytes))
       throw Error(ErrorCode::corrupt, "storage size overflows", key, at, sr.what());
     const std::uint64_t data = sr.file_offset();
+    if (parts) walker.part({PartRole::tensor_data, "storage '" + key + "'", data, bytes, 0, {}});
     sr.skip(bytes, "storage data");
     distinct_bytes += bytes;  // bounded by the file's size
     if (!objects
@@ -107,7 +133,8 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
              .second)
       throw Error(ErrorCode::corrupt, "storage key appears twice", key, at, sr.what());
   }
-  const Value views = run_pickle(sr, options);
+  const Value views = run_pickle(walker, "tar:storages:views", sr, options);
+  rest(storages_src, sr);
   if (!views.is(Value::Kind::List))
     throw Error(ErrorCode::corrupt, "storage view list is a " + std::string(views.kind_name()), {},
                 sr.file_offset(), sr.what());
@@ -137,12 +164,13 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
   }
 
   ByteReader tr(tensors_src.bytes(), tensors_src.name(), base(tensors_src));
-  const std::uint64_t n_tensors = count(run_pickle(tr, options), "tensor count");
+  const std::uint64_t n_tensors =
+      count(run_pickle(walker, "tar:tensors:count", tr, options), "tensor count");
   if (n_tensors > options.limits.max_tensors)
     throw Error(ErrorCode::limit_exceeded, "more tensors than Limits::max_tensors", {},
                 tr.file_offset(), tr.what());
   for (std::uint64_t i = 0; i < n_tensors; ++i) {
-    const Value args = run_pickle(tr, options);
+    const Value args = run_pickle(walker, "tar:tensors:header", tr, options);
     const std::string key = key_text(item(args, 0, 3, "tensor header"));
     const std::string storage_key = key_text(item(args, 1, 3, "tensor header"));
     auto it = objects.find(storage_key);
@@ -167,6 +195,7 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
       throw Error(e.code(), e.message(), key, at, tr.what());
     }
   }
+  rest(tensors_src, tr);
 
   ByteReader pr(pickle_src.bytes(), pickle_src.name(), base(pickle_src));
   auto resolve = [&](const Value& pid, std::uint64_t) -> Value {
@@ -181,7 +210,8 @@ TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options)
                   "the pickle refers to '" + key + "', which the archive does not hold");
     return it->second;
   };
-  Value root = run_torch_pickle(pr, options, resolve);
+  Value root = run_torch_pickle(walker, "tar:pickle", pr, options, resolve);
+  rest(pickle_src, pr);
   return TensorCatalog::from_value("pytorch-tar", std::move(root), options.limits);
 }
 

@@ -94,11 +94,28 @@ std::uint64_t archive_version(const ZipArchive& zip, const std::string& prefix,
   return v;
 }
 
+// A record as a part, with its bytes (inflated and checked: size and
+// CRC-32) where a scanner reads them: members and pickles by their content,
+// deflated tensor data to check it (open() is lazy and would not see damage).
+Part member_part(const std::shared_ptr<const Archive>& a, const ZipEntry& e, PartRole role) {
+  Part p{role, e.name, e.data_offset, e.compressed_size, e.method, {}};
+  if (role == PartRole::member || role == PartRole::read ||
+      (role == PartRole::tensor_data && e.method != 0))
+    p.bytes = [a, e] { return a->zip.read(e); };
+  return p;
+}
+
 // Resolves storage references of one pickle to records under `dir`.
 class StorageResolver {
  public:
-  StorageResolver(std::shared_ptr<const Archive> archive, const std::string& dir)
-      : a_(std::move(archive)), name_(a_->prefix + dir), dir_len_(name_.size()) {}
+  // `named` collects the records resolved, when a walker lists parts.
+  StorageResolver(std::shared_ptr<const Archive> archive, const std::string& dir, Walker& walker,
+                  std::vector<std::string>* named)
+      : a_(std::move(archive)),
+        name_(a_->prefix + dir),
+        dir_len_(name_.size()),
+        walker_(walker),
+        named_(named) {}
 
   Value operator()(const Value& pid, std::uint64_t) {
     const StorageRef ref = parse_storage_ref(pid);
@@ -123,6 +140,10 @@ class StorageResolver {
                       std::to_string(ref.nbytes) + " bytes) but record '" + e->name + "' has " +
                       std::to_string(e->size) + " bytes; truncated or tampered file?",
                   {}, e->data_offset);
+    if (named_ != nullptr) {
+      named_->push_back(e->name);
+      walker_.part(member_part(a_, *e, PartRole::tensor_data));
+    }
     std::shared_ptr<Storage> st;
     if (e->method == 0) {
       st = record_storage(a_->zip.source(), e->data_offset, e->size, ref.dtype, a_->big_endian);
@@ -145,12 +166,15 @@ class StorageResolver {
   std::shared_ptr<const Archive> a_;
   std::string name_;  // "<archive>/<dir>", then the record's name
   std::size_t dir_len_;
+  Walker& walker_;
+  std::vector<std::string>* named_;
   // key -> the typed storage its first reference built
   std::unordered_map<std::string, Value> cache_;
 };
 
 Value read_pickle(const std::shared_ptr<const Archive>& a, const ZipEntry& entry,
-                  const std::string& storage_dir, const OpenOptions& options) {
+                  const std::string& storage_dir, const OpenOptions& options, Walker& walker,
+                  std::vector<std::string>* named) {
   if (entry.size > options.limits.max_pickle_bytes)
     throw Error(
         ErrorCode::limit_exceeded,
@@ -159,16 +183,65 @@ Value read_pickle(const std::shared_ptr<const Archive>& a, const ZipEntry& entry
   const Source pkl = a->zip.read(entry);
   ByteReader r(pkl.bytes(), a->zip.source().name() + ":" + entry.name,
                entry.method == 0 ? entry.data_offset : 0);
-  StorageResolver resolve(a, storage_dir);
-  return run_torch_pickle(r, options, std::ref(resolve));
+  StorageResolver resolve(a, storage_dir, walker, named);
+  return run_torch_pickle(walker, entry.name, r, options, std::ref(resolve));
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+// What a record is to torch's readers, by its path below the archive's
+// folder, as miniz matches it (ignoring ASCII case).
+enum class Kind { pickle, storage, code, metadata, other };
+
+Kind record_kind(std::string_view name) {
+  const std::string all = lower(name);
+  const auto slash = all.find('/');
+  const std::string rel = slash == std::string::npos ? all : all.substr(slash + 1);
+  if (rel == "data.pkl" || rel == "constants.pkl") return Kind::pickle;
+  if (rel.starts_with("data/") || rel.starts_with("constants/")) return Kind::storage;
+  // TorchScript's code (and its debug pickles, which torch.jit.load reads
+  // with the code), and the Python sources of a torch.package archive.
+  if (rel.starts_with("code/") || all.ends_with(".py")) return Kind::code;
+  if (rel == "version" || rel == "byteorder" || rel == ".format_version" ||
+      rel == ".storage_alignment" || rel.starts_with(".data/"))
+    return Kind::metadata;
+  return Kind::other;
 }
 
 }  // namespace
 
-TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options) {
+TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options, Walker& walker) {
   auto archive = std::make_shared<Archive>();
   archive->zip = ZipArchive::open(source, options.limits);
   const auto& entries = archive->zip.entries();
+  // Every record, before anything is checked: what torch never reads is
+  // still there for any other reader of the zip. Storage records are
+  // named as the pickles resolve them; those no pickle names, at the end.
+  // numpy's .npz: a zip of .npy arrays, each at the top.
+  if (is_npz(archive->zip)) return read_npz(archive->zip, options, walker);
+  const bool parts = walker.lists_parts();
+  if (parts)
+    for (const ZipEntry& e : entries) switch (record_kind(e.name)) {
+        case Kind::code:
+          walker.part(member_part(archive, e, PartRole::code));
+          break;
+        case Kind::metadata:
+          walker.part(member_part(archive, e, PartRole::metadata));
+          break;
+        case Kind::other:
+          walker.part(member_part(archive, e, PartRole::member));
+          break;
+        case Kind::pickle:
+          walker.part(member_part(archive, e, PartRole::read));
+          break;
+        case Kind::storage:
+          break;
+      }
   if (entries.empty())
     throw Error(ErrorCode::not_a_checkpoint, "the zip archive is empty", {}, std::nullopt,
                 source.name());
@@ -237,17 +310,33 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options)
   // global says so first); torch's reader checks it first, and refuses either way.
   const auto check_version = [&] { archive_version(archive->zip, archive->prefix, source.name()); };
   std::shared_ptr<const Archive> a = archive;
+  // The storage records no pickle named, once the pickles have run.
+  std::vector<std::string> named_storages;
+  std::vector<std::string>* named = parts ? &named_storages : nullptr;
+  const auto unread_storages = [&] {
+    if (!parts) return;
+    std::vector<bool> resolved(entries.size(), false);
+    std::unordered_map<std::string, std::size_t> index;
+    for (std::size_t i = 0; i < entries.size(); ++i) index.emplace(entries[i].name, i);
+    for (const std::string& name : named_storages)
+      if (const auto it = index.find(name); it != index.end()) resolved[it->second] = true;
+    for (std::size_t i = 0; i < entries.size(); ++i)
+      if (!resolved[i] && record_kind(entries[i].name) == Kind::storage)
+        walker.part(member_part(a, entries[i], PartRole::member));
+  };
   const char* format = torchscript ? "torchscript" : "pytorch-zip";
-  TensorCatalog cat = TensorCatalog::from_value(format, read_pickle(a, *data, "data/", options),
-                                                options.limits, metadata);
+  TensorCatalog cat = TensorCatalog::from_value(
+      format, read_pickle(a, *data, "data/", options, walker, named), options.limits, metadata);
   if (!torchscript) {
+    unread_storages();
     check_version();
     return cat;
   }
   // Constants are tensors baked into the TorchScript code; a frozen module
   // keeps all of its weights there. They follow the module's own tensors.
   const TensorCatalog consts = TensorCatalog::from_value(
-      format, read_pickle(a, *constants, "constants/", options), options.limits);
+      format, read_pickle(a, *constants, "constants/", options, walker, named), options.limits);
+  unread_storages();
   check_version();
   if (consts.empty()) return cat;
   std::vector<NamedTensor> all = cat.tensors();

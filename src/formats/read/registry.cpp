@@ -45,6 +45,10 @@ bool sniff_safetensors(const Source& s) noexcept {
   return n >= 2 && n <= b.size() - 8 && static_cast<char>(b[8]) == '{';
 }
 
+bool sniff_npy(const Source& s) noexcept {
+  return starts_with(s.bytes(), "\x93NUMPY");
+}
+
 bool sniff_record(const Source& s) noexcept {
   try {
     return looks_like_record(s);
@@ -53,7 +57,11 @@ bool sniff_record(const Source& s) noexcept {
   }
 }
 
-TensorCatalog read_record_catalog(const Source& source, const OpenOptions& options) {
+TensorCatalog read_record_catalog(const Source& source, const OpenOptions& options,
+                                  formats::Walker& walker) {
+  // Our records hold no pickle: a header and tensor bytes.
+  if (walker.lists_parts())
+    walker.part({formats::PartRole::metadata, "record", 0, source.size(), 0, {}});
   ParsedRecord r = read_record(source, options.limits);
   std::map<std::string, std::string> meta = r.metadata.extra;
   meta["torchport.version"] = std::to_string(r.version);
@@ -73,6 +81,7 @@ constexpr Reader kReaders[] = {
     {Format::pytorch_legacy, "pytorch-legacy", sniff_pickle, formats::read_pytorch_legacy},
     {Format::pickle, "pickle", nullptr, formats::read_pytorch_legacy},
     {Format::safetensors, "safetensors", sniff_safetensors, formats::read_safetensors},
+    {Format::numpy, "numpy", sniff_npy, formats::read_numpy},
     {Format::sharded_safetensors, "sharded-safetensors", nullptr, nullptr},
     {Format::sharded_pytorch, "sharded-pytorch", nullptr, nullptr},
     {Format::torchport_record, "torchport", sniff_record, read_record_catalog},
@@ -121,7 +130,7 @@ std::optional<Format> sniff(const Source& source) noexcept {
   // torch's containers first, in its order; then the formats torch does not
   // read, the structured ones before the pickle (whose first byte alone is
   // a weak sign). open() refuses files more than one reader accepts.
-  for (Format f : {Format::pytorch_zip, Format::pytorch_tar, Format::safetensors,
+  for (Format f : {Format::pytorch_zip, Format::pytorch_tar, Format::safetensors, Format::numpy,
                    Format::torchport_record, Format::pytorch_legacy})
     if (open_detail::reader(f).sniff(source)) return f;
   return std::nullopt;

@@ -5,6 +5,7 @@
 #include <span>
 #include <string_view>
 
+#include "formats/read/walk.hpp"
 #include "torchport/formats/catalog.hpp"
 #include "torchport/formats/format.hpp"
 #include "torchport/formats/open.hpp"
@@ -20,8 +21,9 @@ struct Reader {
   /// row's reader decides (TorchScript: the zip reader; a plain pickle: the
   /// legacy reader) or that are read from a path (sharded checkpoints).
   bool (*sniff)(const Source&) noexcept;
-  /// Reads the format; nullptr for formats read from a path.
-  TensorCatalog (*read)(const Source&, const OpenOptions&);
+  /// Reads the format, telling the walker what it meets; nullptr for
+  /// formats read from a path.
+  TensorCatalog (*read)(const Source&, const OpenOptions&, formats::Walker&);
 };
 
 /// Every reader, in dispatch order.

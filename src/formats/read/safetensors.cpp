@@ -155,7 +155,7 @@ class HeaderReader {
 
 }  // namespace
 
-TensorCatalog read_safetensors(const Source& source, const OpenOptions& options) {
+TensorCatalog read_safetensors(const Source& source, const OpenOptions& options, Walker& walker) {
   const Limits& limits = options.limits;
   const std::string& where = source.name();
   const auto bytes = source.bytes();
@@ -204,6 +204,11 @@ TensorCatalog read_safetensors(const Source& source, const OpenOptions& options)
   // The offsets must tile the data region exactly (safetensors' validate).
   const std::uint64_t data_start = 8 + n;
   const std::uint64_t data_size = bytes.size() - data_start;
+  // No pickle anywhere: a JSON header, then raw tensor bytes.
+  if (walker.lists_parts()) {
+    walker.part({PartRole::metadata, "header", 8, n, 0, {}});
+    walker.part({PartRole::tensor_data, "data", data_start, data_size, 0, {}});
+  }
   std::vector<const Entry*> order;
   order.reserve(entries.size());
   for (const auto& e : entries) order.push_back(&e);

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "formats/read/readers.hpp"
+#include "formats/read/shards.hpp"
 #include "formats/read/strict_json.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/format.hpp"
@@ -62,6 +63,8 @@ bool plain_file_name(const std::string& s) {
          s.find('\\') == std::string::npos && s.find('\0') == std::string::npos;
 }
 
+}  // namespace
+
 // The folder every shard's real path must lie in: the index's directory, or,
 // when that is a snapshot of the Hugging Face hub cache
 // (`models--org--name/snapshots/<revision>/`, whose files are symlinks to
@@ -82,18 +85,27 @@ fs::path shard_root(const fs::path& dir) {
 // lead the reader out of the checkpoint (to /etc/passwd, another user's
 // file...). Nothing of a file outside is read, nor quoted in the error.
 fs::path resolve_shard(const fs::path& root, const fs::path& dir, const std::string& shard) {
+  return resolve_inside(root, dir / shard, false);
+}
+
+fs::path resolve_inside(const fs::path& root, const fs::path& path, bool directory) {
   std::error_code ec;
-  const fs::path real = fs::canonical(dir / shard, ec);
+  const fs::path real = fs::canonical(path, ec);
   if (ec) throw Error(ErrorCode::io, "cannot open: " + ec.message());
   const auto [r, p] = std::mismatch(root.begin(), root.end(), real.begin(), real.end());
   if (r != root.end() || p == real.end())
     throw Error(ErrorCode::invalid_argument,
                 "a link to a file outside the checkpoint's directory (" + root.string() +
                     "); it is not read");
+  // Only a regular file is opened: a FIFO would block the reader, a device
+  // or a directory is no shard.
+  if (directory ? !fs::is_directory(real, ec) : !fs::is_regular_file(real, ec))
+    throw Error(ErrorCode::invalid_argument,
+                directory ? "not a directory; it is not read"
+                          : "not a regular file (a FIFO, device, socket or directory); it is "
+                            "not read");
   return real;
 }
-
-}  // namespace
 
 bool is_sharded_path(const fs::path& path) {
   std::error_code ec;
@@ -102,7 +114,7 @@ bool is_sharded_path(const fs::path& path) {
   return name.size() > kIndexSuffix.size() && name.ends_with(kIndexSuffix);
 }
 
-TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options) {
+TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options, Walker& walker) {
   std::error_code ec;
   const fs::path index = fs::is_directory(path, ec) ? find_index(path) : path;
   const fs::path dir = index.parent_path();
@@ -115,6 +127,7 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options) {
                     std::to_string(options.limits.max_header_bytes),
                 {}, 0, where);
   const std::string_view text(reinterpret_cast<const char*>(src.bytes().data()), src.size());
+  if (walker.lists_parts()) walker.part({PartRole::metadata, where, 0, src.size(), 0, {}});
   const json root = parse_strict_json(text, "index", 0, where, 8, options.limits.max_nodes);
   if (!root.is_object())
     throw Error(ErrorCode::corrupt,
@@ -167,7 +180,14 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options) {
     TensorCatalog cat;
     try {
       Source shard_source = Source::map_file(resolve_shard(confine, dir, shard), options.map);
-      cat = open(shard_source, shard_options);
+      walker.enter(shard);
+      try {
+        cat = walk(shard_source, shard_options, walker);
+      } catch (...) {
+        walker.leave();
+        throw;
+      }
+      walker.leave();
     } catch (const Error& e) {
       throw Error(e.code(),
                   "shard '" + shard + "' (" + std::to_string(names.size()) + " tensors, e.g. '" +

@@ -644,8 +644,8 @@ Value rebuild_tensors(const Value& root, std::string_view where, const StorageSe
   return r.walk(root, "");
 }
 
-Value run_torch_pickle(ByteReader& reader, const OpenOptions& options,
-                       const pickle::PersistentLoad& persistent) {
+Value run_torch_pickle(Walker& walker, std::string_view name, ByteReader& reader,
+                       const OpenOptions& options, const pickle::PersistentLoad& persistent) {
   StorageSet storages;
   // Storages are what persistent_load gives: remembered, so that a rebuild
   // or a BUILD can tell a storage from a tensor.
@@ -669,54 +669,22 @@ Value run_torch_pickle(ByteReader& reader, const OpenOptions& options,
                      calls.requires_grad.contains(target));
   };
   pickle::Stats stats;
-  Value v;
-  try {
-    v = pickle::unpickle(reader, options.limits, load, &stats, std::ref(calls), build);
-  } catch (const Error&) {
-    // A payload often breaks the pickle's grammar after its dangerous global
-    // (getattr(__import__('os'), 'system')(...) calls a call's result): the
-    // global is what the user must hear about, not the opcode that followed.
-    check_globals(stats, options, reader.what());
-    throw;
-  }
-  check_globals(stats, options, reader.what());
+  const ByteReader start = reader;
+  Value v = walker.pickle(name, start, stats, [&] {
+    return pickle::unpickle(reader, options.limits, load, &stats, std::ref(calls), build);
+  });
   return calls.failed || numpy::referenced(stats) ? rebuild_tensors(v, reader.what(), &storages)
                                                   : v;
 }
 
-void check_globals(const pickle::Stats& stats, const OpenOptions& options, std::string_view where) {
-  for (const auto& g : stats.globals) {
-    const std::string name = g.module + "." + g.name;
-    if (g.klass == pickle::GlobalClass::dangerous)
-      throw Error(ErrorCode::unsafe_global,
-                  "the pickle references '" + name +
-                      "', which runs code when Python unpickles it (as torch.load without "
-                      "weights_only would); torchport never runs it, and refuses the file. "
-                      "`torchport scan` lists everything it references",
-                  {}, g.first_offset, std::string(where));
-    if (g.klass == pickle::GlobalClass::unknown && !options.allow_unknown_globals &&
-        !pickle::allow_patterns_match(options.allow, g.module, g.name))
-      throw Error(ErrorCode::unsafe_global,
-                  "the pickle references '" + name +
-                      "', which is not on the allow-list (OpenOptions::allow_unknown_globals is "
-                      "false)",
-                  {}, g.first_offset, std::string(where));
-  }
-}
-
-Value run_pickle(ByteReader& reader, const OpenOptions& options,
-                 const pickle::PersistentLoad& persistent, pickle::Stats* stats) {
+Value run_pickle(Walker& walker, std::string_view name, ByteReader& reader,
+                 const OpenOptions& options, const pickle::PersistentLoad& persistent,
+                 pickle::Stats* stats) {
   pickle::Stats local;
   pickle::Stats& s = stats ? *stats : local;
-  Value v;
-  try {
-    v = pickle::unpickle(reader, options.limits, persistent, &s);
-  } catch (const Error&) {
-    check_globals(s, options, reader.what());  // as in run_torch_pickle
-    throw;
-  }
-  check_globals(s, options, reader.what());
-  return v;
+  const ByteReader start = reader;
+  return walker.pickle(name, start, s,
+                       [&] { return pickle::unpickle(reader, options.limits, persistent, &s); });
 }
 
 }  // namespace torchport::formats

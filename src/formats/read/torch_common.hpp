@@ -11,6 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "formats/read/walk.hpp"
 #include "torchport/core/dtype.hpp"
 #include "torchport/core/limits.hpp"
 #include "torchport/core/value.hpp"
@@ -79,19 +80,17 @@ class StorageSet {
 Value rebuild_tensors(const Value& root, std::string_view where,
                       const StorageSet* storages = nullptr);
 
-/// Applies the global policy to what a pickle referenced: a dangerous global
-/// is an Error(unsafe_global); an unknown one too unless allowed.
-void check_globals(const pickle::Stats& stats, const OpenOptions& options, std::string_view where);
-
-/// Runs one pickle with the options' limits and the global policy.
-Value run_pickle(ByteReader& reader, const OpenOptions& options,
-                 const pickle::PersistentLoad& persistent = {}, pickle::Stats* stats = nullptr);
+/// Runs one pickle (named `name` for the walker) with the options' limits,
+/// through `walker` (which applies its policy to the globals).
+Value run_pickle(Walker& walker, std::string_view name, ByteReader& reader,
+                 const OpenOptions& options, const pickle::PersistentLoad& persistent = {},
+                 pickle::Stats* stats = nullptr);
 
 /// Runs the pickle of a torch object (`run_pickle`, then `rebuild_tensors`)
 /// without copying its tree: tensors are built by a `pickle::CallHook` as
 /// the pickle runs. When one cannot be built, the tree goes through
 /// `rebuild_tensors`, which reports the error with its key path.
-Value run_torch_pickle(ByteReader& reader, const OpenOptions& options,
-                       const pickle::PersistentLoad& persistent);
+Value run_torch_pickle(Walker& walker, std::string_view name, ByteReader& reader,
+                       const OpenOptions& options, const pickle::PersistentLoad& persistent);
 
 }  // namespace torchport::formats
