@@ -945,6 +945,10 @@ adv("posixsubprocess_fork_exec.pkl", stack_call("_posixsubprocess", "fork_exec")
     "fickling GHSA-m6fh-58r7-x697: _posixsubprocess")
 
 
+adv("protocol0_text_payload.txt", b"cposix\nsystem\n(S'" + CMD.encode() + b"'\ntR.", "posix.system",
+    "picklescan GHSA-769v-p64c-89pr / CVE-2025-1889 (any name): a protocol-0 pickle is plain ASCII text")
+
+
 def zip_bad_crc(pkl):
     data = bytearray(torch_zip(pkl))
     data[14:18] = b"\x00\x00\x00\x00"  # the first local header's CRC-32
