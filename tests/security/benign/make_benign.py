@@ -64,19 +64,20 @@ def torch_bytes(obj, legacy=False):
 
 def stable_legacy_keys(data):
     """The legacy format names storages by their address (str(_cdata)): each
-    key, in the object pickle and in the storage-key list (the fifth pickle),
-    becomes its index, zero-padded to the same length, so that the bytes are
-    the same on every run."""
+    key, a BINUNICODE in the object pickle and in the storage-key list (the
+    fifth pickle; protocol 2 has no frames), becomes its index, so that the
+    bytes are the same on every run."""
     f = io.BytesIO(data)
     for _ in range(4):
         for _op in pickletools.genops(f):
             if _op[0].name == "STOP":
                 break
     keys = [arg for op, arg, _ in pickletools.genops(f) if op.name.endswith("UNICODE")]
+    assert len(keys) == 1, keys  # more would be stored in the order of their addresses
     for i, k in enumerate(keys):
-        new = str(i).rjust(len(k), "0")
-        assert data.count(k.encode()) == 2, k  # the object pickle's persistent id and the key list
-        data = data.replace(k.encode(), new.encode())
+        was = b"X" + struct.pack("<I", len(k)) + k.encode()
+        assert data.count(was) >= 2, k  # the object pickle's persistent ids and the key list
+        data = data.replace(was, b"X" + struct.pack("<I", len(str(i))) + str(i).encode())
     return data
 
 
@@ -107,8 +108,16 @@ def state_dict():
     ])
 
 
+def one_storage_state_dict():
+    """Views of one storage: the legacy format orders storages by address,
+    so one storage keeps its bytes the same on every run."""
+    flat = torch.arange(19, dtype=torch.float32) / 4
+    return collections.OrderedDict([("embed.weight", flat[:12].view(4, 3)), ("norm.weight", flat[12:15]),
+                                    ("head.bias", flat[15:])])
+
+
 CHECKPOINT = torch_bytes(state_dict())
-LEGACY = torch_bytes(state_dict(), legacy=True)
+LEGACY = torch_bytes(one_storage_state_dict(), legacy=True)
 
 # --- the tar format: the crafted builder without a payload -------------------
 TAR = mc.tar_checkpoint()
@@ -211,7 +220,7 @@ for tag, ext, comp, decomp in (("gzip", ".pkl.gz", mc.gz, gzip.decompress),
 # Tensors through torch._utils._rebuild_tensor_v2: a legacy torch.save,
 # gzipped (torch.load(gzip.open(f)) reads it).
 LEGACY_GZ = mc.gz(LEGACY)
-assert same(torch.load(io.BytesIO(gzip.decompress(LEGACY_GZ))), state_dict())
+assert same(torch.load(io.BytesIO(gzip.decompress(LEGACY_GZ))), one_storage_state_dict())
 entry("compressed/legacy_checkpoint.pt.gz",
       source="a legacy-format torch.save (tensors by _rebuild_tensor_v2), gzipped: its raw storage bytes follow "
              "the pickles", data=LEGACY_GZ)
