@@ -4,20 +4,37 @@
 # ones. Run by hand (not in CI); the results go to bench/results.md.
 #
 #   bash bench/scan_compare.sh [TORCHPORT_BINARY]
+#   SUMMARY_ONLY=1 bash bench/scan_compare.sh   # the summary of an existing $OUT
 #
 # Needs, outside the repository (nothing of it is committed):
 #   $SCANNERS/picklescan, $SCANNERS/modelscan, $SCANNERS/fickling: checkouts
 #     of the three scanners' public sources (default SCANNERS=/tmp/scanners);
-#     their test samples are the malicious corpus;
+#     their test samples join the corpus (picklescan's, labelled as its
+#     tests label them; modelscan's two committed ones);
 #   for modelscan, Debian's python3-click, python3-rich and python3-tomlkit.
-# Every scanner runs from its source with /usr/bin/python3 (PYTHONPATH), on
-# every file of the corpus (torchport: one process per file, 60 s each). None
-# of them unpickles: they read opcodes. Never point torch.load or
-# pickle.load at this corpus.
+# Our own corpus: every entry of tests/security/crafted/expected.json
+# (code-running files and folders; the few expected unscannable or
+# truncated are labelled "fail-closed") and of
+# tests/security/benign/expected.json (benign files of the same shapes;
+# those expected truncated are "benign-damaged"), files and folders alike (a
+# Hugging Face snapshot is a folder of symlinks into ../../blobs, copied as
+# symlinks), plus our reader fixtures (real torch files). Every scanner runs
+# from its source with /usr/bin/python3 (PYTHONPATH), on every file or
+# folder of the corpus (torchport: one process each, 60 s each). None of
+# them unpickles: they read opcodes. Never point torch.load, np.load,
+# joblib.load or pickle.load at this corpus.
 #
-# Output: one TSV line per file (label, source, file, then each scanner's
-# result: 1 detected, 0 passed, E error or not run) in $OUT, and the summary
-# table on stdout.
+# Output: one TSV line per file or folder in $OUT: label, group (the
+# technique: our crafted/ or benign/ subfolder, "(reads on)" when only a
+# loader that reads on reaches the payload), expected verdict (ours; "-"
+# for the other scanners' samples), path in the corpus, then each
+# scanner's result: 1 detected, 0 passed, E error or not run. For
+# torchport the exit status: 1, 0, or 2 (the rewritten scanner's
+# unscannable/truncated/malformed; the scanner before the rewrite exits 1
+# for malformed too), E for a timeout or crash; torchport_verdict lists
+# the verdicts its --json names. The summary (per group, then totals) goes
+# to stdout; torchport's cells add "[N unsafe]", the files it called
+# unsafe (its verdict, not its exit status).
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,20 +44,90 @@ CORPUS=${CORPUS:-/tmp/scan_corpus}
 OUT=${OUT:-/tmp/scan_compare.tsv}
 PY=/usr/bin/python3
 
-# --- the corpus: label/source/name ------------------------------------------
+# --- the summary -------------------------------------------------------------------
+summary() {
+$PY - "$OUT" <<'EOF'
+import csv, sys, collections
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+names = ["torchport", "picklescan", "modelscan", "fickling"]
+ok = {n: "yes" if any(r[n] != "E" for r in rows) else "no" for n in names}  # not run: no result at all
+WHAT = {"malicious": "detected", "code": "detected (code: whole module, TorchScript)",
+        "object-arrays": "flagged", "fail-closed": "flagged (expected unscannable/truncated)",
+        "benign": "false positives", "benign-damaged": "flagged (expected truncated)"}
+
+# A folder's verdict is the worst of its files'.
+ORDER = ["unsafe", "unscannable", "truncated", "malformed", "clean", "not-a-model-file", "unrecognized"]
+def worst(v):
+    vs = [x for x in v.split("+") if x in ORDER]
+    return min(vs, key=ORDER.index) if vs else v
+
+def cell(rs, n):
+    if ok[n] != "yes":
+        return "not run"
+    hit = sum(r[n] == "1" for r in rs)
+    two = sum(r[n] == "2" for r in rs)
+    err = sum(r[n] == "E" for r in rs)
+    out = f"{hit}"
+    if two:
+        out += f" (+{two} exit 2)"
+    if err:
+        out += f" ({err} errors)"
+    if n == "torchport":  # exit 1 is unsafe or (before the rewrite) malformed: how many said unsafe
+        out += f" [{sum(worst(r['torchport_verdict']) == 'unsafe' for r in rs)} unsafe]"
+    return out
+
+groups = collections.OrderedDict()
+for r in rows:
+    groups.setdefault((r["label"], r["group"]), []).append(r)
+print("| files | n | " + " | ".join(names) + " |")
+print("|---|---:|" + "---:|" * len(names))
+for (label, group), rs in groups.items():
+    print(f"| {label} ({group}): {WHAT.get(label, 'flagged')} | {len(rs)} | "
+          + " | ".join(cell(rs, n) for n in names) + " |")
+print()
+print("Totals:")
+print("| files | n | " + " | ".join(names) + " |")
+print("|---|---:|" + "---:|" * len(names))
+for title, pick in (
+        ("code-running: our crafted files and folders", lambda r: r["label"] == "malicious" and r["group"].startswith("crafted")),
+        ("code-running: ... of which only a loader that reads on reaches", lambda r: r["label"] == "malicious" and r["group"].endswith("(reads on)")),
+        ("code-running: picklescan's and modelscan's samples", lambda r: r["label"] == "malicious" and not r["group"].startswith("crafted")),
+        ("fail-closed (expected unscannable/truncated)", lambda r: r["label"] == "fail-closed"),
+        ("benign, expected clean or not-a-model-file: false positives", lambda r: r["label"] == "benign"),
+        ("benign, expected truncated", lambda r: r["label"] == "benign-damaged")):
+    rs = [r for r in rows if pick(r)]
+    print(f"| {title} | {len(rs)} | " + " | ".join(cell(rs, n) for n in names) + " |")
+ours = [r for r in rows if r["expected"] != "-"]
+match = sum(1 for r in ours if worst(r["torchport_verdict"]) == r["expected"])
+print(f"\ntorchport's --json verdict (a folder's: the worst of its files') equals the expected one on "
+      f"{match} of {len(ours)} of our files and folders")
+EOF
+echo "per-file results: $OUT"
+}
+
+if [ -n "${SUMMARY_ONLY:-}" ]; then
+  summary
+  exit 0
+fi
+
+# --- the corpus: label, group, expected verdict, path --------------------------
+WORK=$(mktemp -d)
+ITEMS=$WORK/items # label \t group \t expected \t path
+: >"$ITEMS"
 rm -rf "$CORPUS"
 mkdir -p "$CORPUS"
-add() {  # label source file
+add() { # label source file
   local dest="$CORPUS/$1/$2"
   mkdir -p "$dest"
   cp "$3" "$dest/"
+  printf '%s\t%s\t-\t%s\n' "$1" "$2" "$dest/$(basename "$3")" >>"$ITEMS"
 }
 # picklescan's samples. Its own tests call these benign; everything else
 # in tests/data and tests/data2 is a malicious sample.
 PS_BENIGN="benign0_v0.pkl benign0_v3.pkl benign0_v4.pkl benign_password_protected.zip pytorch_model.bin
   new_pytorch_model.bin not_a_pickle.bin bad_pytorch.pt int_array.npy int_arrays.npz int_arrays_compressed.npz"
 # numpy object arrays of plain data: np.load(allow_pickle=True) unpickles
-# numpy's own reconstructors, which are not on torch's allow-list.
+# numpy's own reconstructors.
 PS_OBJECT="object_array.npy object_arrays.npz object_arrays_compressed.npz"
 for f in "$SCANNERS"/picklescan/tests/data/* "$SCANNERS"/picklescan/tests/data2/*; do
   [ -f "$f" ] || continue
@@ -56,53 +143,99 @@ done
 # modelscan's committed samples (its other samples are generated by its tests).
 [ -f "$SCANNERS/modelscan/tests/data/unsafe_zip_pytorch.pt" ] &&
   add malicious modelscan "$SCANNERS/modelscan/tests/data/unsafe_zip_pytorch.pt"
-[ -f "$SCANNERS/modelscan/tests/data/password_protected.zip" ] &&  # an encrypted, empty test.txt
+[ -f "$SCANNERS/modelscan/tests/data/password_protected.zip" ] && # an encrypted, empty test.txt
   add benign modelscan "$SCANNERS/modelscan/tests/data/password_protected.zip"
-# Our crafted code-running files, and our benign fixtures (real torch files).
-for f in "$HERE"/tests/security/crafted/*; do
-  case "$f" in *.py | *.json) continue ;; esac
-  add malicious crafted "$f"
-done
+# Our crafted and benign corpora, copied whole (symlinks kept), one item per
+# expected.json entry.
+mkdir -p "$CORPUS/ours"
+cp -a "$HERE/tests/security/crafted" "$HERE/tests/security/benign" "$CORPUS/ours/"
+cat >"$WORK/items.py" <<'EOF'
+import json, os, sys
+root = sys.argv[1]
+for which in ("crafted", "benign"):
+    for e in json.load(open(os.path.join(root, which, "expected.json"))):
+        group = e["file"].split("/")[0]
+        if which == "crafted":
+            group = group if "/" in e["file"] else "advisory globals"
+            label = "malicious" if e["verdict"] == "unsafe" else "fail-closed"
+            group = "crafted " + group + (" (reads on)" if e.get("reads_on") else "")
+        else:
+            label = "benign" if e["verdict"] in ("clean", "not-a-model-file") else "benign-damaged"
+            group = "benign " + group
+        print(f"{label}\t{group}\t{e['verdict']}\t{os.path.join(root, which, e['file'])}")
+EOF
+$PY "$WORK/items.py" "$CORPUS/ours" >>"$ITEMS"
+# Our reader fixtures (real torch files).
 for f in "$HERE"/tests/fixtures/*.pt "$HERE"/tests/fixtures/*.pkl; do
   case "$(basename "$f")" in whole_module.pt | torchscript*.pt) add code torchport-fixtures "$f" ;; *) add benign torchport-fixtures "$f" ;; esac
 done
+LIST=$WORK/files
+cut -f4 "$ITEMS" >"$LIST"
 
 # --- the scanners ---------------------------------------------------------------
-# torchport: one process per file (exit 1 = unsafe or malformed). The Python
-# scanners: one process each, importing the scanner once and calling its
-# API on every file, as its CLI would on that one file; each prints
-# "<file>\t<1|0|E>" lines (1 detected, 0 passed, E error). (A driver must
-# not be named like its scanner's package: Python would import the driver.)
-WORK=$(mktemp -d)
-LIST=$WORK/files
-find "$CORPUS" -type f | sort >"$LIST"
+# torchport: one process per file or folder. The Python scanners: one
+# process each, importing the scanner once and calling its API on every
+# path, as its CLI would on that one path (a folder through the scanner's
+# own folder walk; fickling has none: each file under it, symlinks
+# followed, flagged when any file is); each prints "<path>\t<1|0|E>" lines
+# (1 detected, 0 passed, E error). (A driver must not be named like its
+# scanner's package: Python would import the driver.)
 declare -A RESULT
-record() {  # scanner
+record() { # scanner
   local f r
   while IFS=$'\t' read -r f r; do RESULT["$1|$f"]=$r; done
 }
+cat >"$WORK/verdicts.py" <<'EOF'
+# The verdict a `torchport scan --json` output gives (a report's, a
+# folder's), or else the verdicts of the reports it lists, joined by "+";
+# "-" when it is not JSON.
+import json, sys
+try:
+    d = json.load(sys.stdin)
+except Exception:
+    print("-")
+    sys.exit()
+if isinstance(d, dict) and isinstance(d.get("verdict"), str):  # a file, or a folder's summary
+    print(d["verdict"])
+    sys.exit()
+out = set()
+def walk(x):
+    if isinstance(x, list):
+        for y in x:
+            walk(y)
+    elif isinstance(x, dict):
+        if isinstance(x.get("verdict"), str):
+            out.add(x["verdict"])
+        for k in ("files", "reports"):
+            if k in x:
+                walk(x[k])
+walk(d)
+print("+".join(sorted(out)) or "-")
+EOF
 while read -r f; do
-  timeout 60 "$TOOL" scan "$f" >/dev/null 2>&1
-  case $? in 0) RESULT["torchport|$f"]=0 ;; 1) RESULT["torchport|$f"]=1 ;; *) RESULT["torchport|$f"]=E ;; esac
+  json=$(timeout 60 "$TOOL" scan --json "$f" 2>/dev/null)
+  rc=$?
+  case $rc in 0 | 1 | 2) RESULT["torchport|$f"]=$rc ;; *) RESULT["torchport|$f"]=E ;; esac
+  RESULT["torchport_verdict|$f"]=$(printf '%s' "$json" | $PY "$WORK/verdicts.py")
 done <"$LIST"
 
-# picklescan: scan_file_path, as `picklescan -p FILE` (exit 1 when infected
-# files, 2 on a scan error).
+# picklescan: scan_file_path (scan_directory_path for a folder), as
+# `picklescan -p PATH` (exit 1 when infected files, 2 on a scan error).
 cat >"$WORK/run_picklescan.py" <<'EOF'
-import sys
-from picklescan.scanner import scan_file_path
+import os, sys
+from picklescan.scanner import scan_directory_path, scan_file_path
 for path in open(sys.argv[1]).read().split("\n"):
     if not path:
         continue
     try:
-        r = scan_file_path(path)
+        r = scan_directory_path(path) if os.path.isdir(path) else scan_file_path(path)
         print(f"{path}\t{1 if r.infected_files > 0 else ('E' if r.scan_err else 0)}", flush=True)
     except Exception:
         print(f"{path}\tE", flush=True)
 EOF
 record picklescan < <(PYTHONPATH="$SCANNERS/picklescan/src" timeout 1800 $PY "$WORK/run_picklescan.py" "$LIST" 2>/dev/null)
 
-# modelscan: ModelScan(DEFAULT_SETTINGS).scan, as `modelscan -p FILE`
+# modelscan: ModelScan(DEFAULT_SETTINGS).scan, as `modelscan -p PATH`
 # (issues: 1; errors: E; no supported file: 0, modelscan's exit 3).
 cat >"$WORK/run_modelscan.py" <<'EOF'
 import sys, logging
@@ -141,28 +274,40 @@ if "Buffer" not in globals():
         def __buffer__(self, flags: int, /): ...
 EOF
 cat >"$WORK/run_fickling.py" <<'EOF'
-import sys, zipfile, logging
+import os, sys, zipfile, logging
 logging.disable(logging.CRITICAL)
 import fickling
 from fickling import fickle
 from fickling.analysis import Severity, check_safety
 def unsafe(p):
     return check_safety(p).severity > Severity.LIKELY_SAFE
+def check(path):
+    if zipfile.is_zipfile(path):
+        try:
+            from fickling.pytorch import PyTorchModelWrapper
+            return 1 if unsafe(PyTorchModelWrapper(path, force=True).pickled) else 0
+        except Exception:
+            results = list(fickling.scan_zip_archive(path, graceful=True).values())
+            return 1 if any(x.severity > Severity.LIKELY_SAFE for x in results) else 0
+    with open(path, "rb") as f:
+        stacked = fickle.StackedPickle.load(f, fail_on_decode_error=False)
+    return 1 if any(unsafe(p) for p in stacked) else 0
+def check_path(path):
+    if not os.path.isdir(path):
+        return check(path)
+    rs = []
+    for root, _, files in os.walk(path):
+        for name in sorted(files):
+            try:
+                rs.append(check(os.path.join(root, name)))
+            except Exception:
+                rs.append("E")
+    return 1 if 1 in rs else ("E" if "E" in rs else 0)
 for path in open(sys.argv[1]).read().split("\n"):
     if not path:
         continue
     try:
-        if zipfile.is_zipfile(path):
-            try:
-                from fickling.pytorch import PyTorchModelWrapper
-                r = 1 if unsafe(PyTorchModelWrapper(path, force=True).pickled) else 0
-            except Exception:
-                results = list(fickling.scan_zip_archive(path, graceful=True).values())
-                r = 1 if any(x.severity > Severity.LIKELY_SAFE for x in results) else 0
-        else:
-            with open(path, "rb") as f:
-                stacked = fickle.StackedPickle.load(f, fail_on_decode_error=False)
-            r = 1 if any(unsafe(p) for p in stacked) else 0
+        r = check_path(path)
     except Exception:
         r = "E"
     print(f"{path}\t{r}", flush=True)
@@ -170,48 +315,14 @@ EOF
 record fickling < <(PYTHONPATH="$SCANNERS/shim:$SCANNERS/fickling" timeout 1800 $PY "$WORK/run_fickling.py" "$LIST" 2>/dev/null)
 
 SCANNER_NAMES="torchport picklescan modelscan fickling"
-declare -A OK
-for s in $SCANNER_NAMES; do
-  OK[$s]=no
-  while read -r f; do [ -n "${RESULT["$s|$f"]:-}" ] && [ "${RESULT["$s|$f"]}" != E ] && OK[$s]=yes && break; done <"$LIST"
-done
-
-printf 'label\tsource\tfile' >"$OUT"
+printf 'label\tgroup\texpected\tfile' >"$OUT"
 for s in $SCANNER_NAMES; do printf '\t%s' "$s" >>"$OUT"; done
-printf '\n' >>"$OUT"
-while read -r f; do
-  rel=${f#"$CORPUS"/}
-  label=${rel%%/*}
-  rest=${rel#*/}
-  source=${rest%%/*}
-  printf '%s\t%s\t%s' "$label" "$source" "$(basename "$f")" >>"$OUT"
+printf '\ttorchport_verdict\n' >>"$OUT"
+while IFS=$'\t' read -r label group expected f; do
+  printf '%s\t%s\t%s\t%s' "$label" "$group" "$expected" "${f#"$CORPUS"/}" >>"$OUT"
   for s in $SCANNER_NAMES; do printf '\t%s' "${RESULT["$s|$f"]:-E}" >>"$OUT"; done
-  printf '\n' >>"$OUT"
-done <"$LIST"
+  printf '\t%s\n' "${RESULT["torchport_verdict|$f"]:--}" >>"$OUT"
+done <"$ITEMS"
 rm -rf "$WORK"
 
-# --- the summary -------------------------------------------------------------------
-$PY - "$OUT" "${OK[torchport]}" "${OK[picklescan]}" "${OK[modelscan]}" "${OK[fickling]}" <<'EOF'
-import csv, sys, collections
-rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
-names = ["torchport", "picklescan", "modelscan", "fickling"]
-ok = dict(zip(names, sys.argv[2:]))
-groups = collections.OrderedDict()
-for r in rows:
-    groups.setdefault((r["label"], r["source"]), []).append(r)
-print("| files | n | " + " | ".join(names) + " |")
-print("|---|---:|" + "---:|" * len(names))
-for (label, source), rs in groups.items():
-    what = {"malicious": "detected", "code": "detected (code: whole module, TorchScript)",
-            "object-arrays": "flagged"}.get(label, "false positives")
-    cells = []
-    for n in names:
-        if ok[n] != "yes":
-            cells.append("not run")
-            continue
-        hit = sum(r[n] == "1" for r in rs)
-        err = sum(r[n] == "E" for r in rs)
-        cells.append(f"{hit}" + (f" ({err} errors)" if err else ""))
-    print(f"| {label} ({source}): {what} | {len(rs)} | " + " | ".join(cells) + " |")
-EOF
-echo "per-file results: $OUT"
+summary
