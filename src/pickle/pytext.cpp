@@ -317,7 +317,7 @@ bool unescape_repr(std::string_view s, std::string& out) {
 // \UXXXXXXXX are escapes only after an odd number of backslashes. False for
 // a truncated escape, a code point past U+10FFFF, or a lone surrogate
 // (which Python keeps in a str but UTF-8 cannot hold).
-bool raw_unicode_to_utf8(std::string_view s, std::string& out) {
+bool raw_unicode_to_utf8(std::string_view s, std::string& out, bool* surrogate) {
   out.clear();
   auto put = [&](std::uint32_t cp) {
     if (cp < 0x80) {
@@ -357,11 +357,81 @@ bool raw_unicode_to_utf8(std::string_view s, std::string& out) {
     auto [p, ec] = std::from_chars(s.data() + i + 1, s.data() + i + 1 + n, cp, 16);
     if (ec != std::errc() || p != s.data() + i + 1 + n || s[i + 1] == '+' || s[i + 1] == '-')
       return false;
+    if (cp >= 0xd800 && cp <= 0xdfff && surrogate != nullptr) *surrogate = true;
     if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
     put(cp);
     i += 1 + n;
   }
   return true;
+}
+
+namespace {
+
+// A float at the front of `s` as Python reads one (a sign, digits or
+// inf/nan), advancing `s`; false when none is there.
+bool leading_float(std::string_view& s, double& out) {
+  std::string_view t = s;
+  bool negative = false;
+  if (!t.empty() && (t.front() == '+' || t.front() == '-')) {
+    negative = t.front() == '-';
+    t.remove_prefix(1);
+  }
+  if (t.empty() || t.front() == '+' || t.front() == '-') return false;
+  double v = 0;
+  const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec != std::errc() && ec != std::errc::result_out_of_range) return false;
+  if (ec == std::errc::result_out_of_range)
+    v = std::strtod(std::string(t.data(), p).c_str(), nullptr);
+  out = negative ? -v : v;
+  s.remove_prefix(static_cast<std::size_t>(p - s.data()));
+  return true;
+}
+
+}  // namespace
+
+bool parse_complex(std::string_view s, double& re, double& im) {
+  constexpr std::string_view ws = " \t\n\r\v\f";
+  const auto trim = [&](std::string_view& t) {
+    while (!t.empty() && ws.find(t.front()) != std::string_view::npos) t.remove_prefix(1);
+    while (!t.empty() && ws.find(t.back()) != std::string_view::npos) t.remove_suffix(1);
+  };
+  trim(s);
+  if (!s.empty() && s.front() == '(') {
+    if (s.back() != ')') return false;
+    s = s.substr(1, s.size() - 2);
+    trim(s);
+  }
+  if (s.empty()) return false;
+  re = 0;
+  im = 0;
+  const auto is_j = [](char c) { return c == 'j' || c == 'J'; };
+  double x = 0;
+  std::string_view rest = s;
+  if (leading_float(rest, x)) {
+    if (rest.empty()) {  // "1.5": real only
+      re = x;
+      return true;
+    }
+    if (is_j(rest.front()) && rest.size() == 1) {  // "2j": imaginary only
+      im = x;
+      return true;
+    }
+    if (rest.front() != '+' && rest.front() != '-') return false;
+    re = x;  // "1+2j", "1-j"
+  }
+  // What is left is the imaginary part: "+2j", "-j", "j".
+  if (rest.size() >= 1 && is_j(rest.back())) {
+    std::string_view imag = rest.substr(0, rest.size() - 1);
+    if (imag.empty() || imag == "+" || imag == "-") {
+      im = imag == "-" ? -1.0 : 1.0;
+      return true;
+    }
+    double y = 0;
+    if (!leading_float(imag, y) || !imag.empty()) return false;
+    im = y;
+    return true;
+  }
+  return false;
 }
 
 }  // namespace torchport::pickle::pytext

@@ -28,10 +28,16 @@ double parse_float(std::string_view line);
 /// LONG1/LONG4's little-endian two's complement bytes, in the one form of
 /// the number (sign bytes it does not need dropped).
 Value long_from_bytes(std::span<const std::byte> b);
+/// `complex(s)` of a str, as Python reads it: white space around, optional
+/// parentheses, a real part, an imaginary part ending in j, or both
+/// ("1+2j", "-j", "(3.5)", "infj"). False for what Python refuses.
+bool parse_complex(std::string_view s, double& re, double& im);
 /// STRING's quoted Python 2 literal, as codecs.escape_decode resolves it.
 bool unescape_repr(std::string_view s, std::string& out);
-/// UNICODE's raw-unicode-escape text, to UTF-8 (a lone surrogate refused).
-bool raw_unicode_to_utf8(std::string_view s, std::string& out);
+/// UNICODE's raw-unicode-escape text, to UTF-8. False for what Python
+/// refuses, and for a lone surrogate (a str in Python, which UTF-8 cannot
+/// hold; `*surrogate` is set then).
+bool raw_unicode_to_utf8(std::string_view s, std::string& out, bool* surrogate = nullptr);
 /// The Latin-1 bytes of a UTF-8 string (false past U+00FF).
 bool utf8_to_latin1(const std::string& in, std::string& out);
 

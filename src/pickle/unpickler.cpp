@@ -208,6 +208,15 @@ class Machine {
   // --- opcodes with semantics ---------------------------------------------
   void global(std::string module, std::string name);
   void note_use(const Value& v, bool build);
+  // How a container opcode on the wrong kind is refused: CPython calls the
+  // target's own methods (append, extend, add, __setitem__), which an
+  // object of any class may have, and a bytearray (bytes here) has append
+  // and extend; refusing those is the VM's own limit, not the bytes' fault.
+  static ErrorCode foreign(const Value& target, bool appends) {
+    return target.is(Value::Kind::Object) || (appends && target.is(Value::Kind::Bytes))
+               ? ErrorCode::unsupported
+               : ErrorCode::corrupt;
+  }
   // SETITEM on a list, as Python's list.__setitem__: an int index within
   // the list (negative from the end), else the error Python raises.
   void set_list_item(Value& list, const Value& key, Value v) {
@@ -343,6 +352,18 @@ void Machine::call(Value callable, Value args) {
   if (g.is("builtins", "complex")) {
     double re = 0, im = 0;
     if (a.size() > 2) fail(ErrorCode::corrupt, "complex takes at most 2 arguments");
+    const auto number = [](const Value& v) {
+      return v.is(Value::Kind::Int) || v.is(Value::Kind::Float) || v.is(Value::Kind::Bool);
+    };
+    if (a.size() == 1 && a[0].is(Value::Kind::Str)) {  // complex('1+2j')
+      if (!parse_complex(a[0].as_str(), re, im))
+        fail(ErrorCode::corrupt, "complex() of " + a[0].repr(2) + ", which Python refuses");
+      return push(Value::complex(re, im));
+    }
+    for (const Value& x : a)
+      if (!number(x))
+        fail(x.is(Value::Kind::Str) ? ErrorCode::corrupt : ErrorCode::unsupported,
+             "complex() of " + args.repr(3));
     if (!a.empty()) re = a[0].as_float();
     if (a.size() == 2) im = a[1].as_float();
     return push(Value::complex(re, im));
@@ -400,8 +421,20 @@ void Machine::build() {
   } else if (target.is(Value::Kind::Dict)) {
     // An OrderedDict's instance attributes: torch stores `_metadata` (module
     // versions) this way. They hold no tensors that belong to the dict.
-    if (!state.is(Value::Kind::Dict))
-      fail(ErrorCode::corrupt, "BUILD of a dict with " + std::string(state.kind_name()) + " state");
+    // The state Python's BUILD takes apart: a dict, or (dict or None,
+    // slot dict or None); torch's weights_only loader also updates the
+    // attributes from a list of pairs, as dict.update does.
+    const auto attributes = [](const Value& v) { return v.is_none() || v.is(Value::Kind::Dict); };
+    const bool pairs =
+        state.is(Value::Kind::List) &&
+        std::all_of(state.items().begin(), state.items().end(), [](const Value& kv) {
+          return (kv.is(Value::Kind::Tuple) || kv.is(Value::Kind::List)) && kv.size() == 2;
+        });
+    const bool slots = state.is(Value::Kind::Tuple) && state.size() == 2 &&
+                       attributes(state.items()[0]) && attributes(state.items()[1]);
+    if (!state.is(Value::Kind::Dict) && !pairs && !slots)
+      fail(ErrorCode::unsupported,
+           "BUILD of a dict with " + std::string(state.kind_name()) + " state " + state.repr(3));
   } else {
     fail(ErrorCode::corrupt, "BUILD on a " + std::string(target.kind_name()) +
                                  " (only objects and OrderedDicts can be built)");
@@ -579,8 +612,11 @@ Value Machine::run() {
       }
       case UNICODE: {
         std::string out;
-        if (!raw_unicode_to_utf8(arg.text, out))
-          fail(ErrorCode::corrupt,
+        // (A lone surrogate is a str in Python, which UTF-8 cannot hold: the
+        // VM's own refusal; a truncated escape is Python's too.)
+        bool surrogate = false;
+        if (!raw_unicode_to_utf8(arg.text, out, &surrogate))
+          fail(surrogate ? ErrorCode::unsupported : ErrorCode::corrupt,
                "UNICODE has a bad escape, or a lone surrogate UTF-8 cannot hold");
         push(Value::str(std::move(out)));
         break;
@@ -644,7 +680,7 @@ Value Machine::run() {
         Value item = pop();
         Value& list = top();
         if (!list.is(Value::Kind::List))
-          fail(ErrorCode::corrupt,
+          fail(foreign(list, true),
                "APPEND to a " + std::string(list.kind_name()) + " (only lists)");
         count_items(1);
         list.append(std::move(item));
@@ -655,7 +691,7 @@ Value Machine::run() {
         auto items = pop_mark();
         Value& list = top();
         if (!list.is(Value::Kind::List))
-          fail(ErrorCode::corrupt,
+          fail(foreign(list, true),
                "APPENDS to a " + std::string(list.kind_name()) + " (only lists)");
         count_items(items.size());
         list.reserve(list.size() + items.size());  // grows geometrically
@@ -667,7 +703,7 @@ Value Machine::run() {
         auto items = pop_mark();
         Value& set = top();
         if (!set.is(Value::Kind::Set))
-          fail(ErrorCode::corrupt,
+          fail(foreign(set, false),
                "ADDITEMS to a " + std::string(set.kind_name()) + " (only sets)");
         count_items(items.size());
         for (auto& i : items) set.append(std::move(i));
@@ -683,7 +719,7 @@ Value Machine::run() {
           break;
         }
         if (!d.is(Value::Kind::Dict))
-          fail(ErrorCode::corrupt,
+          fail(foreign(d, false),
                "SETITEM on a " + std::string(d.kind_name()) + " (only dicts and lists)");
         d.insert(std::move(k), std::move(v));
         check_container(d);
@@ -707,7 +743,7 @@ Value Machine::run() {
           break;
         }
         if (!d.is(Value::Kind::Dict))
-          fail(ErrorCode::corrupt,
+          fail(foreign(d, false),
                "SETITEMS on a " + std::string(d.kind_name()) + " (only dicts and lists)");
         count_items((stack_.size() - mark) / 2);
         d.reserve(d.size() + (stack_.size() - mark) / 2);  // grows geometrically

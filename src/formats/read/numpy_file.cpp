@@ -355,7 +355,14 @@ Value read_npy(const Source& src, const OpenOptions& options, Walker& walker) {
     // np.load(allow_pickle=True) runs pickle.load on the rest of the file.
     ByteReader r(src.bytes(), where);
     r.seek(h.data);
-    return run_pickle(walker, "npy:object-array", r, options);
+    Value v = run_pickle(walker, "npy:object-array", r, options);
+    // np.load reads one pickle; a loader reading on reads what follows.
+    if (walker.lists_parts() && !r.at_end()) {
+      const std::uint64_t at = r.pos(), n = r.remaining();
+      walker.part({PartRole::stream, "after the array's pickle", at, n, 0,
+                   [src, at, n] { return src.slice(at, n, src.name()); }});
+    }
+    return v;
   }
   if (h.element.kind != Element::Kind::number)
     throw Error(ErrorCode::unsupported,

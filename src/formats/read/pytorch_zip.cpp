@@ -184,7 +184,14 @@ Value read_pickle(const std::shared_ptr<const Archive>& a, const ZipEntry& entry
   ByteReader r(pkl.bytes(), a->zip.source().name() + ":" + entry.name,
                entry.method == 0 ? entry.data_offset : 0);
   StorageResolver resolve(a, storage_dir, walker, named);
-  return run_torch_pickle(walker, entry.name, r, options, std::ref(resolve));
+  Value v = run_torch_pickle(walker, entry.name, r, options, std::ref(resolve));
+  // torch reads one pickle of the record; a loader reading on reads what follows.
+  if (walker.lists_parts() && !r.at_end()) {
+    const std::uint64_t at = r.pos(), n = r.remaining();
+    walker.part({PartRole::stream, entry.name + " (after its pickle)", r.file_offset(), n, 0,
+                 [pkl, at, n] { return pkl.slice(at, n, pkl.name()); }});
+  }
+  return v;
 }
 
 std::string lower(std::string_view s) {
@@ -245,6 +252,13 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
   if (entries.empty())
     throw Error(ErrorCode::not_a_checkpoint, "the zip archive is empty", {}, std::nullopt,
                 source.name());
+  // No data.pkl in any folder: a zip of something else, whatever its layout.
+  if (std::none_of(entries.begin(), entries.end(),
+                   [](const ZipEntry& e) { return record_kind(e.name) == Kind::pickle; }))
+    throw Error(ErrorCode::not_a_checkpoint,
+                "zip archive without data.pkl; not a PyTorch checkpoint (a zip of something "
+                "else?)",
+                {}, std::nullopt, source.name());
   // As torch's reader (PyTorchFileReader::init) does: the folder of the
   // first record in the directory names the archive, and every record is
   // looked up under it (miniz ignoring ASCII case); a first record outside

@@ -773,9 +773,9 @@ void FileScan::walk_file(const std::string& forced_format) {
     r_.format = cat.format();  // more precise than the sniff: "torchscript", "pickle", ...
     r_.tensors = cat.size();
   } catch (const Error& e) {
-    // A gzip stream that holds no record of ours: a compressed file.
-    if (e.code() == ErrorCode::not_a_checkpoint && format == Format::torchport_record &&
-        looks_like_gzip(src_.bytes())) {
+    // A gzip stream the record reader refuses: a compressed file (of a
+    // pickle, say), judged by what it holds.
+    if (format == Format::torchport_record && looks_like_gzip(src_.bytes())) {
       r_.reading.clear();
       gzip_wrapper();
       return;

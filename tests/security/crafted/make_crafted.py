@@ -18,8 +18,8 @@ stacked/ (a payload after 64 and 300 pickles), vm_refuses/ (constructs
 CPython accepts and torchport's VM refuses) and advisories/ (2025-2026
 advisories against picklescan, modelscan, fickling). Entries with
 "reads_on": true hold a payload only a loader that reads on would reach.
-A verdict is unsafe, unscannable, truncated or malformed (never clean); a
-payload runs at most `touch /tmp/torchport-pwned`.
+A verdict is unsafe, unscannable, truncated or malformed (clean only for the
+vm_refuses/ constructs the VM has learnt to read); a payload runs at most `touch /tmp/torchport-pwned`.
 
 The pickles are written opcode by opcode: nothing here imports the modules
 the files name, and nothing unpickles them. Never load these files with
@@ -830,10 +830,19 @@ def vm_construct(name):
     raise KeyError(name)
 
 
+# The constructs the VM has since learnt to read as CPython does: alone they
+# are clean (the only clean entries here), their payloads still unsafe.
+VM_FOLLOWS = {"setitem_on_list", "setitems_on_list", "mark_open_at_stop", "complex_of_string",
+              "build_ordereddict_slotstate"}
+
 for name, proto, body, value, what in VM_REFUSES:
     alone = proto + body + b"."
-    entry(f"vm_refuses/{name}.pkl", verdict="unscannable", glob="", reason="vm-refuses", dangerous=False,
-          source=f"CPython accepts: {what}; clean only if the VM learns it", data=alone)
+    if name in VM_FOLLOWS:
+        entry(f"vm_refuses/{name}.pkl", verdict="clean", glob="", reason="", dangerous=False,
+              source=f"CPython accepts: {what}; the VM reads it as CPython does", data=alone)
+    else:
+        entry(f"vm_refuses/{name}.pkl", verdict="unscannable", glob="", reason="vm-refuses", dangerous=False,
+              source=f"CPython accepts: {what}; clean only if the VM learns it", data=alone)
     inside = proto + body + (b"0" if value else b"") + payload_body() + b"."
     entry(f"vm_refuses/{name}_payload_inside.pkl", glob="posix.system",
           source=f"issue 26: a payload after a construct the VM refuses, same pickle ({what})", data=inside)
