@@ -1,0 +1,105 @@
+// The one walk: open() and scan() read a file through the same readers, so
+// every pickle open() runs is one scan() judged (same name, same offset),
+// and every member a scan judges is one the reader named. A walker that
+// records what the reader meets checks both against open() and scan().
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include <torchport/torchport.hpp>
+
+#include "formats/read/walk.hpp"
+#include "security/hostile.hpp"
+#include "support/fixtures.hpp"
+
+namespace torchport::test {
+namespace {
+
+// Records each pickle the reader runs, and each part it names; runs every
+// pickle under open()'s policy.
+class Recorder final : public formats::Walker {
+ public:
+  explicit Recorder(const OpenOptions& o) : load_(o) {}
+  bool lists_parts() const noexcept override { return true; }
+  void part(formats::Part p) override { parts.insert(p.name); }
+  Value pickle(std::string_view name, const ByteReader& start, pickle::Stats& stats,
+               const std::function<Value()>& run) override {
+    pickles.insert(std::string(name) + "@" + std::to_string(start.file_offset()));
+    return load_.pickle(name, start, stats, run);
+  }
+  std::set<std::string> pickles;
+  std::set<std::string> parts;
+
+ private:
+  formats::LoadWalker load_;
+};
+
+TEST(Walk, OpenAndScanReadTheSamePickles) {
+  std::size_t files = 0;
+  for (const char* name :
+       {"checkpoint.pt", "legacy.pt", "tar.pt", "torchscript.pt", "whole_module.pt", "deflated.pt",
+        "protocol0.pt", "protocol5.pt", "plain_protocol2.pkl", "views.pt",
+        "numpy/training_numpy.pt", "numpy/training_numpy_legacy.pt"}) {
+    const auto path = fixture(name);
+    if (!std::filesystem::exists(path)) continue;
+    ++files;
+    const Source src = Source::map_file(path);
+    const OpenOptions o;
+    Recorder rec(o);
+    const TensorCatalog walked = formats::walk(src, o, rec);
+    const TensorCatalog opened = open(src, o);
+    // The walk is open(): the same tensors.
+    ASSERT_EQ(walked.size(), opened.size()) << name;
+    for (std::size_t i = 0; i < walked.size(); ++i)
+      EXPECT_EQ(walked.tensors()[i].name, opened.tensors()[i].name) << name;
+    // Every pickle the reader ran, scan() judged, at the same offset.
+    const ScanReport r = scan(src);
+    std::set<std::string> judged;
+    for (const auto& p : r.pickles) judged.insert(p.name + "@" + std::to_string(p.offset));
+    ASSERT_FALSE(rec.pickles.empty()) << name;
+    for (const auto& p : rec.pickles) EXPECT_TRUE(judged.count(p)) << name << ": " << p;
+    // And scan() judged nothing the reader did not meet (its members are
+    // parts the reader named).
+    for (const auto& m : r.members) {
+      const std::string member = m.path.substr(m.path.rfind('!') + 1);
+      EXPECT_TRUE(rec.parts.count(member)) << name << ": " << member;
+    }
+  }
+  EXPECT_GE(files, 8u);
+}
+
+// A zip checkpoint with records torch does not read: the reader names
+// them, open() ignores them, scan() judges each by its content (a payload
+// there is found though torch.load would never reach it).
+TEST(Walk, MembersTheReaderDoesNotReadAreJudged) {
+  const std::string data = Pk().ordered_dict().stop();
+  std::vector<ZipMember> members = {
+      {"archive/data.pkl", data},
+      {"archive/version", "3\n"},
+      {"archive/extra/notes.txt", "a note\n"},
+      {"archive/extra/cache.pkl", Pk().call("posix", "system").stop()}};
+  const std::string zip = zip_archive(members);
+  const Source src = Source::borrow(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(zip.data()), zip.size()),
+      "m.pt");
+  Recorder rec{OpenOptions{}};
+  EXPECT_EQ(formats::walk(src, OpenOptions{}, rec).size(), 0u);
+  EXPECT_TRUE(rec.parts.count("archive/extra/cache.pkl"));
+  EXPECT_TRUE(rec.parts.count("archive/extra/notes.txt"));
+  EXPECT_EQ(open(src).size(), 0u);  // torch.load reads data.pkl only
+  const ScanReport r = scan(src);
+  EXPECT_EQ(r.verdict, ScanVerdict::unsafe);
+  ASSERT_EQ(r.members.size(), 2u);
+  for (const auto& m : r.members) {
+    if (m.path.ends_with("notes.txt")) {
+      EXPECT_EQ(m.verdict, ScanVerdict::not_a_model_file);
+    } else {
+      EXPECT_EQ(m.verdict, ScanVerdict::unsafe) << m.path;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace torchport::test
