@@ -76,7 +76,7 @@ endfunction()
 set(pc_libdir "-L\${libdir}")
 set(v " = ${PROJECT_VERSION}")
 torchport_pkg_config(torchport-read "torchport: reading and writing checkpoints (core, io, pickle, formats, open)"
-                     "" "zlib" "${pc_libdir} -ltorchport-read" "-lpthread" "-I\${includedir} -std=c++20")
+                     "" "zlib liblzma" "${pc_libdir} -ltorchport-read" "-lbz2 -lpthread" "-I\${includedir} -std=c++20")
 if(TARGET torchport_record)
   torchport_pkg_config(torchport-record "torchport: typed modules (loading, export, torchport's record files)" "torchport-read${v}"
                        "libpcre2-8" "${pc_libdir} -ltorchport-record" "" "")

@@ -13,7 +13,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ clang pkg-config
-  zlib1g-dev nlohmann-json3-dev libmsgpack-cxx-dev libpcre2-dev
+  zlib1g-dev libbz2-dev liblzma-dev nlohmann-json3-dev libmsgpack-cxx-dev libpcre2-dev
   libcli11-dev libfmt-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )

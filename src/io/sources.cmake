@@ -2,7 +2,7 @@
 target_sources(torchport_read_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/atomic_file.cpp
   ${CMAKE_CURRENT_LIST_DIR}/byte_reader.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/gzip.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/compression.cpp
   ${CMAKE_CURRENT_LIST_DIR}/source.cpp
   ${CMAKE_CURRENT_LIST_DIR}/tar.cpp
   ${CMAKE_CURRENT_LIST_DIR}/zip.cpp

@@ -18,7 +18,7 @@
 #include "torchport/detail/checked.hpp"
 #include "torchport/detail/hash.hpp"
 #include "torchport/detail/work.hpp"
-#include "torchport/io/gzip.hpp"
+#include "torchport/io/compression.hpp"
 
 namespace torchport {
 namespace {
@@ -357,7 +357,7 @@ void check_inflate_total(const std::vector<ZipEntry>& entries, std::uint64_t fil
                     std::to_string(limits.max_inflate_total_bytes),
                 {}, std::nullopt, where);
   if (limits.max_inflate_ratio == 0) return;
-  constexpr std::uint64_t kFloor = 16u << 20;  // as for one entry (gzip.cpp)
+  constexpr std::uint64_t kFloor = 16u << 20;  // as for one entry (compression.cpp)
   std::uint64_t by_ratio;
   if (!detail::mul_ok(file_size, limits.max_inflate_ratio, by_ratio)) by_ratio = ~std::uint64_t{0};
   if (total > std::max(kFloor, by_ratio))
@@ -370,13 +370,42 @@ void check_inflate_total(const std::vector<ZipEntry>& entries, std::uint64_t fil
 }
 }  // namespace
 
+std::vector<ZipLocalEntry> zip_local_entries(std::span<const std::byte> b,
+                                             std::uint64_t max_entries) {
+  std::vector<ZipLocalEntry> out;
+  std::size_t pos = 0;
+  while (out.size() < max_entries && pos + kLocalLen <= b.size()) {
+    if (le<std::uint32_t>(b.data() + pos) != kLocalSig) {
+      ++pos;
+      continue;
+    }
+    const std::byte* h = b.data() + pos;
+    const std::uint64_t csize = le<std::uint32_t>(h + 18);
+    const std::size_t name_len = le<std::uint16_t>(h + 26), extra_len = le<std::uint16_t>(h + 28);
+    const std::size_t data = pos + kLocalLen + name_len + extra_len;
+    if (data > b.size()) break;
+    ZipLocalEntry e;
+    e.name.assign(reinterpret_cast<const char*>(h + kLocalLen), name_len);
+    e.flags = le<std::uint16_t>(h + 6);
+    e.method = le<std::uint16_t>(h + 8);
+    e.offset = data;
+    // A size of 0 (data descriptor) or past the end: the rest of the bytes
+    // (a pickle stops at STOP, a compressed stream at its end).
+    const bool to_end = csize == 0 || csize > b.size() - data;
+    e.data = b.subspan(data, to_end ? b.size() - data : static_cast<std::size_t>(csize));
+    out.push_back(std::move(e));
+    pos = to_end ? data : static_cast<std::size_t>(data + csize);
+  }
+  return out;
+}
+
 bool looks_like_zip(std::span<const std::byte> b) noexcept {
   if (b.size() < 4) return false;
   const std::uint32_t sig = le<std::uint32_t>(b.data());
   return sig == kLocalSig || sig == kEndSig;  // local header, or an empty archive
 }
 
-ZipArchive ZipArchive::open(const Source& source, const Limits& limits) {
+ZipArchive ZipArchive::open(const Source& source, const Limits& limits, ZipMethods methods) {
   ZipArchive z;
   z.source_ = source;
   z.limits_ = limits;
@@ -434,11 +463,14 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits) {
                       : "entry is flagged as patch data or strongly encrypted "
                         "(general purpose bits 5, 6), which torch's reader refuses",
                   e.name, std::nullopt, where);
-    if (e.method != 0 && e.method != Z_DEFLATED)
-      throw Error(
-          ErrorCode::unsupported,
-          "compression method " + std::to_string(e.method) + " (only stored and deflate are read)",
-          e.name, std::nullopt, where);
+    if (!zip_method_read(e.method, methods))
+      throw Error(ErrorCode::unsupported,
+                  "compression method " + std::to_string(e.method) + " (" +
+                      zip_method_name(e.method) + "): " +
+                      (methods == ZipMethods::torch
+                           ? "torch's reader (miniz) reads only stored and deflate"
+                           : "Python's zipfile here reads stored, deflate, bzip2 and lzma"),
+                  e.name, std::nullopt, where);
     if (e.method == 0 && e.compressed_size != e.size)
       throw Error(ErrorCode::corrupt,
                   "stored entry declares " + std::to_string(e.compressed_size) +
@@ -550,65 +582,20 @@ namespace {
 
 std::shared_ptr<Storage> inflate_entry(const Source& src, const ZipEntry& e, const Limits& limits) {
   // Checked before anything is allocated: the declared size bounds the
-  // output (a stream that wants to write more is refused below).
+  // output (a stream that wants to write more is refused as it decodes).
   if (e.size > inflate_cap(e.compressed_size, limits))
     throw Error(ErrorCode::limit_exceeded,
-                "deflated entry declares " + std::to_string(e.size) + " bytes, more than " +
+                "compressed entry declares " + std::to_string(e.size) + " bytes, more than " +
                     inflate_cap_reason(e.compressed_size, limits),
                 e.name, e.data_offset, src.name());
   auto out = Storage::allocate(e.size);
   auto dst = out->mutable_bytes();
   const auto in = src.bytes().subspan(static_cast<std::size_t>(e.data_offset),
                                       static_cast<std::size_t>(e.compressed_size));
-  z_stream zs{};
-  if (inflateInit2(&zs, -MAX_WBITS) != Z_OK)
-    throw Error(ErrorCode::io, "zlib inflateInit2 failed", e.name, std::nullopt, src.name());
-  // zlib counts in uInt, so feed and drain at most 1 GiB per call. Once the
-  // declared size is filled, a one-byte probe tells whether the stream
-  // wanted to write more (a zip bomb lying about its size).
-  constexpr std::uint64_t kChunk = 1u << 30;
-  std::uint64_t in_pos = 0, out_pos = 0;
-  Bytef probe = 0;
-  bool probing = false;
-  int rc = Z_OK;
-  while (rc == Z_OK) {
-    if (zs.avail_in == 0 && in_pos < in.size()) {
-      const std::uint64_t n = std::min<std::uint64_t>(kChunk, in.size() - in_pos);
-      zs.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in.data() + in_pos));
-      zs.avail_in = static_cast<uInt>(n);
-      in_pos += n;
-    }
-    if (zs.avail_out == 0) {
-      if (out_pos < dst.size()) {
-        const std::uint64_t n = std::min<std::uint64_t>(kChunk, dst.size() - out_pos);
-        zs.next_out = reinterpret_cast<Bytef*>(dst.data() + out_pos);
-        zs.avail_out = static_cast<uInt>(n);
-        out_pos += n;
-      } else {
-        zs.next_out = &probe;
-        zs.avail_out = 1;
-        probing = true;
-      }
-    }
-    rc = inflate(&zs, Z_NO_FLUSH);
-    if (probing && zs.avail_out == 0) {
-      inflateEnd(&zs);
-      throw Error(ErrorCode::corrupt,
-                  "deflated data inflates past its declared " + std::to_string(e.size) + " bytes",
-                  e.name, e.data_offset, src.name());
-    }
-  }
-  const std::uint64_t produced = probing ? out_pos : out_pos - zs.avail_out;
-  inflateEnd(&zs);
-  detail::count(detail::work().bytes_inflated, produced);
-  if (rc != Z_STREAM_END || produced != e.size)
-    throw Error(ErrorCode::corrupt,
-                "deflated data is damaged or truncated: inflated " + std::to_string(produced) +
-                    " of " + std::to_string(e.size) + " declared bytes",
-                e.name, e.data_offset, src.name());
+  decompress_zip_entry(e.method, in, dst, e.name, e.data_offset, src.name());
   const auto crc = crc32_z(0, reinterpret_cast<const Bytef*>(dst.data()), dst.size());
   if (crc != e.crc32)
-    throw Error(ErrorCode::corrupt, "CRC-32 mismatch after inflating", e.name, e.data_offset,
+    throw Error(ErrorCode::corrupt, "CRC-32 mismatch after decompressing", e.name, e.data_offset,
                 src.name());
   return out;
 }

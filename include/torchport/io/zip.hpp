@@ -11,6 +11,7 @@
 
 #include "torchport/core/limits.hpp"
 #include "torchport/core/storage.hpp"
+#include "torchport/io/compression.hpp"
 #include "torchport/io/source.hpp"
 
 namespace torchport {
@@ -18,7 +19,7 @@ namespace torchport {
 /// One member of a zip archive.
 struct ZipEntry {
   std::string name;          ///< path inside the archive, as the central directory spells it
-  std::uint16_t method = 0;  ///< 0 stored, 8 deflated (nothing else is accepted)
+  std::uint16_t method = 0;  ///< 0 stored, 8 deflate; 12 bzip2 and 14 LZMA under ZipMethods::python
   std::uint64_t compressed_size = 0;  ///< bytes of data in the file
   std::uint64_t size = 0;             ///< uncompressed
   std::uint32_t crc32 = 0;          ///< CRC-32 of the uncompressed data, from the central directory
@@ -33,7 +34,8 @@ struct ZipEntry {
 /// entries to 64 bytes with a local extra field the central directory does
 /// not show; a mapped file's local headers are read with `pread`, so opening
 /// faults in no page of tensor data). It rejects encrypted entries, methods
-/// other than stored and deflate, multi-disk archives, local headers that
+/// other than stored and deflate (and, for `ZipMethods::python`, Python
+/// zipfile's bzip2 and LZMA, as np.load reads .npz files), multi-disk archives, local headers that
 /// disagree with the central directory, and entries that overlap, reach into
 /// the directory or run past the end of the file.
 ///
@@ -52,7 +54,8 @@ class ZipArchive {
   /// \throws Error(not_a_checkpoint) when `source` is no zip archive,
   ///         Error(ambiguous) where readers could disagree (see above),
   ///         Error(corrupt | truncated | unsupported | limit_exceeded) otherwise.
-  static ZipArchive open(const Source& source, const Limits& limits);
+  static ZipArchive open(const Source& source, const Limits& limits,
+                         ZipMethods methods = ZipMethods::torch);
 
   /// The entries, in central directory order.
   const std::vector<ZipEntry>& entries() const noexcept { return entries_; }
@@ -62,10 +65,10 @@ class ZipArchive {
   const Source& source() const noexcept { return source_; }  ///< the archive's bytes
 
   /// The entry's bytes as a storage: a zero-copy view for stored entries, a
-  /// deferred inflate (capped at the declared size and `inflate_cap`,
-  /// CRC-checked) for deflated ones.
+  /// deferred decode (capped at the declared size and `inflate_cap`,
+  /// CRC-checked) for compressed ones.
   std::shared_ptr<Storage> storage(const ZipEntry& entry) const;
-  /// The entry's bytes now, as a `Source` (inflated when deflated).
+  /// The entry's bytes now, as a `Source` (decoded when compressed).
   Source read(const ZipEntry& entry) const;
   /// Recomputes the CRC-32 of an entry's data and compares it with the directory.
   /// \throws Error(corrupt) on a mismatch.
@@ -79,6 +82,23 @@ class ZipArchive {
   std::vector<ZipEntry> entries_;
   std::vector<std::size_t> slots_;  ///< hash of names: entry index + 1, 0 when empty
 };
+
+/// A local header met walking an archive from its front, as a lenient
+/// zip reader (one that ignores the central directory) finds entries.
+struct ZipLocalEntry {
+  std::string name;          ///< as the local header spells it
+  std::uint16_t flags = 0;   ///< general purpose bits (bit 0: encrypted)
+  std::uint16_t method = 0;  ///< compression method
+  std::uint64_t offset = 0;  ///< of its data, in the file
+  /// Its data: the declared compressed size, or to the end of the bytes
+  /// when that size is 0 (a data descriptor follows) or runs past them.
+  std::span<const std::byte> data;
+};
+/// Every local header signature in `bytes`, front to back, stepping over
+/// each entry's declared data; at most `max_entries`. Nothing is checked:
+/// this is the view of the readers `ZipArchive` refuses to disagree with.
+std::vector<ZipLocalEntry> zip_local_entries(std::span<const std::byte> bytes,
+                                             std::uint64_t max_entries);
 
 /// True when `bytes` starts like a zip archive (a local header or an empty
 /// archive's end record).

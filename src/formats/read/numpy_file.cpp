@@ -422,7 +422,7 @@ TensorCatalog read_npz(const ZipArchive& zip, const OpenOptions& options, Walker
 
 TensorCatalog read_numpy(const Source& source, const OpenOptions& options, Walker& walker) {
   if (looks_like_zip(source.bytes())) {
-    const ZipArchive zip = ZipArchive::open(source, options.limits);
+    const ZipArchive zip = ZipArchive::open(source, options.limits, ZipMethods::python);
     if (!is_npz(zip))
       throw Error(ErrorCode::not_a_checkpoint, "a zip archive whose members are not all .npy files",
                   {}, std::nullopt, source.name());

@@ -224,7 +224,9 @@ Kind record_kind(std::string_view name) {
 
 TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options, Walker& walker) {
   auto archive = std::make_shared<Archive>();
-  archive->zip = ZipArchive::open(source, options.limits);
+  // Read as Python's zipfile reads it (np.load's .npz may hold bzip2 and
+  // LZMA members); a torch checkpoint is then held to what miniz reads.
+  archive->zip = ZipArchive::open(source, options.limits, ZipMethods::python);
   const auto& entries = archive->zip.entries();
   // Every record, before anything is checked: what torch never reads is
   // still there for any other reader of the zip. Storage records are
@@ -249,6 +251,13 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
         case Kind::storage:
           break;
       }
+  for (const ZipEntry& e : entries)
+    if (!zip_method_read(e.method, ZipMethods::torch))
+      throw Error(ErrorCode::unsupported,
+                  "compression method " + std::to_string(e.method) + " (" +
+                      zip_method_name(e.method) +
+                      "): torch's reader (miniz) reads only stored and deflate",
+                  e.name, e.header_offset, source.name());
   if (entries.empty())
     throw Error(ErrorCode::not_a_checkpoint, "the zip archive is empty", {}, std::nullopt,
                 source.name());

@@ -11,7 +11,7 @@
 #include "torchport/formats/densify.hpp"
 #include "torchport/formats/format.hpp"
 #include "torchport/io/atomic_file.hpp"
-#include "torchport/io/gzip.hpp"
+#include "torchport/io/compression.hpp"
 #include "torchport/version.hpp"
 
 namespace torchport {

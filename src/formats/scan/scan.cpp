@@ -15,8 +15,6 @@
 
 #include "torchport/formats/scan.hpp"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -29,7 +27,7 @@
 #include "torchport/core/error.hpp"
 #include "torchport/formats/format.hpp"
 #include "torchport/io/byte_reader.hpp"
-#include "torchport/io/gzip.hpp"
+#include "torchport/io/compression.hpp"
 #include "torchport/io/zip.hpp"
 
 namespace torchport {
@@ -69,75 +67,6 @@ bool python_stops_too(const Error& e) {
   return e.code() == ErrorCode::truncated || e.code() == ErrorCode::corrupt;
 }
 
-// One local header of a zip archive, walked from the front: what a lenient
-// zip reader finds in an archive whose directory torch's reader refuses.
-struct LocalEntry {
-  std::string name;
-  std::uint16_t flags = 0;
-  std::uint16_t method = 0;
-  std::uint64_t offset = 0;  // of its data
-  std::span<const std::byte> data;
-};
-
-std::vector<LocalEntry> local_entries(std::span<const std::byte> b, std::uint64_t max_entries) {
-  std::vector<LocalEntry> out;
-  auto u16 = [&](std::size_t at) {
-    return static_cast<std::uint16_t>(static_cast<unsigned>(b[at]) |
-                                      (static_cast<unsigned>(b[at + 1]) << 8));
-  };
-  auto u32 = [&](std::size_t at) {
-    return static_cast<std::uint32_t>(u16(at)) | (static_cast<std::uint32_t>(u16(at + 2)) << 16);
-  };
-  std::size_t pos = 0;
-  while (out.size() < max_entries && pos + 30 <= b.size()) {
-    if (!(b[pos] == std::byte{'P'} && b[pos + 1] == std::byte{'K'} && b[pos + 2] == std::byte{3} &&
-          b[pos + 3] == std::byte{4})) {
-      ++pos;
-      continue;
-    }
-    const std::uint16_t flags = u16(pos + 6), method = u16(pos + 8);
-    const std::uint64_t csize = u32(pos + 18);
-    const std::size_t name_len = u16(pos + 26), extra_len = u16(pos + 28);
-    const std::size_t data = pos + 30 + name_len + extra_len;
-    if (data > b.size()) break;
-    LocalEntry e;
-    e.name.assign(reinterpret_cast<const char*>(b.data() + pos + 30), name_len);
-    e.flags = flags;
-    e.method = method;
-    e.offset = data;
-    // A size of 0 (data descriptor) or past the end: the rest of the file
-    // (a pickle stops at STOP, a deflate stream at its end).
-    const std::uint64_t n = csize == 0 || csize > b.size() - data ? b.size() - data : csize;
-    e.data = b.subspan(data, static_cast<std::size_t>(n));
-    out.push_back(std::move(e));
-    pos = csize == 0 || csize > b.size() - data ? data : static_cast<std::size_t>(data + csize);
-  }
-  return out;
-}
-
-// Raw deflate data (a zip entry), up to `cap` bytes; what it could.
-std::vector<std::byte> inflate_raw(std::span<const std::byte> in, std::uint64_t cap) {
-  std::vector<std::byte> out;
-  z_stream z{};
-  if (inflateInit2(&z, -15) != Z_OK) return out;
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in.data()));
-  z.avail_in = static_cast<uInt>(std::min<std::size_t>(in.size(), 0x7fffffff));
-  constexpr std::size_t kChunk = 1 << 16;
-  for (;;) {
-    if (out.size() >= cap) break;
-    const std::size_t old = out.size();
-    const std::size_t grow = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, cap - old));
-    out.resize(old + grow);
-    z.next_out = reinterpret_cast<Bytef*>(out.data() + old);
-    z.avail_out = static_cast<uInt>(grow);
-    const int rc = inflate(&z, Z_NO_FLUSH);
-    out.resize(old + grow - z.avail_out);
-    if (rc != Z_OK) break;
-  }
-  inflateEnd(&z);
-  return out;
-}
-
 class Scanner;
 
 // The scan of one file (or member): the walker its reader tells what it
@@ -149,7 +78,7 @@ class FileScan final : public formats::Walker {
 
   void run(const std::string& forced_format);
   void walk_file(const std::string& forced_format);
-  void gzip_wrapper();
+  bool compressed(Compression c);
   void run_sharded(const std::filesystem::path& path);
 
   // --- the walk --------------------------------------------------------
@@ -181,10 +110,12 @@ class FileScan final : public formats::Walker {
   void stream(const Source& bytes, const std::string& name, std::uint64_t base);
   void judge(PickleScan& p, const std::vector<pickle::GlobalUse>& after_error);
   void settle();
-  void unscannable(std::string message, std::string where, std::optional<std::uint64_t> offset) {
-    add({ScanVerdict::unscannable, "unscannable", "", false, std::move(message), std::move(where),
-         offset});
+  void unscannable(std::string message, std::string where, std::optional<std::uint64_t> offset,
+                   std::string reason = "unscannable") {
+    add({ScanVerdict::unscannable, std::move(reason), "", false, std::move(message),
+         std::move(where), offset});
   }
+  void stopped(const Error& e, const std::string& what, const std::string& where);
   void add(ScanFinding f) { r_.findings.push_back(std::move(f)); }
   static void find_object_arrays(const Value& root, PickleScan& p);
 
@@ -606,7 +537,7 @@ void FileScan::stream(const Source& bytes, const std::string& name, std::uint64_
 // not meet, judged by its content.
 void FileScan::sweep_zip() {
   const OpenOptions& o = s_.options();
-  for (const LocalEntry& e : local_entries(src_.bytes(), o.limits.max_entries)) {
+  for (const ZipLocalEntry& e : zip_local_entries(src_.bytes(), o.limits.max_entries)) {
     if (covered_.count(e.offset)) continue;
     covered_.insert(e.offset);
     // Encrypted: a loader with the password reads what the scan cannot.
@@ -620,22 +551,46 @@ void FileScan::sweep_zip() {
       unscannable(s_.budget_text(), e.name, e.offset);
       return;
     }
-    Source bytes;
+    const std::string what = src_.name() + ":" + e.name;
     if (e.method == 0) {
-      bytes = Source::borrow(e.data, src_.name() + ":" + e.name);
-    } else if (e.method == 8) {
-      std::vector<std::byte> out = inflate_raw(e.data, o.limits.max_pickle_bytes);
-      if (!s_.take(out.size())) {
-        unscannable(s_.budget_text(), e.name, e.offset);
-        return;
-      }
-      bytes = Source::from_buffer(std::move(out), src_.name() + ":" + e.name);
-    } else {
-      unscannable("zip method " + std::to_string(e.method) + " is not one the scan decompresses",
-                  e.name, e.offset);
+      member(e.name, Source::borrow(e.data, what));
       continue;
     }
-    member(e.name, bytes);
+    if (!zip_method_read(e.method, ZipMethods::python)) {
+      unscannable("zip " + zip_method_name(e.method) +
+                      " data, which the scan does not decode: a reader that does (Python 3.14's "
+                      "zipfile reads zstd) unpickles what cannot be judged",
+                  e.name, e.offset, "unknown-compression");
+      continue;
+    }
+    Decompressed d = decompress_zip_data(e.method, e.data, o.limits.max_pickle_bytes, what);
+    if (!s_.take(d.bytes.size())) {
+      unscannable(s_.budget_text(), e.name, e.offset);
+      return;
+    }
+    // What decoded is judged, damaged or not; why it stopped is said too.
+    if (d.error) stopped(*d.error, zip_method_name(e.method) + " data", e.name);
+    if (!d.bytes.empty()) member(e.name, Source::from_buffer(std::move(d.bytes), what));
+  }
+}
+
+// Why decompressing stopped before the end, as a finding.
+void FileScan::stopped(const Error& e, const std::string& what, const std::string& where) {
+  switch (e.code()) {
+    case ErrorCode::truncated:
+      add({ScanVerdict::truncated, "truncated", "", false, what + " ends early: " + e.message(),
+           where, e.offset()});
+      break;
+    case ErrorCode::corrupt:
+      add({ScanVerdict::malformed, "malformed", "", false, what + " is damaged: " + e.message(),
+           where, e.offset()});
+      break;
+    case ErrorCode::unsupported:
+      unscannable(e.message(), where, e.offset(), "unknown-compression");
+      break;
+    default:
+      unscannable(what + " cannot be read to its end: " + e.message(), where, e.offset());
+      break;
   }
 }
 
@@ -688,8 +643,10 @@ void FileScan::reader_failed(const Error& e, std::optional<Format> format) {
     Source bytes;
     try {
       bytes = p.bytes();
-    } catch (const Error&) {
-      continue;  // the zip sweep below reads its local header's bytes
+    } catch (const Error& bad) {
+      // No reader gets a pickle out of it either; but it is not judged.
+      stopped(bad, "the record", p.name);
+      continue;
     }
     if (!s_.take(bytes.size())) {
       unscannable(s_.budget_text(), p.name, p.offset);
@@ -707,28 +664,27 @@ void FileScan::reader_failed(const Error& e, std::optional<Format> format) {
   }
 }
 
-// A compressed file (joblib's, a gzipped pickle): what it holds, judged.
-void FileScan::gzip_wrapper() {
+// A compressed file (joblib's, a gzipped pickle, a .pt.xz): what it holds,
+// judged as a file of its own; what decoded before damage, judged too.
+// False when a weak magic (zlib's, .lzma's) was no such stream.
+bool FileScan::compressed(Compression c) {
   const OpenOptions& o = s_.options();
-  // A compressed file (joblib's, a gzipped pickle): what it holds, judged.
-  r_.format = "gzip";
+  const std::string name(compression_name(c));
+  const std::uint64_t cap = std::min(o.limits.max_inflate_bytes, o.limits.max_scan_bytes);
+  Decompressed d = decompress(
+      c, src_.bytes(), cap, "Limits::max_inflate_bytes or max_scan_bytes = " + std::to_string(cap),
+      src_.name());
+  if (weak_magic(c) && d.bytes.empty() && d.error) return false;
+  r_.format = name;
   r_.reading = "ok";
-  try {
-    std::vector<std::byte> out = gunzip(
-        src_.bytes(), std::min(o.limits.max_inflate_bytes, o.limits.max_scan_bytes), src_.name());
-    if (!s_.take(out.size())) {
-      unscannable(s_.budget_text(), src_.name(), 0);
-      return;
-    }
-    member("gzip", Source::from_buffer(std::move(out), src_.name() + "!gzip"));
-  } catch (const Error& e) {
-    if (e.code() == ErrorCode::truncated)
-      add({ScanVerdict::truncated, "truncated", "", false, e.message(), src_.name(), 0});
-    else if (e.code() == ErrorCode::limit_exceeded)
-      unscannable(e.message(), src_.name(), 0);
-    else
-      add({ScanVerdict::malformed, "malformed", "", false, e.message(), src_.name(), 0});
+  if (!s_.take(d.bytes.size())) {
+    unscannable(s_.budget_text(), src_.name(), 0);
+    return true;
   }
+  if (d.error) stopped(*d.error, name + " data", src_.name());
+  if (!d.bytes.empty() || !d.error)
+    member(name, Source::from_buffer(std::move(d.bytes), src_.name() + "!" + name));
+  return true;
 }
 
 void FileScan::run(const std::string& forced_format) {
@@ -744,6 +700,12 @@ void FileScan::walk_file(const std::string& forced_format) {
   } else {
     format = sniff(src_);
   }
+  // Compressed: a file of its own inside. (gzip is also how our record
+  // files are compressed: those are read as records, below.)
+  if (const auto c = forced_format.empty() ? sniff_compression(src_.bytes()) : std::nullopt;
+      c && !(c == Compression::gzip && format == Format::torchport_record)) {
+    if (compressed(*c)) return;
+  }
   // A legacy pickle is sniffed by its first byte alone, which text shares
   // ("License ..." starts with LONG): bytes that do not start with PROTO,
   // name nothing and end no pickle are no pickle any loader runs.
@@ -752,10 +714,6 @@ void FileScan::walk_file(const std::string& forced_format) {
     ByteReader probe(src_.bytes(), src_.name());
     const pickle::OpcodeWalk w = pickle::walk_opcodes(probe, o.limits);
     if (!w.reached_stop && w.globals.empty() && w.extensions == 0) return;
-  }
-  if (!format && looks_like_gzip(src_.bytes())) {
-    gzip_wrapper();
-    return;
   }
   if (!format) {
     // No format: a pickle in disguise (Python's unpickler would run it
@@ -777,7 +735,7 @@ void FileScan::walk_file(const std::string& forced_format) {
     // pickle, say), judged by what it holds.
     if (format == Format::torchport_record && looks_like_gzip(src_.bytes())) {
       r_.reading.clear();
-      gzip_wrapper();
+      compressed(Compression::gzip);
       return;
     }
     if (e.code() == ErrorCode::not_a_checkpoint && format == Format::pytorch_zip) r_.format = "zip";
