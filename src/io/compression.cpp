@@ -21,6 +21,7 @@ namespace {
 
 constexpr std::uint64_t kRatioFloor = 16u << 20;  // max_inflate_ratio applies past this
 constexpr std::size_t kChunk = std::size_t{1} << 20;
+constexpr std::size_t kMinRoom = 1024;
 constexpr std::size_t kMaxCall = std::size_t{1} << 30;  // zlib and libbz2 count in 32 bits
 
 bool starts(std::span<const std::byte> b, std::initializer_list<unsigned> magic) {
@@ -49,6 +50,13 @@ class Decoder {
   Decoder& operator=(const Decoder&) = delete;
 
   void reset() {
+    // zlib's own reset keeps the state and window it allocated: a file of
+    // 100,000 tiny gzip members must not cost an allocation each.
+    if (started_ && (codec_ == Codec::gzip || codec_ == Codec::zlib || codec_ == Codec::deflate) &&
+        inflateReset(&z_) == Z_OK) {
+      message_.clear();
+      return;
+    }
     stop();
     start();
   }
@@ -214,6 +222,7 @@ Run decode_one(Decoder& d, std::span<const std::byte> in, std::vector<std::byte>
                std::uint64_t max_bytes) {
   Run r;
   const std::size_t in_size = in.size();
+  const std::size_t start = out.size();
   for (;;) {
     if (out.size() >= max_bytes) {
       // One byte more tells a stream that is done from one that wants to
@@ -235,9 +244,14 @@ Run decode_one(Decoder& d, std::span<const std::byte> in, std::vector<std::byte>
       return r;
     }
     const std::size_t at = out.size();
+    // Room to write grows with this stream's output (resize zero-fills
+    // it): a fixed 1 MiB made a file of many tiny streams cost a MiB of
+    // memset each, and room sized by all the output so far, quadratic work.
+    const std::size_t want = std::clamp<std::size_t>(at - start, kMinRoom, kChunk);
     const std::size_t room =
-        static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, max_bytes - at));
+        static_cast<std::size_t>(std::min<std::uint64_t>(want, max_bytes - at));
     out.resize(at + room);
+    detail::count(detail::work().bytes_zero_filled, room);
     std::span<std::byte> o(out.data() + at, room);
     const std::size_t in_before = in.size();
     const Status st = d.step(in, o);

@@ -39,6 +39,26 @@ TEST(Cli, InspectJsonHasTheDocumentedShape) {
   EXPECT_TRUE(j["values"].is_object());
 }
 
+// The values are spliced in as to_json's text: valid JSON, nested under
+// "values", in the file's order, whole.
+TEST(Cli, InspectJsonKeepsTheValuesInOrder) {
+  std::string out;
+  ASSERT_EQ(
+      run_command(tool() + " inspect --json " + fixture("checkpoint.pt").string() + " 2>/dev/null",
+                  &out),
+      0);
+  const auto j = nlohmann::ordered_json::parse(out);
+  std::vector<std::string> top;
+  for (const auto& [k, v] : j.items()) top.push_back(k);
+  EXPECT_EQ(top, (std::vector<std::string>{"format", "tensors", "values"}));
+  EXPECT_EQ(j["values"]["epoch"], 3);
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : j["values"].items()) keys.push_back(k);
+  ASSERT_FALSE(keys.empty());
+  EXPECT_EQ(keys.front(), "epoch") << out;
+  EXPECT_TRUE(j["values"]["optimizer_state_dict"]["param_groups"].is_array()) << out;
+}
+
 TEST(Cli, InspectTreeCountsEachSubtree) {
   std::string out;
   ASSERT_EQ(run_command(tool() + " inspect --tree " + fixture("checkpoint.pt").string(), &out), 0)

@@ -192,6 +192,30 @@ TEST(Compression, ConcatenatedStreamsAreReadAsPythonReadsThem) {
   EXPECT_FALSE(z.error);
 }
 
+// Many tiny streams cost their bytes, not a buffer each: the output room
+// made ready per stream is bounded by a constant, and grows with the
+// stream's own output, not with everything decoded before it (1 MiB a
+// stream before, then the whole output so far: quadratic).
+TEST(Compression, ManyTinyStreamsCostTheirBytes) {
+  for (const std::size_t n : {1000u, 4000u, 16000u}) {
+    const Bytes one = encode(Compression::gzip, {std::byte{'N'}});
+    Bytes file;
+    for (std::size_t i = 0; i < n; ++i) file.insert(file.end(), one.begin(), one.end());
+    detail::work().reset();
+    const Decompressed d = run(Compression::gzip, file);
+    ASSERT_FALSE(d.error) << d.error->what();
+    EXPECT_EQ(d.bytes.size(), n);
+    EXPECT_LE(detail::work().bytes_zero_filled.load(), n * 2048) << n << " streams";
+  }
+  // One large stream: room grows geometrically, so at most about twice its size.
+  const Bytes big = payload(3u << 20);
+  detail::work().reset();
+  const Decompressed d = run(Compression::gzip, encode(Compression::gzip, big));
+  ASSERT_FALSE(d.error);
+  EXPECT_EQ(d.bytes, big);
+  EXPECT_LE(detail::work().bytes_zero_filled.load(), 2 * big.size() + (1u << 20));
+}
+
 TEST(Compression, DamageKeepsWhatDecodedBeforeIt) {
   const Bytes data = payload(200000);
   for (Compression c : kAll) {

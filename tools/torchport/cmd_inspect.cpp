@@ -209,11 +209,27 @@ int run_inspect(const InspectArgs& a) {
             {"layout", SparseParts::layout_name(t.sparse()->layout)},
             {"nnz", t.sparse()->values.dim() ? t.sparse()->values.size(0) : 0}};
     }
-    const Value values = cat.values();
-    out["values"] =
-        nlohmann::ordered_json::parse(to_json(values.is_none() ? Value::dict() : values));
+    // The values are printed by to_json and spliced in as text, after the
+    // tensors and before the metadata: parsing them back into an
+    // ordered_json (whose object lookup is a linear search) made a dict of
+    // n keys cost n^2. A raw newline never occurs inside a JSON string, so
+    // indenting every line break by two spaces nests the text.
+    out["values"] = nullptr;
     if (!cat.metadata().empty()) out["metadata"] = cat.metadata();
-    fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+    const std::string text =
+        out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    const std::string_view marker = "\n  \"values\": null";
+    const std::size_t at = text.find(marker);  // the first top-level key after the tensors
+    const Value values = cat.values();
+    std::string nested = to_json(values.is_none() ? Value::dict() : values, 2);
+    std::string shifted;
+    shifted.reserve(nested.size() + nested.size() / 8);
+    for (const char c : nested) {
+      shifted += c;
+      if (c == '\n') shifted += "  ";
+    }
+    fmt::print("{}{}{}\n", std::string_view(text).substr(0, at + marker.size() - 4), shifted,
+               std::string_view(text).substr(at + marker.size()));
     return 0;
   }
 

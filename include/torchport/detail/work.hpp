@@ -19,11 +19,13 @@ struct WorkCounters {
       0};  ///< bytes zlib produced (zip entries, gzip streams)
   std::atomic<std::uint64_t> bytes_materialized{
       0};  ///< bytes owned loads and conversions allocated for tensors
+  std::atomic<std::uint64_t> bytes_zero_filled{
+      0};  ///< output room made ready for a decoder (gzip, bz2, xz streams)
 
   /// Sets every counter to 0.
   void reset() noexcept {
     for (auto* c : {&values_printed, &chars_printed, &items_inserted, &items_moved, &bytes_inflated,
-                    &bytes_materialized})
+                    &bytes_materialized, &bytes_zero_filled})
       c->store(0, std::memory_order_relaxed);
   }
 };
