@@ -13,7 +13,7 @@ using torchport::test::run_command;
 
 namespace {
 
-const std::string kPython = TORCHPORT_PYTHON;
+const std::string kPython = torchport::test::python();
 const fs::path kHere = TORCHPORT_INTEROP_DIR;
 
 class Interop : public ::testing::Test {

@@ -17,7 +17,7 @@ using torchport::test::run_command;
 
 namespace {
 
-const std::string kPython = TORCHPORT_PYTHON;
+const std::string kPython = torchport::test::python();
 
 std::string q(const fs::path& p) {
   return "'" + p.string() + "'";

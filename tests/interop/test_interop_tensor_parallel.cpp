@@ -29,7 +29,7 @@ TEST_P(TensorParallel, MatchesTorchAndReadsOneNthPerRank) {
   const std::string name = "tp-" + std::to_string(c.np) + "-" + c.format + "-" + c.dtype;
   const fs::path dir = torchport::test::temp_dir(name);
   std::string out;
-  const int rc = run_command(std::string(TORCHPORT_PYTHON) +
+  const int rc = run_command(torchport::test::python() +
                                  " -W ignore '" TORCHPORT_INTEROP_DIR
                                  "/tensor_parallel.py' --llama-tp '" TORCHPORT_LLAMA_TP
                                  "' --mpirun '" TORCHPORT_MPIRUN "' --np " +

@@ -66,7 +66,7 @@ TEST(InteropZip64, RecordOverFourGiBLoadsInTorch) {
       "assert d['small'].tolist() == [1, 2, 3]\n"
       "print('ok')\n";
   const int rc =
-      run_command(std::string(TORCHPORT_PYTHON) + " -W ignore -c \"" + check + "\"", &out);
+      run_command(torchport::test::python() + " -W ignore -c \"" + check + "\"", &out);
   fs::remove_all(dir);
   EXPECT_EQ(rc, 0) << out;
 }

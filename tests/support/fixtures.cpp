@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
@@ -50,6 +51,11 @@ std::filesystem::path temp_dir(const std::string& name) {
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
   return p;
+}
+
+std::string python() {
+  const char* env = std::getenv("TORCHPORT_PYTHON");
+  return env != nullptr && *env != '\0' ? std::string(env) : std::string(TORCHPORT_PYTHON);
 }
 
 int run_command(const std::string& command, std::string* output) {

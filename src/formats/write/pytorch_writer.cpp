@@ -12,7 +12,7 @@
 //
 // For dtypes without a legacy typed storage class (and complex32) torch 2.1+ pickles
 // _rebuild_tensor_v3(untyped_storage, offset, size, stride, False,
-// OrderedDict(), dtype) with ('storage', torch.UntypedStorage, key, 'cpu',
+// OrderedDict(), dtype) with ('storage', torch.storage.UntypedStorage, key, 'cpu',
 // nbytes); we do the same (torch/_tensor.py `_reduce_ex_internal`).
 
 #include <cstring>
@@ -205,7 +205,9 @@ void plain_tensor(Pickler& p, const Tensor& t, const Record& r) {
     p.str("cpu");
     p.integer(static_cast<std::int64_t>(r.storage->nbytes() / dtype_size(r.dtype)));
   } else {
-    p.global("torch", "UntypedStorage");
+    // torch 2.x pickles the class by its defining module; its weights_only
+    // allow-list knows only that spelling (torch 1.13 has no such dtypes).
+    p.global("torch.storage", "UntypedStorage");
     p.str(r.key);
     p.str("cpu");
     p.integer(static_cast<std::int64_t>(r.storage->nbytes()));
@@ -265,19 +267,19 @@ void quantized_tensor(Pickler& p, const Tensor& t, const Record& r,
 }
 
 // torch._utils._rebuild_sparse_tensor(layout, (indices, values, size)) for
-// COO and _rebuild_sparse_csr_tensor(layout, (crow, col, values, size)) for
-// CSR, as torch 1.13 writes them, the layout as
-// torch.serialization._get_layout('torch.sparse_coo'). CSC, BSR and BSC
-// (which 1.13 cannot save) go through _rebuild_sparse_tensor as torch 2.x
-// writes them.
+// COO and (compressed, plain, values, size) for CSR, CSC, BSR and BSC, as
+// torch 2.x writes them, the layout as
+// torch.serialization._get_layout('torch.sparse_coo'). torch 1.13 wrote CSR
+// through _rebuild_sparse_csr_tensor, which torch 2.x no longer has and its
+// weights_only loader refuses; 1.13's _rebuild_sparse_tensor reads COO only,
+// so a compressed layout we write loads in torch >= 2.0 (we read both).
 void sparse_tensor(Pickler& p, const Tensor& t, const std::vector<Record>& records,
                    const std::unordered_map<const Storage*, std::size_t>& record_of) {
   const SparseParts& sp = *t.sparse();
   auto part = [&](const Tensor& x) {
     plain_tensor(p, x, records[record_of.at(x.storage().get())]);
   };
-  p.global("torch._utils", sp.layout == SparseParts::Layout::csr ? "_rebuild_sparse_csr_tensor"
-                                                                 : "_rebuild_sparse_tensor");
+  p.global("torch._utils", "_rebuild_sparse_tensor");
   p.global("torch.serialization", "_get_layout");
   p.str("torch." + std::string(SparseParts::layout_name(sp.layout)));
   p.op(kTuple1);
