@@ -5,6 +5,7 @@
 #
 #   scripts/torch2.sh setup          # create it if missing (root; ~3-5 min)
 #   scripts/torch2.sh python3 ARGS   # run its Python on host paths
+#   scripts/torch2.sh argv           # the command that runs it, a word a line
 #   scripts/torch2.sh path           # print its root folder
 #
 # Its Python runs through the system's own dynamic loader and libraries, not
@@ -63,20 +64,30 @@ setup() {
   echo "torch2: ready at $root ($(run_python -c 'import torch; print("torch", torch.__version__)'))"
 }
 
-run_python() {
+# The command that runs its Python, one word a line: env with PYTHONHOME
+# (Python finds its standard library and dist-packages there), then the
+# tree's own dynamic loader with its library path (every shared library,
+# torch's too, resolves inside the trixie tree), then the interpreter.
+python_argv() {
   [ -f "$stamp" ] || { echo "torch2: not set up; run scripts/torch2.sh setup as root" >&2; exit 2; }
   local arch=x86_64-linux-gnu py
   py=$(cd "$root/usr/bin" && ls python3.[0-9]* | grep -E '^python3\.[0-9]+$' | sort -V | tail -1)
   local libs="$root/usr/lib/$arch/openblas-pthread:$root/usr/lib/$arch:$root/lib/$arch:$root/usr/lib"
-  # Python finds its standard library and dist-packages under PYTHONHOME;
-  # every shared library (torch's too) resolves inside the trixie tree.
-  PYTHONHOME="$root/usr" PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1 \
-    exec "$root/lib64/ld-linux-x86-64.so.2" --library-path "$libs" "$root/usr/bin/$py" "$@"
+  printf '%s\n' env "PYTHONHOME=$root/usr" PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1 \
+    "$root/lib64/ld-linux-x86-64.so.2" --library-path "$libs" "$root/usr/bin/$py"
+}
+
+run_python() {
+  local argv
+  mapfile -t argv < <(python_argv)
+  [ ${#argv[@]} -gt 0 ] || exit 2
+  exec "${argv[@]}" "$@"
 }
 
 case "${1:-}" in
   setup) setup ;;
   python3) shift; run_python "$@" ;;
+  argv) python_argv ;;
   path) echo "$root" ;;
-  *) echo "usage: scripts/torch2.sh setup | python3 ARGS... | path" >&2; exit 2 ;;
+  *) echo "usage: scripts/torch2.sh setup | python3 ARGS... | argv | path" >&2; exit 2 ;;
 esac

@@ -22,9 +22,158 @@
 #include "torchport/pickle/unpickler.hpp"
 
 #include "pickle/names.hpp"
+#include "pickle/opcodes.hpp"
 
 namespace torchport::pickle {
 namespace {
+
+// torch 2.6's weights_only allow-list, exactly (`_get_allowed_globals()`
+// printed by torch 2.6.0, sorted): what `torch.load` accepts by default.
+constexpr std::string_view kTorchWeightsOnly[] = {
+    "_codecs.encode",
+    "builtins.bytearray",
+    "builtins.complex",
+    "builtins.set",
+    "collections.Counter",
+    "collections.OrderedDict",
+    "torch.BFloat16Storage",
+    "torch.BFloat16Tensor",
+    "torch.BoolStorage",
+    "torch.BoolTensor",
+    "torch.ByteStorage",
+    "torch.ByteTensor",
+    "torch.CharStorage",
+    "torch.CharTensor",
+    "torch.ComplexDoubleStorage",
+    "torch.ComplexFloatStorage",
+    "torch.DoubleStorage",
+    "torch.DoubleTensor",
+    "torch.FloatStorage",
+    "torch.FloatTensor",
+    "torch.HalfStorage",
+    "torch.HalfTensor",
+    "torch.IntStorage",
+    "torch.IntTensor",
+    "torch.LongStorage",
+    "torch.LongTensor",
+    "torch.QInt32Storage",
+    "torch.QInt8Storage",
+    "torch.QUInt2x4Storage",
+    "torch.QUInt4x2Storage",
+    "torch.QUInt8Storage",
+    "torch.ShortStorage",
+    "torch.ShortTensor",
+    "torch.Size",
+    "torch.Tensor",
+    "torch._tensor._rebuild_from_type_v2",
+    "torch._utils._rebuild_device_tensor_from_cpu_tensor",
+    "torch._utils._rebuild_device_tensor_from_numpy",
+    "torch._utils._rebuild_meta_tensor_no_storage",
+    "torch._utils._rebuild_nested_tensor",
+    "torch._utils._rebuild_parameter",
+    "torch._utils._rebuild_parameter_with_state",
+    "torch._utils._rebuild_qtensor",
+    "torch._utils._rebuild_sparse_tensor",
+    "torch._utils._rebuild_tensor",
+    "torch._utils._rebuild_tensor_v2",
+    "torch._utils._rebuild_tensor_v3",
+    "torch._utils._rebuild_wrapper_subclass",
+    "torch.bfloat16",
+    "torch.bits16",
+    "torch.bits1x8",
+    "torch.bits2x4",
+    "torch.bits4x2",
+    "torch.bits8",
+    "torch.bool",
+    "torch.complex128",
+    "torch.complex32",
+    "torch.complex64",
+    "torch.cuda.BFloat16Storage",
+    "torch.cuda.BFloat16Tensor",
+    "torch.cuda.BoolStorage",
+    "torch.cuda.BoolTensor",
+    "torch.cuda.ByteStorage",
+    "torch.cuda.ByteTensor",
+    "torch.cuda.CharStorage",
+    "torch.cuda.CharTensor",
+    "torch.cuda.ComplexDoubleStorage",
+    "torch.cuda.ComplexFloatStorage",
+    "torch.cuda.DoubleStorage",
+    "torch.cuda.DoubleTensor",
+    "torch.cuda.FloatStorage",
+    "torch.cuda.FloatTensor",
+    "torch.cuda.HalfStorage",
+    "torch.cuda.HalfTensor",
+    "torch.cuda.IntStorage",
+    "torch.cuda.IntTensor",
+    "torch.cuda.LongStorage",
+    "torch.cuda.LongTensor",
+    "torch.cuda.ShortStorage",
+    "torch.cuda.ShortTensor",
+    "torch.cuda.sparse.BFloat16Tensor",
+    "torch.cuda.sparse.ByteTensor",
+    "torch.cuda.sparse.CharTensor",
+    "torch.cuda.sparse.DoubleTensor",
+    "torch.cuda.sparse.FloatTensor",
+    "torch.cuda.sparse.HalfTensor",
+    "torch.cuda.sparse.IntTensor",
+    "torch.cuda.sparse.LongTensor",
+    "torch.cuda.sparse.ShortTensor",
+    "torch.device",
+    "torch.float16",
+    "torch.float32",
+    "torch.float64",
+    "torch.float8_e4m3fn",
+    "torch.float8_e4m3fnuz",
+    "torch.float8_e5m2",
+    "torch.float8_e5m2fnuz",
+    "torch.int16",
+    "torch.int32",
+    "torch.int64",
+    "torch.int8",
+    "torch.nn.parameter.Parameter",
+    "torch.per_channel_affine",
+    "torch.per_channel_affine_float_qparams",
+    "torch.per_channel_symmetric",
+    "torch.per_tensor_affine",
+    "torch.per_tensor_symmetric",
+    "torch.qint32",
+    "torch.qint8",
+    "torch.quint2x4",
+    "torch.quint4x2",
+    "torch.quint8",
+    "torch.serialization._get_layout",
+    "torch.sparse.BFloat16Tensor",
+    "torch.sparse.ByteTensor",
+    "torch.sparse.CharTensor",
+    "torch.sparse.DoubleTensor",
+    "torch.sparse.FloatTensor",
+    "torch.sparse.HalfTensor",
+    "torch.sparse.IntTensor",
+    "torch.sparse.LongTensor",
+    "torch.sparse.ShortTensor",
+    "torch.storage.TypedStorage",
+    "torch.storage.UntypedStorage",
+    "torch.uint16",
+    "torch.uint32",
+    "torch.uint64",
+    "torch.uint8",
+};
+
+static_assert(std::is_sorted(std::begin(kTorchWeightsOnly), std::end(kTorchWeightsOnly)),
+              "kTorchWeightsOnly is searched by bisection");
+
+// The opcodes torch 2.6's weights_only Unpickler.load reads; any other
+// stops it ("Unsupported operand").
+constexpr std::uint8_t kTorchWeightsOnlyOpcodes[] = {
+    ops::GLOBAL,          ops::NEWOBJ,      ops::REDUCE,     ops::BUILD,       ops::APPEND,
+    ops::APPENDS,         ops::SETITEM,     ops::SETITEMS,   ops::MARK,        ops::TUPLE,
+    ops::TUPLE1,          ops::TUPLE2,      ops::TUPLE3,     ops::NONE,        ops::NEWFALSE,
+    ops::NEWTRUE,         ops::EMPTY_TUPLE, ops::EMPTY_LIST, ops::EMPTY_DICT,  ops::EMPTY_SET,
+    ops::BININT,          ops::BININT1,     ops::BININT2,    ops::BINFLOAT,    ops::BINUNICODE,
+    ops::SHORT_BINSTRING, ops::BINPERSID,   ops::BINGET,     ops::LONG_BINGET, ops::BINPUT,
+    ops::LONG_BINPUT,     ops::LONG1,       ops::PROTO,      ops::STOP,
+};
 
 constexpr std::string_view kAllowedExact[] = {
     "torch._utils._rebuild_tensor",
@@ -594,6 +743,15 @@ GlobalClass classify_global(std::string_view module_in, std::string_view name_in
   for (std::string_view m : kDangerousModules)
     if (in_module(module, m) || full == m) return GlobalClass::dangerous;
   return GlobalClass::unknown;
+}
+
+bool torch_weights_only_allows(std::string_view full_name) noexcept {
+  return std::binary_search(std::begin(kTorchWeightsOnly), std::end(kTorchWeightsOnly), full_name);
+}
+
+bool torch_weights_only_reads(std::uint8_t code) noexcept {
+  return std::find(std::begin(kTorchWeightsOnlyOpcodes), std::end(kTorchWeightsOnlyOpcodes),
+                   code) != std::end(kTorchWeightsOnlyOpcodes);
 }
 
 std::string_view global_class_name(GlobalClass c) noexcept {

@@ -415,6 +415,7 @@ void Machine::build() {
     // A tensor the call hook built: Python would call its __setstate__,
     // which can re-view it (set_). The hook applies that or refuses; the
     // node is changed in place, so the memo and every handle see it.
+    ++stats_.tensor_builds;
     if (!build_hook_)
       fail(ErrorCode::unsupported, "BUILD on a tensor, in a pickle read without tensor semantics");
     target.set_tensor(build_hook_(target, state, op_offset_));

@@ -101,9 +101,14 @@ json read_open(const std::string& path) {
 json read_scan(const std::string& path) {
   try {
     const torchport::ScanReport r = torchport::scan(std::filesystem::path(path));
-    return json{{"verdict", std::string(torchport::scan_verdict_name(r.verdict))},
-                {"format", r.format},
-                {"reason", r.reason()}};
+    json out{{"verdict", std::string(torchport::scan_verdict_name(r.verdict))},
+             {"format", r.format},
+             {"reason", r.reason()}};
+    // Whether torch >= 2.6's default torch.load loads it (null: not judged).
+    if (r.torch_weights_only && r.torch_weights_only->loads)
+      out["weights_only_loads"] = *r.torch_weights_only->loads;
+    if (r.torch_weights_only) out["weights_only_why"] = r.torch_weights_only->why;
+    return out;
   } catch (const torchport::Error& e) {
     return json{{"verdict", "error"}, {"format", ""}, {"reason", e.what()}};
   } catch (const std::exception& e) {

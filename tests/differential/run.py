@@ -21,7 +21,8 @@ import tempfile
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PY = "/usr/bin/python3"
+PY = "/usr/bin/python3"  # generates the files (torch 1.13)
+TORCH_PY = [PY]  # reads them as torch does; --torch2: torch 2.6 (scripts/torch2.sh)
 NATIVE_FORMATS = ("safetensors", "torchport")
 
 
@@ -129,7 +130,7 @@ def torch_side(files, prefix):
         os.chmod(data, 0o755)
     back = {v: k for k, v in paths.items()}
     try:
-        w = LineWorker(prefix + [PY, os.path.join(here, "torch_worker.py")], env, stall=60)
+        w = LineWorker(prefix + TORCH_PY + [os.path.join(here, "torch_worker.py")], env, stall=60)
         results = w.run(files, lambda r: json.dumps({"path": paths[r["path"]]}),
                         lambda r, why: {"path": paths[r["path"]], "ok": False, "error": f"torch worker {why}",
                                         "crash": True})
@@ -271,6 +272,16 @@ def classify(rec, tr, pr):
         return "agree", "code_flagged", f"{pre['code_globals'][:3]} -> scan {verdict}"
     t_ok = tr.get("ok")
     p_ok = po.get("ok")
+    if TORCH_PY != [PY] and "weights_only_loads" in scan and not pre.get("runs_code") \
+            and pre.get("mode") != "jit":  # the worker reads TorchScript with torch.jit.load
+        # torch 2.6's side: does its default torch.load load the file, as
+        # scan's torch_weights_only says? (Only files the pre-scan let torch
+        # read, and which torch did not stop in for other reasons.)
+        wo_loads = bool(t_ok) and not tr.get("weights_only_refuses")
+        if scan["weights_only_loads"] != wo_loads and (t_ok or not scan["weights_only_loads"]):
+            return "fail", f"weights_only_verdict:scan_{scan['weights_only_loads']}_torch_{wo_loads}", \
+                f"scan: {scan.get('weights_only_why', '')[:120]}; torch: " \
+                f"{(tr.get('weights_only_refuses') or tr.get('error') or 'loads')[:160]}"
     if t_ok and verdict == "dangerous":
         fail_dangerous = ("fail", "scan_dangerous_but_torch_loads_with_allowlist",
                           f"globals {pre.get('globals', [])[:6]}; scan: {scan.get('reason', '')[:160]}")
@@ -291,6 +302,11 @@ def classify(rec, tr, pr):
             return "fail", "differ:" + "+".join(aspects), detail
         if fail_dangerous:
             return fail_dangerous
+        if tr.get("weights_only_refuses"):
+            # torch >= 2.6's default loader refuses what its full loader reads
+            # the same as torchport: torch's narrower opcode set, not a
+            # different reading (scan reports it as torch_weights_only).
+            return "allowed", "weights_only_refuses:" + tr["weights_only_refuses"].split(":")[-1].strip()[:60], ""
         return "agree", "both_accept_same", ""
     if t_ok and not p_ok:
         if fail_dangerous:
@@ -336,11 +352,17 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--count", type=int, default=2000)
     ap.add_argument("--cli", default="")
+    ap.add_argument("--torch2", action="store_true",
+                    help="torch's side is torch 2.6 (scripts/torch2.sh) with weights_only=True")
     ap.add_argument("--no-generate", action="store_true")
     ap.add_argument("--no-sandbox", action="store_true")
     ap.add_argument("--list", type=int, default=3, help="failing cases listed per class")
     ap.add_argument("files", nargs="*", help="read these files only (a reproducer), no generation")
     a = ap.parse_args()
+    if a.torch2:
+        global TORCH_PY
+        TORCH_PY = subprocess.run(["bash", os.path.join(HERE, "..", "..", "scripts", "torch2.sh"), "argv"],
+                                  check=True, capture_output=True, text=True).stdout.splitlines()
     a.dump, a.out = os.path.abspath(a.dump), os.path.abspath(a.out)
     a.cli = os.path.abspath(a.cli) if a.cli else ""
     t0 = time.time()
@@ -397,14 +419,15 @@ def main():
         outcome, cls, detail = classify(rec, tr, pr)
         results.append({"id": rec["id"], "path": rec["path"], "family": rec["family"], "mutation": rec["mutation"],
                         "outcome": outcome, "class": cls, "detail": detail,
-                        "torch": {k: tr.get(k) for k in ("ok", "error", "type")} | {
+                        "torch": {k: tr.get(k) for k in ("ok", "error", "type", "weights_only_refuses")} | {
                             "route": (tr.get("prescan") or {}).get("route"),
                             "globals": (tr.get("prescan") or {}).get("globals"),
                             "tensors": len(tr.get("tensors") or [])},
                         "torchport": {"ok": pr["open"].get("ok"), "format": pr["open"].get("format"),
                                       "code": pr["open"].get("code"), "message": pr["open"].get("message"),
                                       "tensors": len(pr["open"].get("tensors") or []),
-                                      "scan": pr.get("scan", {}).get("verdict")}})
+                                      "scan": pr.get("scan", {}).get("verdict"),
+                                      "weights_only_loads": pr.get("scan", {}).get("weights_only_loads")}})
     with open(os.path.join(a.out, "results.jsonl"), "w") as f:
         for r in results:
             f.write(json.dumps(r) + "\n")
@@ -416,12 +439,19 @@ def main():
     by_outcome = collections.Counter(r["outcome"] for r in results)
     by_class = collections.Counter((r["outcome"], r["class"]) for r in results)
     lines = []
-    lines.append(f"differential: {n} files (seed {a.seed}), generated in {t_gen:.0f} s, read in {t_read:.0f} s")
+    lines.append(f"differential: {n} files (seed {a.seed}), generated in {t_gen:.0f} s, read in {t_read:.0f} s, "
+                 f"torch side: {'torch 2.6, weights_only=True' if a.torch2 else 'torch 1.13'}")
     lines.append(f"sandbox for torch.load: {sandbox_note}")
     lines.append(f"accepted by torch: {t_acc}   not run by torch (would run code): {t_skip}   "
                  f"accepted by torchport: {p_acc}")
     lines.append(f"agreements: {by_outcome['agree']}   allowed differences: {by_outcome['allowed']}   "
                  f"inconclusive: {by_outcome['inconclusive']}   FAILURES: {by_outcome['fail']}")
+    if TORCH_PY != [PY]:
+        judged = [r for r in results if r["torchport"]["weights_only_loads"] is not None
+                  and r["torch"]["globals"] is not None and r["outcome"] != "fail"
+                  and (r["torch"]["ok"] or not r["torchport"]["weights_only_loads"])]
+        lines.append(f"scan's torch_weights_only matched torch 2.6 on {len(judged)} files "
+                     f"({sum(r['torchport']['weights_only_loads'] for r in judged)} loading)")
     amb = sum(c for (o, k), c in by_class.items() if k == "ambiguous_refusal")
     lines.append(f"ambiguous refusals (torch accepts, torchport refuses as ambiguous): {amb}")
     for outcome in ("fail", "allowed", "inconclusive", "agree"):

@@ -1,6 +1,7 @@
 """torch's reading of many files, one process (run by run.py inside
 `unshare -n` as an unprivileged user). Reads JSON lines {"path", "mode"}
-from stdin; mode "load" is torch.load(path, map_location="cpu"), "jit" is
+from stdin; mode "load" is torch.load(path, map_location="cpu") (with
+weights_only=True on torch >= 2.6, its default there), "jit" is
 torch.jit.load. Prints one JSON line per file: ok, error, and per tensor
 name, dtype, shape, strides, offset, storage (index of the first tensor on
 the same storage, -1 for an empty one), storage_nbytes, sha256 of the
@@ -25,11 +26,20 @@ warnings.simplefilter("ignore")
 import torch  # noqa: E402
 import torch._weights_only_unpickler as wou  # noqa: E402
 
-ALLOWED = set(wou._get_allowed_globals().keys()) | {
-    "builtins.set", "builtins.frozenset", "builtins.complex", "builtins.bytearray", "_codecs.encode",
-    "torch._utils._rebuild_tensor_v3", "torch._utils._rebuild_parameter_with_state",
-    "torch._tensor._rebuild_from_type_v2", "torch.device",
-}
+# torch >= 2.6 is read as its users read it: torch.load's default,
+# weights_only=True, with its own allow-list (the pre-scan gate uses the
+# same list). torch 1.13 defaults to the full unpickler, so there the guard
+# below stands in for an allow-list, widened by the few globals its
+# weights_only list lacks that newer releases write.
+WEIGHTS_ONLY = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 6)
+if WEIGHTS_ONLY:
+    ALLOWED = set(wou._get_allowed_globals().keys())
+else:
+    ALLOWED = set(wou._get_allowed_globals().keys()) | {
+        "builtins.set", "builtins.frozenset", "builtins.complex", "builtins.bytearray", "_codecs.encode",
+        "torch._utils._rebuild_tensor_v3", "torch._utils._rebuild_parameter_with_state",
+        "torch._tensor._rebuild_from_type_v2", "torch.device",
+    }
 
 
 class Blocked(Exception):
@@ -135,7 +145,22 @@ def read(path, mode):
         m = torch.jit.load(path, map_location="cpu")
         obj = {k: v for k, v in m.state_dict().items()}
     else:
-        obj = torch.load(path, map_location="cpu", pickle_module=guarded)
+        wo_error = None
+        obj = None
+        if WEIGHTS_ONLY:
+            try:
+                obj = torch.load(path, map_location="cpu", weights_only=True)
+            except (pickle.UnpicklingError, RuntimeError) as e:
+                # weights_only refuses opcodes and formats its full loader
+                # reads (text INT/LONG, the tar format...): say so, and read
+                # it as weights_only=False does, under the guard.
+                text = str(e)
+                if "weights_only" not in text and "Weights only" not in text:
+                    raise
+                at = text.find("WeightsUnpickler error:")
+                wo_error = (text[at:] if at >= 0 else text).split("\n")[0][:200]
+        if obj is None:
+            obj = torch.load(path, map_location="cpu", pickle_module=guarded, weights_only=False)
     pairs = flatten(obj)
     tensors = []
     idents = {}
@@ -147,7 +172,10 @@ def read(path, mode):
             key = (u.data_ptr(), u.nbytes())
             j["storage"] = idents.setdefault(key, i)
         tensors.append(j)
-    return {"ok": True, "type": type(obj).__name__, "tensors": tensors}
+    res = {"ok": True, "type": type(obj).__name__, "tensors": tensors}
+    if mode != "jit" and wo_error:
+        res["weights_only_refuses"] = wo_error
+    return res
 
 
 class Timeout(Exception):

@@ -65,8 +65,7 @@ TEST(InteropZip64, RecordOverFourGiBLoadsInTorch) {
       "0\n"
       "assert d['small'].tolist() == [1, 2, 3]\n"
       "print('ok')\n";
-  const int rc =
-      run_command(torchport::test::python() + " -W ignore -c \"" + check + "\"", &out);
+  const int rc = run_command(torchport::test::python() + " -W ignore -c \"" + check + "\"", &out);
   fs::remove_all(dir);
   EXPECT_EQ(rc, 0) << out;
 }

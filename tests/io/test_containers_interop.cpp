@@ -38,8 +38,7 @@ class ContainersInterop : public ::testing::Test {
     const std::string script = std::string(TORCHPORT_FIXTURES_DIR) + "/../io/make_containers.py";
     std::string out;
     ASSERT_EQ(
-        test::run_command(torchport::test::python() + " " + script + " " + dir_.string(), &out),
-        0)
+        test::run_command(torchport::test::python() + " " + script + " " + dir_.string(), &out), 0)
         << out;
     manifest_ = test::read_json(dir_ / "manifest.json");
   }

@@ -199,6 +199,44 @@ TEST(Scan, CleanFixturesPass) {
   }
 }
 
+// What torch >= 2.6's default torch.load does with a file, as the scan
+// judges it (checked against torch 2.6 itself by check_weights_only.py,
+// test check_weights_only_torch2).
+TEST(Scan, TorchWeightsOnlyVerdicts) {
+  const auto wo = [](const std::string& name) { return scan(fixture(name)).torch_weights_only; };
+  const auto loads = wo("checkpoint.pt");
+  ASSERT_TRUE(loads);
+  EXPECT_EQ(loads->loads, std::optional<bool>(true));
+  EXPECT_TRUE(loads->needs.empty());
+
+  const auto numpy = wo("numpy/training_numpy.pt");
+  ASSERT_TRUE(numpy);
+  EXPECT_EQ(numpy->loads, std::optional<bool>(false));
+  EXPECT_TRUE(numpy->why.empty()) << numpy->why;
+  for (const char* n :
+       {"numpy.core.multiarray._reconstruct", "numpy.ndarray", "numpy.dtype", "numpy.dtypes.*"})
+    EXPECT_NE(std::find(numpy->needs.begin(), numpy->needs.end(), n), numpy->needs.end()) << n;
+  const std::string line = add_safe_globals_line(numpy->needs);
+  EXPECT_NE(line.find("torch.serialization.add_safe_globals([(getattr(importlib.import_module("),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find("\"numpy.ndarray\")"), std::string::npos) << line;
+
+  const auto p4 = wo("protocol4.pt");  // its unpickler reads protocol 2's opcodes only
+  ASSERT_TRUE(p4);
+  EXPECT_EQ(p4->loads, std::optional<bool>(false));
+  EXPECT_NE(p4->why.find("SHORT_BINUNICODE"), std::string::npos) << p4->why;
+  const auto tar = wo("tar.pt");
+  ASSERT_TRUE(tar);
+  EXPECT_NE(tar->why.find("tar format"), std::string::npos) << tar->why;
+  EXPECT_FALSE(wo("plain_protocol2.pkl"));  // torch.load reads no plain pickle: not judged
+
+  const auto built = wo("pickle_semantics/build_data.pt");  // BUILD on a tensor: set_ there
+  ASSERT_TRUE(built);
+  EXPECT_FALSE(built->loads);
+  EXPECT_NE(built->why.find("not judged"), std::string::npos) << built->why;
+}
+
 TEST(Scan, ZipPickleStatistics) {
   const ScanReport r = scan(fixture("checkpoint.pt"));
   EXPECT_EQ(r.format, "pytorch-zip");

@@ -96,6 +96,13 @@ json report_json(const ScanReport& r) {
     auto& members = out["members"] = json::array();
     for (const auto& m : r.members) members.push_back(report_json(m));
   }
+  if (r.torch_weights_only) {
+    const TorchWeightsOnly& t = *r.torch_weights_only;
+    json j{{"loads", t.loads ? json(*t.loads) : json(nullptr)}, {"needs", t.needs}};
+    if (!t.why.empty()) j["why"] = t.why;
+    if (!t.needs.empty()) j["add_safe_globals"] = add_safe_globals_line(t.needs);
+    out["torch_weights_only"] = std::move(j);
+  }
   auto& findings = out["findings"] = json::array();
   for (const auto& f : r.findings) {
     json j{{"severity", std::string(scan_verdict_name(f.severity))}, {"reason", f.reason}};
@@ -114,6 +121,22 @@ Style verdict_style(ScanVerdict v) {
          : v == ScanVerdict::not_a_model_file ? Style::dim
          : v == ScanVerdict::unsafe           ? Style::red
                                               : Style::yellow;
+}
+
+// What torch >= 2.6's default torch.load (weights_only=True) does with the
+// file, and the line that would allow what it lacks.
+void print_weights_only(const TorchWeightsOnly& t, const std::string& indent) {
+  if (t.loads.value_or(false)) {
+    fmt::print("{}  torch >= 2.6, torch.load(weights_only=True): loads\n", indent);
+    return;
+  }
+  fmt::print("{}  torch >= 2.6, torch.load(weights_only=True): {}{}{}\n", indent,
+             t.loads ? "refuses" : "unknown", t.why.empty() ? "" : ": ", t.why);
+  if (!t.needs.empty())
+    fmt::print(
+        "{}    {} global(s) outside its default list ({}); trusted, paste before torch.load:\n"
+        "{}    {}\n",
+        indent, t.needs.size(), fmt::join(t.needs, ", "), indent, add_safe_globals_line(t.needs));
 }
 
 void print_report(const ScanReport& r, bool colour, const std::string& indent) {
@@ -144,6 +167,7 @@ void print_report(const ScanReport& r, bool colour, const std::string& indent) {
                  p.python_reads_on ? " (Python reads on)" : "");
   }
   for (const auto& c : r.code_records) fmt::print("{}  code record (never read): {}\n", indent, c);
+  if (r.torch_weights_only) print_weights_only(*r.torch_weights_only, indent);
   for (const auto& m : r.members) print_report(m, colour, indent + "  ");
   for (const auto& f : r.findings)
     if (f.reason != "member")

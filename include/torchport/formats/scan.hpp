@@ -98,6 +98,10 @@ struct PickleScan {
   std::vector<ScanGlobal> globals;
   /// Why the pickle could not be read to its end ("" when it was).
   std::string error;
+  /// True for a pickle the reader does not run, found where a loader that
+  /// reads pickle after pickle would go on (after a record's pickle, after
+  /// a stream's last one): judged, but not what torch.load runs.
+  bool swept = false;
   /// True when Python's unpickler would read on where the VM stopped (so
   /// what follows was walked opcode by opcode, and the pickle is
   /// unscannable unless something unsafe was found).
@@ -125,6 +129,31 @@ struct ScanFinding {
   std::string where;                    ///< the file, member, pickle or record
   std::optional<std::uint64_t> offset;  ///< byte offset, when known
 };
+
+/// Whether torch >= 2.6's `torch.load(path)`, whose default is
+/// weights_only=True, loads a file as it is (judged from what the scan
+/// read: the format, every opcode and global of the pickles torch.load
+/// runs; torch/_weights_only_unpickler.py of torch 2.6).
+struct TorchWeightsOnly {
+  /// True when it loads; false when it is refused; unset when the scan
+  /// cannot tell (`why` says what torch would do differently).
+  std::optional<bool> loads;
+  /// Globals outside torch's default list, in order of first reference:
+  /// what `torch.serialization.add_safe_globals` would need. "module.*"
+  /// stands for every class of the module (numpy.dtypes.*: the classes of
+  /// the numpy dtypes a file BUILDs, which torch must allow too).
+  std::vector<std::string> needs;
+  /// Why it does not load whatever globals are added ("" otherwise): the
+  /// tar format, a TorchScript archive, an opcode the weights_only
+  /// unpickler does not read, a pickle the scan could not read to its end.
+  std::string why;
+};
+
+/// One line of Python a user can paste before `torch.load` to allow
+/// `needs` (the tuple form of `add_safe_globals`, which names each global
+/// as the file spells it, so numpy 1.x names load under numpy 2.x too);
+/// "" when nothing is needed.
+std::string add_safe_globals_line(const std::vector<std::string>& needs);
 
 /// Everything `scan()` found in one file (or one member of an archive).
 struct ScanReport {
@@ -157,6 +186,10 @@ struct ScanReport {
   std::vector<ScanFinding> findings;
   /// The worst severity among the findings and the members' verdicts.
   ScanVerdict verdict = ScanVerdict::clean;
+  /// For the formats torch.load reads (zip, legacy, tar, TorchScript),
+  /// when our reader reads the file: whether torch >= 2.6 loads it by
+  /// default, and what it would need.
+  std::optional<TorchWeightsOnly> torch_weights_only;
 
   /// The first finding of the verdict's severity, as one line ("" when
   /// clean or not a model file).

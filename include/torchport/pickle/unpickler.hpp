@@ -39,6 +39,17 @@ GlobalClass classify_global(std::string_view module, std::string_view name,
 /// "allowed", "unknown" or "dangerous".
 std::string_view global_class_name(GlobalClass c) noexcept;
 
+/// True when torch >= 2.6's default `torch.load` (weights_only=True,
+/// torch/_weights_only_unpickler.py `_get_allowed_globals`, as torch 2.6
+/// lists it) accepts the global `module.name` without
+/// `torch.serialization.add_safe_globals`. Narrower than our allow-list
+/// (numpy's arrays, for one, are ours but not its).
+bool torch_weights_only_allows(std::string_view full_name) noexcept;
+/// True when that unpickler reads opcode `code` (it reads a fixed subset:
+/// no text opcodes of protocol 0, no STACK_GLOBAL, MEMOIZE or FRAME of
+/// protocol 4, ...).
+bool torch_weights_only_reads(std::uint8_t code) noexcept;
+
 /// Python's renames of Python 2 names (CPython's `_compat_pickle`:
 /// `NAME_MAPPING`, else `IMPORT_MAPPING` of the module), which its
 /// unpickler applies to every global of a pickle whose protocol is below 3
@@ -95,6 +106,9 @@ struct Stats {
   std::uint64_t first_other_call_offset = 0;  ///< byte offset of the first (when `other_calls` > 0)
   /// EXT1/EXT2/EXT4 opcodes: globals named through copyreg's extension registry.
   std::uint64_t extensions = 0;
+  /// BUILDs on a tensor a call made (Python's Tensor.__setstate__; torch's
+  /// weights_only unpickler applies them as Tensor.set_ instead).
+  std::uint64_t tensor_builds = 0;
 };
 
 /// Resolves a persistent id (torch's storage references) to a value.

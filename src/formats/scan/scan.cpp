@@ -167,7 +167,70 @@ class Scanner {
   std::uint64_t left_;
 };
 
+// torch >= 2.6's default torch.load on this file: refused formats, then
+// each pickle torch.load runs (the reader's own, in order) opcode by opcode
+// and global by global, as torch/_weights_only_unpickler.py reads them.
+std::optional<TorchWeightsOnly> torch_weights_only(const ScanReport& r) {
+  const std::optional<Format> f = parse_format(r.format);
+  if (!f || (*f != Format::pytorch_zip && *f != Format::pytorch_legacy &&
+             *f != Format::pytorch_tar && *f != Format::torchscript))
+    return std::nullopt;
+  // A file our reader refuses (damaged, ambiguous) is not judged: torch may
+  // read it in its own way (a legacy file missing a storage's record loads
+  // there with uninitialised memory), and we cannot say how.
+  if (r.reading != "ok") return std::nullopt;
+  TorchWeightsOnly t;
+  if (*f == Format::pytorch_tar) {
+    t.why = "weights_only=True refuses the tar format of torch's first releases";
+  } else if (*f == Format::torchscript) {
+    t.why = "weights_only=True refuses TorchScript archives (torch.jit.load reads them)";
+  }
+  for (const auto& p : r.pickles) {
+    if (p.swept) continue;  // torch.load stops before it
+    if (t.why.empty() && !p.error.empty())
+      t.why = p.name + " could not be read to its end: " + p.error;
+    for (std::size_t op = 0; op < p.stats.opcodes.size() && t.why.empty(); ++op)
+      if (p.stats.opcodes[op] != 0 &&
+          !pickle::torch_weights_only_reads(static_cast<std::uint8_t>(op)))
+        t.why = p.name + " uses opcode " +
+                std::string(pickle::opcode_name(static_cast<std::uint8_t>(op))) +
+                " (pickle protocol " + std::to_string(p.stats.protocol) +
+                "), which torch's weights_only unpickler does not read";
+    const auto need = [&](const std::string& name) {
+      if (std::find(t.needs.begin(), t.needs.end(), name) == t.needs.end()) t.needs.push_back(name);
+    };
+    for (const auto& g : p.globals) {
+      if (pickle::torch_weights_only_allows(g.name)) continue;
+      if (g.name == "torch._utils._rebuild_sparse_csr_tensor" && t.why.empty())
+        t.why = p.name + " names torch 1.13's " + g.name +
+                ", which torch 2.x no longer has (it rebuilds CSR through _rebuild_sparse_tensor)";
+      need(g.name);
+      // BUILD on a numpy dtype needs the dtype's own class too
+      // (numpy.dtypes.Float64DType, ...): torch builds only allow-listed
+      // types. Which ones depends on the arrays, so all of that module.
+      if (g.name == "numpy.dtype" && g.builds > 0) need("numpy.dtypes.*");
+    }
+  }
+  if (!t.why.empty() || !t.needs.empty()) {
+    t.loads = false;
+    return t;
+  }
+  // BUILD on a tensor: the weights_only unpickler applies the state as
+  // Tensor.set_(*state), torch's full unpickler (and ours) as __setstate__;
+  // whether the state fits set_ is not something the scan knows.
+  for (const auto& p : r.pickles)
+    if (!p.swept && p.stats.tensor_builds > 0) {
+      t.why = p.name +
+              " BUILDs a tensor, which the weights_only unpickler applies as "
+              "Tensor.set_(*state): not judged";
+      return t;
+    }
+  t.loads = true;
+  return t;
+}
+
 void Scanner::finish(ScanReport& r) {
+  r.torch_weights_only = torch_weights_only(r);
   ScanVerdict v = ScanVerdict::clean;
   for (const auto& f : r.findings) v = worse(v, f.severity);
   for (const auto& m : r.members)
@@ -491,6 +554,7 @@ void FileScan::stream(const Source& bytes, const std::string& name, std::uint64_
     }
     seen_.insert(rd.what() + "@" + std::to_string(rd.file_offset()));
     PickleScan& p = r_.pickles.emplace_back();
+    p.swept = true;
     p.name = i == 0 ? name : name + ":" + std::to_string(i);
     p.offset = rd.file_offset();
     const ByteReader start = rd;
@@ -843,6 +907,27 @@ ScanReport scan(const std::filesystem::path& path, const OpenOptions& options) t
   return r;
 } catch (...) {
   rethrow_as_error("scan", path.string());  // no bare std:: exception leaves the library
+}
+
+std::string add_safe_globals_line(const std::vector<std::string>& needs) {
+  if (needs.empty()) return {};
+  std::string line = "import importlib, torch; torch.serialization.add_safe_globals([";
+  for (std::size_t i = 0; i < needs.size(); ++i) {
+    const std::string& n = needs[i];
+    const std::size_t dot = n.rfind('.');
+    if (i) line += ", ";
+    if (n.size() > 2 && n.ends_with(".*")) {  // every class of a module
+      const std::string module = n.substr(0, n.size() - 2);
+      line += "*[(c, \"" + module + ".\" + c.__name__) for c in vars(importlib.import_module(\"" +
+              module + "\")).values() if isinstance(c, type)]";
+      continue;
+    }
+    const std::string module = dot == std::string::npos ? "builtins" : n.substr(0, dot);
+    const std::string name = dot == std::string::npos ? n : n.substr(dot + 1);
+    line +=
+        "(getattr(importlib.import_module(\"" + module + "\"), \"" + name + "\"), \"" + n + "\")";
+  }
+  return line + "])";
 }
 
 }  // namespace torchport
