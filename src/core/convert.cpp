@@ -317,7 +317,7 @@ bool has_f16c() {
 
 bool convertible(DType from, DType to) noexcept {
   if (from == to) return true;
-  if (is_f8(to)) return false;
+  if (is_f8(to) || is_bits(from) || is_bits(to)) return false;
   const Family f = family(from), t = family(to);
   switch (t) {
     case Family::Float:
@@ -337,6 +337,7 @@ void convert_elements(const std::byte* src, DType from, std::byte* dst, DType to
     return;
   }
   if (!convertible(from, to)) {
+    if (is_bits(from) || is_bits(to)) refuse(from, to, "bits dtypes hold raw bits, not numbers");
     if (is_f8(to)) refuse(from, to, "writing float8 is not implemented");
     if (family(from) == Family::Complex) refuse(from, to, "it would drop the imaginary part");
     refuse(from, to, "it would truncate floating-point values");

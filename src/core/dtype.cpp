@@ -39,6 +39,11 @@ constexpr std::array<DTypeInfo, kDTypeCount> kInfo{{
     {DType::F8_E5M2, 1, 1, "F8_E5M2", "float8_e5m2", ""},
     {DType::F8_E4M3FNUZ, 1, 1, "F8_E4M3FNUZ", "float8_e4m3fnuz", ""},
     {DType::F8_E5M2FNUZ, 1, 1, "F8_E5M2FNUZ", "float8_e5m2fnuz", ""},
+    {DType::BITS8, 1, 1, "BITS8", "bits8", ""},
+    {DType::BITS16, 2, 2, "BITS16", "bits16", ""},
+    {DType::BITS1X8, 1, 1, "BITS1X8", "bits1x8", ""},
+    {DType::BITS2X4, 1, 1, "BITS2X4", "bits2x4", ""},
+    {DType::BITS4X2, 1, 1, "BITS4X2", "bits4x2", ""},
 }};
 
 const DTypeInfo& info(DType d) noexcept {
@@ -136,6 +141,10 @@ bool is_complex(DType d) noexcept {
 
 bool is_signed_integer(DType d) noexcept {
   return d == DType::I8 || d == DType::I16 || d == DType::I32 || d == DType::I64;
+}
+
+bool is_bits(DType d) noexcept {
+  return d >= DType::BITS8 && d <= DType::BITS4X2;
 }
 
 bool is_integer(DType d) noexcept {

@@ -717,7 +717,11 @@ GlobalClass classify_global(std::string_view module_in, std::string_view name_in
     heap = std::string(module) + "." + std::string(name);
     full = heap;
   }
-  if (std::ranges::find(kAllowedExact, full) != std::end(kAllowedExact))
+  // Ours, and everything torch 2.6's weights_only loader accepts by default
+  // (its bits and sub-byte quantized dtypes, say): what torch calls safe is
+  // never unsafe here.
+  if (std::ranges::find(kAllowedExact, full) != std::end(kAllowedExact) ||
+      torch_weights_only_allows(full))
     return GlobalClass::allowed;
   // A dotted name is an attribute chain (protocol 4 resolves "os.system" in
   // module "torch" to torch.os.system, that is os.system): it reaches

@@ -13,11 +13,13 @@
 #include <gtest/gtest.h>
 
 #include "support/fixtures.hpp"
+#include "torchport/core/convert.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/compare.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/formats/record_file.hpp"
 #include "torchport/formats/save.hpp"
+#include "torchport/formats/scan.hpp"
 #include "torchport/nn/modules.hpp"
 #include "torchport/record/fields.hpp"
 #include "torchport/record/load.hpp"
@@ -188,6 +190,59 @@ TEST(MetaTensors, TypedLoadThroughAnAdapterSaysTheFileHasNoData) {
     EXPECT_EQ(e.code(), ErrorCode::unsupported) << e.what();
     EXPECT_NE(std::string(e.what()).find("meta tensor"), std::string::npos) << e.what();
   }
+}
+
+// Files torch 2.6 itself saved (tests/fixtures/torch26, made by
+// make_torch26_fixtures.py under scripts/torch2.sh): read as its
+// torch.load(weights_only=True) gives them, or refused naming what is not
+// read; scan never calls them unsafe, and says torch 2.6 loads those it reads.
+class Torch26Saved : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Torch26Saved, ReadAsTorchLoadsThemOrRefusedByName) {
+  const std::string name = GetParam();
+  const fs::path file = fixture("torch26/" + name + ".pt");
+  const auto want = test::read_json(fixture("torch26/" + name + ".expected.json"));
+  const ScanReport r = scan(file);
+  EXPECT_NE(r.verdict, ScanVerdict::unsafe) << r.reason();
+  EXPECT_NE(r.verdict, ScanVerdict::malformed) << r.reason();
+  if (want.contains("refused")) {
+    try {
+      (void)open(file);
+      ADD_FAILURE() << name << " was read";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::unsupported) << e.what();
+      EXPECT_NE(std::string(e.what()).find(want["refused"].get<std::string>()), std::string::npos)
+          << e.what();
+    }
+    return;
+  }
+  const TensorCatalog cat = open(file);
+  ASSERT_EQ(cat.size(), want["tensors"].size());
+  for (std::size_t i = 0; i < cat.size(); ++i) {
+    const auto& [tname, t] = cat.tensors()[i];
+    const auto& w = want["tensors"][i];
+    SCOPED_TRACE(tname);
+    EXPECT_EQ(tname, w["name"].get<std::string>());
+    EXPECT_EQ(t.dtype(), dtype_from_torch_name(w["dtype"].get<std::string>()));
+    EXPECT_EQ(t.shape(), w["shape"].get<Shape>());
+    EXPECT_EQ(t.strides(), w["strides"].get<Shape>());
+    EXPECT_EQ(test::tensor_sha256(t), w["sha256"].get<std::string>());
+  }
+  ASSERT_TRUE(r.torch_weights_only);
+  EXPECT_EQ(r.torch_weights_only->loads, std::optional<bool>(true)) << r.torch_weights_only->why;
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, Torch26Saved,
+                         ::testing::Values("new_dtypes", "bits", "conj", "nested", "quint4x2"));
+
+TEST(Torch26Saved, BitsAreNeverConverted) {
+  const TensorCatalog cat = open(fixture("torch26/bits.pt"));
+  const Tensor& b = *cat.find("b8");
+  EXPECT_EQ(b.dtype(), DType::BITS8);
+  EXPECT_EQ(dtype_name(b.dtype()), "BITS8");
+  EXPECT_FALSE(convertible(DType::BITS8, DType::U8));
+  EXPECT_FALSE(convertible(DType::F32, DType::BITS16));
+  EXPECT_THROW((void)b.to(DType::U8), Error);
 }
 
 TEST(MetaTensors, CompareByDtypeAndShape) {

@@ -151,6 +151,26 @@ TEST(InteropSpecial, NumpyArraysToPt) {
   }
 }
 
+// What torch 2.6 saved with its new dtypes (uint16/32/64, float8,
+// complex32, bits), converted to .pt, loads with its weights_only=True as
+// the original (torch 1.13 has none of these dtypes: skipped there).
+TEST(InteropSpecial, Torch26DtypesRoundTripThroughPt) {
+  std::string o;
+  if (run_command(kPython +
+                      " -c \"import sys, torch; sys.exit(0 if int(torch.__version__.split('.')[0]) "
+                      ">= 2 else 3)\"",
+                  &o) == 3)
+    GTEST_SKIP() << "torch 1.13 has no uint16, float8 or bits dtypes";
+  const fs::path dir = torchport::test::temp_dir("interop_torch26");
+  for (const char* name : {"new_dtypes", "bits"}) {
+    SCOPED_TRACE(name);
+    const fs::path in = fixture(std::string("torch26/") + name + ".pt");
+    convert(q(in) + " " + q(dir / (std::string(name) + "_out.pt")));
+    python_check(fixture("torch26/make_torch26_fixtures.py"), dir / (std::string(name) + "_out.pt"),
+                 in);
+  }
+}
+
 std::string tool(const std::string& args, int want_rc = 0) {
   std::string o;
   EXPECT_EQ(run_command(std::string(TORCHPORT_TOOL) + " " + args, &o), want_rc) << args << "\n"

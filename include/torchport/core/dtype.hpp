@@ -32,10 +32,18 @@ enum class DType : std::uint8_t {
   F8_E5M2,
   F8_E4M3FNUZ,
   F8_E5M2FNUZ,
+  /// torch's bits dtypes (torch.bits8, bits16, bits1x8, bits2x4, bits4x2):
+  /// raw bits with no arithmetic, read and written as their bytes, never
+  /// converted to or from another dtype.
+  BITS8,
+  BITS16,
+  BITS1X8,
+  BITS2X4,
+  BITS4X2,
 };
 
 /// Number of dtypes, for tables indexed by `DType`.
-inline constexpr int kDTypeCount = static_cast<int>(DType::F8_E5M2FNUZ) + 1;
+inline constexpr int kDTypeCount = static_cast<int>(DType::BITS4X2) + 1;
 
 /// Bytes per element.
 std::size_t dtype_size(DType d) noexcept;
@@ -62,5 +70,6 @@ bool is_floating(DType d) noexcept;        ///< F16, BF16, F32, F64 and the F8 k
 bool is_complex(DType d) noexcept;         ///< C32, C64, C128
 bool is_integer(DType d) noexcept;         ///< signed and unsigned integers, not BOOL
 bool is_signed_integer(DType d) noexcept;  ///< I8, I16, I32, I64
+bool is_bits(DType d) noexcept;            ///< BITS8, BITS16, BITS1X8, BITS2X4, BITS4X2
 
 }  // namespace torchport

@@ -17,7 +17,8 @@ namespace {
 
 // Dtypes torchport has that the safetensors spec does not define.
 bool safetensors_has(DType d) {
-  return d != DType::C32 && d != DType::C128 && d != DType::F8_E4M3FNUZ && d != DType::F8_E5M2FNUZ;
+  return d != DType::C32 && d != DType::C128 && d != DType::F8_E4M3FNUZ &&
+         d != DType::F8_E5M2FNUZ && !is_bits(d);
 }
 
 }  // namespace
