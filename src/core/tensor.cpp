@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <span>
 
 #include "torchport/core/convert.hpp"
 #include "torchport/core/error.hpp"
@@ -338,7 +339,72 @@ bool Tensor::equal(const Tensor& other) const {
 
 std::string Tensor::description() const {
   if (!defined()) return "undefined";
-  return std::string(dtype_name(dtype_)) + join(shape_) + (meta_ ? " meta" : "");
+  return std::string(dtype_name(dtype_)) + join(shape_) + (meta_ ? " meta" : "") +
+         (is_conj() ? " conj" : "") + (is_neg() ? " neg" : "");
+}
+
+namespace {
+
+// Flips the sign bit of every `width`-byte component at `stride` bytes
+// apart starting at byte `first` (little-endian: the sign is the last
+// byte's top bit). IEEE negation is exactly this, NaNs included.
+void flip_signs(std::span<std::byte> b, std::size_t first, std::size_t width, std::size_t stride) {
+  for (std::size_t at = first + width - 1; at < b.size(); at += stride) b[at] ^= std::byte{0x80};
+}
+
+// resolve_conj / resolve_neg of every element of a storage's bytes.
+void apply_view_bits(std::span<std::byte> b, DType d, bool conj, bool neg) {
+  const std::size_t n = dtype_size(d);
+  if (is_complex(d)) {
+    const std::size_t half = n / 2;
+    if (neg) flip_signs(b, 0, half, n);             // real parts
+    if (conj != neg) flip_signs(b, half, half, n);  // imaginary: conj and neg cancel
+    return;
+  }
+  if (!neg) return;
+  if (is_floating(d)) {
+    flip_signs(b, 0, n, n);
+    return;
+  }
+  // Integers: two's complement negation, wrapping as torch's neg does.
+  for (std::size_t at = 0; at + n <= b.size(); at += n) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, b.data() + at, n);
+    v = ~v + 1;
+    std::memcpy(b.data() + at, &v, n);
+  }
+}
+
+}  // namespace
+
+Tensor Tensor::with_view_bits(bool conj, bool neg) const {
+  if (!conj && !neg) return *this;
+  if (conj && !is_complex(dtype_))
+    throw Error(ErrorCode::unsupported,
+                "a conjugate view of a " + std::string(dtype_name(dtype_)) +
+                    " tensor (torch sets the conj bit on complex tensors only)");
+  if (neg && (dtype_ == DType::BOOL || is_bits(dtype_) ||
+              (is_floating(dtype_) && dtype_size(dtype_) == 1)))
+    throw Error(ErrorCode::unsupported,
+                "a negative view of a " + std::string(dtype_name(dtype_)) +
+                    " tensor (torch sets the neg bit on numbers it negates)");
+  if (meta_ || is_quantized() || is_sparse())
+    throw Error(ErrorCode::unsupported,
+                "conjugate or negative view bits on a meta, quantized or sparse tensor");
+  // The bits replace any the view had: they apply to the file's storage.
+  Tensor t = *this;
+  const std::shared_ptr<Storage> raw = file_storage();
+  const DType d = dtype_;
+  t.file_storage_ = raw;
+  t.view_bits_ = static_cast<std::uint8_t>((conj ? 1u : 0u) | (neg ? 2u : 0u));
+  t.storage_ = Storage::deferred(raw->nbytes(), [raw, d, conj, neg]() {
+    auto out = Storage::allocate(raw->nbytes());
+    const auto in = raw->bytes();
+    if (!in.empty()) std::memcpy(out->mutable_bytes().data(), in.data(), in.size());
+    apply_view_bits(out->mutable_bytes(), d, conj, neg);
+    return out;
+  });
+  return t;
 }
 
 Tensor Tensor::view_of(Shape shape, Shape strides, std::int64_t offset) const {

@@ -226,7 +226,9 @@ TEST_P(Torch26Saved, ReadAsTorchLoadsThemOrRefusedByName) {
     EXPECT_EQ(t.dtype(), dtype_from_torch_name(w["dtype"].get<std::string>()));
     EXPECT_EQ(t.shape(), w["shape"].get<Shape>());
     EXPECT_EQ(t.strides(), w["strides"].get<Shape>());
-    EXPECT_EQ(test::tensor_sha256(t), w["sha256"].get<std::string>());
+    EXPECT_EQ(t.is_conj(), w.value("conj", false));
+    EXPECT_EQ(t.is_neg(), w.value("neg", false));
+    EXPECT_EQ(test::tensor_sha256(t), w["sha256"].get<std::string>());  // resolved
   }
   ASSERT_TRUE(r.torch_weights_only);
   EXPECT_EQ(r.torch_weights_only->loads, std::optional<bool>(true)) << r.torch_weights_only->why;
@@ -234,6 +236,37 @@ TEST_P(Torch26Saved, ReadAsTorchLoadsThemOrRefusedByName) {
 
 INSTANTIATE_TEST_SUITE_P(Files, Torch26Saved,
                          ::testing::Values("new_dtypes", "bits", "conj", "nested", "quint4x2"));
+
+// A conj view shares its base's storage in the file; read, it resolves
+// into a storage of its own, and written back it points at the base's again.
+TEST(Torch26Saved, ConjViewsReadResolvedAndWriteBackWithTheBit) {
+  const TensorCatalog cat = open(fixture("torch26/conj.pt"));
+  const Tensor& base = *cat.find("base");
+  const Tensor& conj = *cat.find("conj");
+  EXPECT_TRUE(conj.is_conj());
+  EXPECT_EQ(conj.file_storage(), base.storage());
+  EXPECT_NE(conj.storage(), base.storage());
+  const auto b = base.contiguous().to(DType::C64), c = conj.contiguous().to(DType::C64);
+  const auto* x = reinterpret_cast<const float*>(b.bytes().data());
+  const auto* y = reinterpret_cast<const float*>(c.bytes().data());
+  for (std::int64_t i = 0; i < base.numel(); ++i) {
+    EXPECT_EQ(x[2 * i], y[2 * i]);
+    EXPECT_EQ(x[2 * i + 1], -y[2 * i + 1]);
+  }
+  const fs::path dir = test::temp_dir("torch26_conj");
+  save(cat, dir / "out.pt", SaveFormat::pytorch);
+  const TensorCatalog back = open(dir / "out.pt");
+  for (const auto& [name, t] : cat.tensors()) {
+    SCOPED_TRACE(name);
+    const Tensor& u = *back.find(name);
+    EXPECT_EQ(u.is_conj(), t.is_conj());
+    EXPECT_EQ(u.is_neg(), t.is_neg());
+    EXPECT_EQ(u.strides(), t.strides());
+    EXPECT_TRUE(u.equal(t));
+  }
+  EXPECT_EQ(back.find("conj")->file_storage(), back.find("base")->storage());  // one record
+  fs::remove_all(dir);
+}
 
 TEST(Torch26Saved, BitsAreNeverConverted) {
   const TensorCatalog cat = open(fixture("torch26/bits.pt"));

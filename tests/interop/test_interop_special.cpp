@@ -152,8 +152,9 @@ TEST(InteropSpecial, NumpyArraysToPt) {
 }
 
 // What torch 2.6 saved with its new dtypes (uint16/32/64, float8,
-// complex32, bits), converted to .pt, loads with its weights_only=True as
-// the original (torch 1.13 has none of these dtypes: skipped there).
+// complex32, bits) and conj/neg views, converted to .pt, loads with its
+// weights_only=True as the original, bits included (torch 1.13 has none of
+// these dtypes: skipped there).
 TEST(InteropSpecial, Torch26DtypesRoundTripThroughPt) {
   std::string o;
   if (run_command(kPython +
@@ -162,7 +163,7 @@ TEST(InteropSpecial, Torch26DtypesRoundTripThroughPt) {
                   &o) == 3)
     GTEST_SKIP() << "torch 1.13 has no uint16, float8 or bits dtypes";
   const fs::path dir = torchport::test::temp_dir("interop_torch26");
-  for (const char* name : {"new_dtypes", "bits"}) {
+  for (const char* name : {"new_dtypes", "bits", "conj"}) {
     SCOPED_TRACE(name);
     const fs::path in = fixture(std::string("torch26/") + name + ".pt");
     convert(q(in) + " " + q(dir / (std::string(name) + "_out.pt")));

@@ -164,8 +164,9 @@ std::string dtype_label(const Tensor& t) {
   if (t.is_sparse())
     return std::string(dtype_name(t.dtype())) + " " +
            std::string(SparseParts::layout_name(t.sparse()->layout)).substr(7);  // "F32 coo"
-  return t.is_quantized() ? std::string(Quantization::qdtype_name(t.dtype()))
-                          : std::string(dtype_name(t.dtype()));
+  if (t.is_quantized()) return std::string(Quantization::qdtype_name(t.dtype()));
+  return std::string(dtype_name(t.dtype())) + (t.is_conj() ? " conj" : "") +
+         (t.is_neg() ? " neg" : "");  // listed with torch's bits, read resolved
 }
 
 // A quantized tensor's quantizer, for --json.
@@ -204,6 +205,8 @@ int run_inspect(const InspectArgs& a) {
                       {"bytes", t.nbytes()}});
       if (t.is_quantized()) list.back()["quantized"] = quantizer_json(t);
       if (t.is_meta()) list.back()["meta"] = true;
+      if (t.is_conj()) list.back()["conj"] = true;
+      if (t.is_neg()) list.back()["neg"] = true;
       if (t.is_sparse())
         list.back()["sparse"] = {
             {"layout", SparseParts::layout_name(t.sparse()->layout)},

@@ -253,7 +253,32 @@ class Tensor {
   bool is_meta() const noexcept { return meta_; }
   ///@}
 
-  /// "F32[3, 4]" ("F32[3, 4] meta" for a meta tensor).
+  /// \name Conjugate and negative views
+  /// torch's lazy view bits (`is_conj()`, `is_neg()`: `x.conj()` of a
+  /// complex tensor, `torch._neg_view`), which a file keeps as
+  /// `{'conj': True}` / `{'neg': True}` metadata over the unchanged storage.
+  /// Here the elements are resolved, as `resolve_conj()` and
+  /// `resolve_neg()` give them: the view reads a storage made on first
+  /// access (every element of the file's storage conjugated or negated),
+  /// with the same sizes, strides and offset. The bits are kept for listing
+  /// and for writing back (`file_storage()`).
+  ///@{
+
+  /// This view with torch's bits set, reading resolved elements.
+  /// \throws Error(unsupported) for a conj bit on a non-complex dtype, a
+  /// neg bit on bool, bits or float8 (torch sets neither there).
+  Tensor with_view_bits(bool conj, bool neg) const;
+  bool is_conj() const noexcept { return (view_bits_ & 1u) != 0; }  ///< torch's conj bit
+  bool is_neg() const noexcept { return (view_bits_ & 2u) != 0; }   ///< torch's neg bit
+  /// The storage as the file holds it: before the bits are applied (the
+  /// storage itself for a tensor without bits).
+  const std::shared_ptr<Storage>& file_storage() const noexcept {
+    return view_bits_ != 0 ? file_storage_ : storage_;
+  }
+  ///@}
+
+  /// "F32[3, 4]" ("F32[3, 4] meta" for a meta tensor, "... conj"/"... neg"
+  /// for the view bits).
   std::string description() const;
 
  private:
@@ -271,6 +296,8 @@ class Tensor {
   std::shared_ptr<const Quantization> quant_;
   std::shared_ptr<const SparseParts> sparse_;
   bool meta_ = false;
+  std::uint8_t view_bits_ = 0;             // 1 conj, 2 neg
+  std::shared_ptr<Storage> file_storage_;  // before the bits, when set
 };
 
 /// torch's affine quantizers (`Tensor::quantization()`).

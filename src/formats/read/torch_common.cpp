@@ -363,16 +363,34 @@ std::optional<Tensor> tensor_of_call(const Global& g, const Value& args, Inner&&
     Shape size = int_list(arg(g, args, 2), "size");
     Shape stride = int_list(arg(g, args, 3), "stride");
     const DType dtype = v3 ? dtype_global(arg(g, args, 6)) : st.dtype();
+    bool conj = false, neg = false;
     if (!v1) {
       requires_grad(arg(g, args, 4), dtype, g.name.c_str());
       backward_hooks(arg(g, args, 5), g.name.c_str());
       const std::size_t meta = v3 ? 7 : 6;
-      if (args.size() > meta && !args.items()[meta].is_none() &&
-          !(args.items()[meta].is(Value::Kind::Dict) && args.items()[meta].size() == 0))
-        throw Error(ErrorCode::unsupported, g.qualified() + " with tensor metadata " +
-                                                args.items()[meta].repr(3) + " (not read)");
+      // torch._utils.set_tensor_metadata: {'conj': True} and {'neg': True}
+      // (torch._C._set_tensor_metadata reads those two keys); anything
+      // else is not read.
+      if (args.size() > meta && !args.items()[meta].is_none()) {
+        const Value& m = args.items()[meta];
+        bool known = m.is(Value::Kind::Dict);
+        if (known)
+          for (const auto& [k, v] : m.pairs()) {
+            if (!k.is(Value::Kind::Str) || !v.is(Value::Kind::Bool) ||
+                (k.as_str() != "conj" && k.as_str() != "neg")) {
+              known = false;
+              break;
+            }
+            (k.as_str() == "conj" ? conj : neg) = v.as_bool();
+          }
+        if (!known)
+          throw Error(ErrorCode::unsupported,
+                      g.qualified() + " with tensor metadata " + m.repr(3) + " (not read)");
+      }
     }
-    return Tensor(dtype, std::move(size), std::move(stride), offset, st.storage());
+    Tensor t(dtype, std::move(size), std::move(stride), offset, st.storage());
+    if (conj || neg) return t.with_view_bits(conj, neg);
+    return t;
   }
   if (utils && (g.name == "_rebuild_parameter" || g.name == "_rebuild_parameter_with_state")) {
     // (data, requires_grad, backward_hooks[, state]): Parameter(data, requires_grad)

@@ -46,6 +46,9 @@ constexpr char kBinInt = 'J';
 constexpr char kLong1 = '\x8a';
 constexpr char kBinUnicode = 'X';
 constexpr char kNewFalse = '\x89';
+constexpr char kNewTrue = '\x88';
+constexpr char kEmptyDict = '}';
+constexpr char kSetItem = 's';
 constexpr char kBinFloat = 'G';
 constexpr char kSetItems = 'u';
 constexpr char kStop = '.';
@@ -220,6 +223,17 @@ void plain_tensor(Pickler& p, const Tensor& t, const Record& r) {
   p.op(kNewFalse);   // requires_grad
   p.ordered_dict();  // backward hooks
   if (!r.typed) p.global("torch", std::string(dtype_torch_name(t.dtype())));
+  if (t.is_conj() || t.is_neg()) {
+    // torch._utils.get_tensor_metadata: the view bits over the file's
+    // storage (the record holds file_storage(), unresolved).
+    p.op(kEmptyDict);
+    for (const auto& [key, on] : {std::pair{"conj", t.is_conj()}, std::pair{"neg", t.is_neg()}})
+      if (on) {
+        p.str(key);
+        p.op(kNewTrue);
+        p.op(kSetItem);
+      }
+  }
   p.op(kTuple);
   p.op(kReduce);
 }
@@ -320,7 +334,8 @@ std::uint64_t pytorch_data_bytes(const std::vector<NamedTensor>& tensors) {
   std::unordered_map<const Storage*, bool> seen;
   std::uint64_t n = 0;
   auto add = [&](const Tensor& t) {
-    if (t.defined() && seen.emplace(t.storage().get(), true).second) n += t.storage()->nbytes();
+    if (t.defined() && seen.emplace(t.file_storage().get(), true).second)
+      n += t.file_storage()->nbytes();
   };
   for (const auto& t : tensors) {
     if (t.tensor.is_meta()) continue;  // no data, no record
@@ -347,8 +362,10 @@ void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStrea
   std::unordered_map<const Storage*, std::size_t> record_of;
   std::vector<std::size_t> tensor_record(tensors.size());
   auto record_for = [&](const Tensor& t) {
-    auto [it, fresh] = record_of.emplace(t.storage().get(), records.size());
-    if (fresh) records.push_back({t.storage(), std::to_string(records.size()), t.dtype(), true});
+    // The storage as torch holds it: a conj or neg view's is unresolved.
+    auto [it, fresh] = record_of.emplace(t.file_storage().get(), records.size());
+    if (fresh)
+      records.push_back({t.file_storage(), std::to_string(records.size()), t.dtype(), true});
     Record& r = records[it->second];
     // torch refuses to save one storage under two dtypes; we fall back to
     // an untyped storage that each view reinterprets (v3 rebuild).
