@@ -1,8 +1,11 @@
 #include "torchport/core/tensor.hpp"
 
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <span>
+#include <tuple>
 
 #include "torchport/core/convert.hpp"
 #include "torchport/core/error.hpp"
@@ -375,10 +378,42 @@ void apply_view_bits(std::span<std::byte> b, DType d, bool conj, bool neg) {
   }
 }
 
+// One resolved storage per file storage and bits, whatever the number of
+// views: a file of a thousand conj views of one storage costs one copy, not
+// a thousand (cost linear in the file). The resolved storage keeps the
+// file's alive, so a live entry's key cannot be reused by another storage.
+std::shared_ptr<Storage> resolved_storage(const std::shared_ptr<Storage>& raw, DType d, bool conj,
+                                          bool neg) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const Storage*, DType, bool, bool>, std::weak_ptr<Storage>> cache;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(raw.get(), d, conj, neg);
+  if (auto it = cache.find(key); it != cache.end())
+    if (auto live = it->second.lock()) return live;
+  if (cache.size() >= 64)  // drop the entries of storages no tensor holds any more
+    std::erase_if(cache, [](const auto& kv) { return kv.second.expired(); });
+  auto made = Storage::deferred(raw->nbytes(), [raw, d, conj, neg]() {
+    auto out = Storage::allocate(raw->nbytes());
+    const auto in = raw->bytes();
+    if (!in.empty()) std::memcpy(out->mutable_bytes().data(), in.data(), in.size());
+    apply_view_bits(out->mutable_bytes(), d, conj, neg);
+    return out;
+  });
+  cache[key] = made;
+  return made;
+}
+
 }  // namespace
 
 Tensor Tensor::with_view_bits(bool conj, bool neg) const {
-  if (!conj && !neg) return *this;
+  if (!conj && !neg) {
+    if (view_bits_ == 0) return *this;
+    Tensor t = *this;  // the bits replace any the view had: none
+    t.storage_ = file_storage_;
+    t.file_storage_.reset();
+    t.view_bits_ = 0;
+    return t;
+  }
   if (conj && !is_complex(dtype_))
     throw Error(ErrorCode::unsupported,
                 "a conjugate view of a " + std::string(dtype_name(dtype_)) +
@@ -397,13 +432,7 @@ Tensor Tensor::with_view_bits(bool conj, bool neg) const {
   const DType d = dtype_;
   t.file_storage_ = raw;
   t.view_bits_ = static_cast<std::uint8_t>((conj ? 1u : 0u) | (neg ? 2u : 0u));
-  t.storage_ = Storage::deferred(raw->nbytes(), [raw, d, conj, neg]() {
-    auto out = Storage::allocate(raw->nbytes());
-    const auto in = raw->bytes();
-    if (!in.empty()) std::memcpy(out->mutable_bytes().data(), in.data(), in.size());
-    apply_view_bits(out->mutable_bytes(), d, conj, neg);
-    return out;
-  });
+  t.storage_ = resolved_storage(raw, d, conj, neg);
   return t;
 }
 

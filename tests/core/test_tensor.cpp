@@ -1,5 +1,8 @@
 // Tensor views: bounds checks, strided copies, reshapes.
 
+#include <cstring>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "torchport/core/error.hpp"
@@ -106,6 +109,43 @@ TEST(Value, PruneTensorsKeepsScalars) {
   EXPECT_EQ(p.size(), 1u);
   EXPECT_EQ(p.find("epoch")->as_int(), 3);
   EXPECT_EQ(to_json(p), "{\"epoch\":3}");
+}
+
+}  // namespace
+
+namespace {
+
+// torch's conj/neg view bits: elements resolved on access, one resolved
+// storage per file storage however many views name it (a file of many
+// conj views of one storage must not cost a copy each).
+TEST(ViewBits, ResolvedOnAccessAndSharedByEveryView) {
+  const Tensor base = Tensor::from({1.f, 2.f}, {2});
+  // complex64 [2] = (1, 2), (-3, 4) over raw float pairs
+  auto st = Storage::allocate(16);
+  const float raw[4] = {1.f, 2.f, -3.f, 4.f};
+  std::memcpy(st->mutable_bytes().data(), raw, sizeof raw);
+  const Tensor z(DType::C64, {2}, {1}, 0, st);
+  const Tensor conj = z.with_view_bits(true, false);
+  EXPECT_TRUE(conj.is_conj());
+  EXPECT_FALSE(conj.is_neg());
+  EXPECT_EQ(conj.file_storage(), st);
+  const auto* v = reinterpret_cast<const float*>(conj.bytes().data());
+  EXPECT_EQ(std::vector<float>(v, v + 4), (std::vector<float>{1.f, -2.f, -3.f, -4.f}));
+  const Tensor both = z.with_view_bits(true, true);  // -(conj z) = (-re, im)
+  const auto* w = reinterpret_cast<const float*>(both.bytes().data());
+  EXPECT_EQ(std::vector<float>(w, w + 4), (std::vector<float>{-1.f, 2.f, 3.f, 4.f}));
+  const Tensor plain = conj.with_view_bits(false, false);
+  EXPECT_EQ(plain.storage(), st);
+  EXPECT_FALSE(plain.is_conj());
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(z.with_view_bits(true, false).storage(), conj.storage());
+  const Tensor neg = base.with_view_bits(false, true);
+  const auto* n = reinterpret_cast<const float*>(neg.bytes().data());
+  EXPECT_EQ(std::vector<float>(n, n + 2), (std::vector<float>{-1.f, -2.f}));
+  const Tensor ints =
+      Tensor::from({std::int64_t{5}, std::int64_t{-7}}, {2}).with_view_bits(false, true);
+  EXPECT_EQ(ints.span<std::int64_t>()[0], -5);
+  EXPECT_EQ(ints.span<std::int64_t>()[1], 7);
+  EXPECT_THROW((void)base.with_view_bits(true, false), Error);  // conj of a real tensor
 }
 
 }  // namespace
