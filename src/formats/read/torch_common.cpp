@@ -305,10 +305,6 @@ std::string not_read(const Global& g, const Value& args) {
            "tensor, "
            "an XLA or other device tensor); its data is not in the file as torch.load reads it, "
            "and such tensors are not read";
-  if (n == "_rebuild_nested_tensor")
-    return g.qualified() +
-           ": a nested tensor (torch.nested, a list of tensors of different "
-           "shapes); nested tensors are not read";
   if (n == "_rebuild_device_tensor_from_numpy" || n == "_rebuild_device_tensor_from_cpu_tensor" ||
       n == "_rebuild_xla_tensor" || n == "_rebuild_mps_tensor")
     return g.qualified() +
@@ -465,6 +461,61 @@ std::optional<Tensor> tensor_of_call(const Global& g, const Value& args, Inner&&
   return std::nullopt;
 }
 
+// torch._utils._rebuild_nested_tensor(buffer, sizes, strides, offsets),
+// which is torch._nested_view_from_buffer: a nested tensor whose i-th
+// component views the 1-D `buffer` with sizes[i], strides[i] (rows of two
+// int64 matrices) at element offsets[i]. Read as the list of its
+// components, so the catalogue lists them as NAME.0, NAME.1, ... Each
+// component must lie inside the buffer (torch's view would read past it).
+template <class Inner>
+std::optional<Value> nested_of_call(const Global& g, const Value& args, Inner&& inner) {
+  if (g.module != "torch._utils" || g.name != "_rebuild_nested_tensor") return std::nullopt;
+  arity(g, args, 4, 4);
+  const Tensor buffer = as_tensor(inner(arg(g, args, 0)));
+  const Tensor sizes = as_tensor(inner(arg(g, args, 1)));
+  const Tensor strides = as_tensor(inner(arg(g, args, 2)));
+  const Tensor offsets = as_tensor(inner(arg(g, args, 3)));
+  const auto bad = [&](const std::string& why) {
+    return Error(ErrorCode::corrupt, g.qualified() + ": " + why);
+  };
+  if (buffer.dim() != 1 || !buffer.is_contiguous() || buffer.is_meta() || buffer.is_sparse() ||
+      buffer.is_quantized())
+    throw bad("the buffer is not a 1-D contiguous tensor");
+  if (sizes.dtype() != DType::I64 || strides.dtype() != DType::I64 ||
+      offsets.dtype() != DType::I64 || sizes.dim() != 2 || strides.shape() != sizes.shape() ||
+      offsets.dim() != 1 || offsets.size(0) != sizes.size(0))
+    throw bad(
+        "sizes and strides must be int64 matrices of one shape, offsets an int64 vector "
+        "of one entry per component");
+  const Tensor sz = sizes.contiguous(), st = strides.contiguous(), off = offsets.contiguous();
+  const auto szv = sz.span<std::int64_t>(), stv = st.span<std::int64_t>();
+  const auto offv = off.span<std::int64_t>();
+  const auto n = static_cast<std::size_t>(sizes.size(0));
+  const auto dims = static_cast<std::size_t>(sizes.size(1));
+  Value out = Value::list();
+  for (std::size_t i = 0; i < n; ++i) {
+    Shape shape(szv.begin() + static_cast<std::ptrdiff_t>(i * dims),
+                szv.begin() + static_cast<std::ptrdiff_t>((i + 1) * dims));
+    Shape stride(stv.begin() + static_cast<std::ptrdiff_t>(i * dims),
+                 stv.begin() + static_cast<std::ptrdiff_t>((i + 1) * dims));
+    // The component's extent, inside [0, buffer.numel()).
+    std::int64_t last = offv[i], numel = 1;
+    bool ok = offv[i] >= 0;
+    for (std::size_t k = 0; ok && k < dims; ++k) {
+      std::int64_t step;
+      ok = shape[k] >= 0 && stride[k] >= 0 && detail::mul_ok(numel, shape[k], numel);
+      if (ok && shape[k] > 0)
+        ok = detail::mul_ok(shape[k] - 1, stride[k], step) && detail::add_ok(last, step, last);
+    }
+    if (!ok || (numel > 0 && last >= buffer.numel()))
+      throw bad("component " + std::to_string(i) + " does not lie inside the buffer of " +
+                std::to_string(buffer.numel()) + " elements");
+    out.append(Value::tensor(Tensor(buffer.dtype(), std::move(shape), std::move(stride),
+                                    buffer.storage_offset() + offv[i], buffer.storage())));
+  }
+  return out;
+}
+
 // Whether the tensor a rebuild call makes requires grad (a leaf that torch's
 // in-place set_ then refuses to re-view). The call was checked already.
 bool call_requires_grad(const Global& g, const Value& args) {
@@ -576,6 +627,7 @@ class Rebuilder {
       }
       case Value::Kind::Object: {
         const Object& o = v.as_object();
+        if (auto n = nested_call(o, path)) return *n;
         if (auto t = tensor_call(o, path)) return Value::tensor(*t);
         if (auto n = numpy_value(o, path)) return *n;
         Value out = Value::object(o.cls, walk(o.args, path));
@@ -597,6 +649,16 @@ class Rebuilder {
                       call_requires_grad(o.cls, o.args));
       }
       return t;
+    } catch (const Error& e) {
+      throw Error(e.code(), e.message(), e.key().empty() ? path : e.key(),
+                  e.offset() ? e.offset() : std::optional<std::uint64_t>(o.offset),
+                  e.where().empty() ? where_ : e.where());
+    }
+  }
+
+  std::optional<Value> nested_call(const Object& o, const std::string& path) {
+    try {
+      return nested_of_call(o.cls, o.args, [&](const Value& v) { return walk(v, path); });
     } catch (const Error& e) {
       throw Error(e.code(), e.message(), e.key().empty() ? path : e.key(),
                   e.offset() ? e.offset() : std::optional<std::uint64_t>(o.offset),
@@ -629,6 +691,8 @@ class TensorCalls {
         g.module != "torch.nn.parameter" && g.module != "torch.serialization")
       return std::nullopt;
     try {
+      if (auto n = nested_of_call(g, args, [](const Value& v) -> const Value& { return v; }))
+        return n;
       if (auto t = tensor_of_call(
               g, args, [](const Value& v) -> const Value& { return v; }, storages_)) {
         Value v = Value::tensor(std::move(*t));
