@@ -237,4 +237,10 @@ void ZipWriter::finish() {
   finished_ = true;
 }
 
+std::uint32_t ZipWriter::combined_crc32() const noexcept {
+  uLong crc = crc32_z(0, nullptr, 0);
+  for (const Entry& e : entries_) crc = crc32_combine64(crc, e.crc, static_cast<z_off64_t>(e.size));
+  return static_cast<std::uint32_t>(crc);
+}
+
 }  // namespace torchport

@@ -166,7 +166,10 @@ TEST_F(Writers, PytorchArchiveLayout) {
   const auto zip = ZipArchive::open(src, {});
   ASSERT_GE(zip.entries().size(), 4u);
   EXPECT_EQ(zip.entries().front().name, "my/data.pkl");  // torch: the stem up to the first dot
-  EXPECT_EQ(zip.entries().back().name, "my/version");
+  // torch 2.x's order: ..., version, then .data/serialization_id (40 digits)
+  ASSERT_GE(zip.entries().size(), 2u);
+  EXPECT_EQ(zip.entries()[zip.entries().size() - 2].name, "my/version");
+  EXPECT_EQ(zip.entries().back().name, "my/.data/serialization_id");
   auto text = [&](const char* name) {
     const auto* e = zip.find(name);
     EXPECT_NE(e, nullptr) << name;
@@ -174,6 +177,9 @@ TEST_F(Writers, PytorchArchiveLayout) {
     return std::string(reinterpret_cast<const char*>(s.bytes().data()), s.size());
   };
   EXPECT_EQ(text("my/version"), "3\n");
+  const std::string id = text("my/.data/serialization_id");
+  EXPECT_EQ(id.size(), 40u);
+  EXPECT_TRUE(std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; })) << id;
   EXPECT_EQ(text("my/byteorder"), "little");
   const std::string pkl = text("my/data.pkl");
   EXPECT_EQ(pkl.substr(0, 2), "\x80\x02");

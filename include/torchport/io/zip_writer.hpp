@@ -60,6 +60,9 @@ class ZipWriter {
 
   /// Entries written so far.
   std::size_t entry_count() const noexcept { return entries_.size(); }
+  /// The CRC-32 of every entry's data so far, as if written back to back
+  /// (torch's `combined_uncomp_crc32_`).
+  std::uint32_t combined_crc32() const noexcept;
   /// File offset of the open (or last) entry's first data byte.
   std::uint64_t data_offset() const noexcept { return data_start_; }
 

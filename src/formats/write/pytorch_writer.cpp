@@ -15,6 +15,7 @@
 // OrderedDict(), dtype) with ('storage', torch.storage.UntypedStorage, key, 'cpu',
 // nbytes); we do the same (torch/_tensor.py `_reduce_ex_internal`).
 
+#include <cstdio>
 #include <cstring>
 #include <unordered_map>
 
@@ -455,6 +456,26 @@ void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStrea
   const std::string_view version = "3\n";
   zip.add_entry(prefix + "version",
                 std::as_bytes(std::span<const char>(version.data(), version.size())));
+  // torch >= 2.1 ends with .data/serialization_id: 20 digits of a hash of
+  // the record names, then 20 of the combined CRC-32 of their data
+  // (PyTorchStreamWriter::writeSerializationId). torch hashes the names with
+  // its C++ library's std::hash, which no file format fixes; ours is
+  // FNV-1a. No reader checks it; it tells saves apart.
+  std::uint64_t names = 0xcbf29ce484222325u;
+  const auto mix = [&names](std::string_view n) {
+    for (const char c : n) names = (names ^ static_cast<unsigned char>(c)) * 0x100000001b3u;
+  };
+  mix(prefix + "data.pkl");
+  mix(prefix + "byteorder");
+  for (const Record& r : records) mix(prefix + "data/" + r.key);
+  mix(prefix + "version");
+  char id_text[48];
+  const int id_len = std::snprintf(id_text, sizeof id_text, "%020llu%020llu",
+                                   static_cast<unsigned long long>(names),
+                                   static_cast<unsigned long long>(zip.combined_crc32()));
+  const std::string id(id_text, static_cast<std::size_t>(id_len));
+  zip.add_entry(prefix + ".data/serialization_id",
+                std::as_bytes(std::span<const char>(id.data(), id.size())));
   zip.finish();
 }
 
