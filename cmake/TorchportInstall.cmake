@@ -94,3 +94,6 @@ endif()
 if(TARGET torchport_cli)
   install(TARGETS torchport_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 endif()
+
+# The licence, where Debian and the GNU layout put a package's documents.
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
