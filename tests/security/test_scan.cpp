@@ -221,6 +221,10 @@ TEST(Scan, TorchWeightsOnlyVerdicts) {
             std::string::npos)
       << line;
   EXPECT_NE(line.find("\"numpy.ndarray\")"), std::string::npos) << line;
+  // Names come from the file: anything but dotted identifiers gives no line.
+  EXPECT_EQ(add_safe_globals_line({"os\"), __import__(\"os"}), "");
+  EXPECT_EQ(add_safe_globals_line({"numpy.ndarray", "a b.c"}), "");
+  EXPECT_EQ(add_safe_globals_line({}), "");
 
   const auto p4 = wo("protocol4.pt");  // its unpickler reads protocol 2's opcodes only
   ASSERT_TRUE(p4);

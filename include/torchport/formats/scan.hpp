@@ -152,7 +152,9 @@ struct TorchWeightsOnly {
 /// One line of Python a user can paste before `torch.load` to allow
 /// `needs` (the tuple form of `add_safe_globals`, which names each global
 /// as the file spells it, so numpy 1.x names load under numpy 2.x too);
-/// "" when nothing is needed.
+/// "" when nothing is needed, or when a name is not a dotted Python
+/// identifier (the names come from the file). Offer it only for a file the
+/// scan calls clean: it allows what it names.
 std::string add_safe_globals_line(const std::vector<std::string>& needs);
 
 /// Everything `scan()` found in one file (or one member of an archive).

@@ -16,6 +16,7 @@
 #include "torchport/formats/scan.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <map>
 #include <set>
@@ -911,6 +912,18 @@ ScanReport scan(const std::filesystem::path& path, const OpenOptions& options) t
 
 std::string add_safe_globals_line(const std::vector<std::string>& needs) {
   if (needs.empty()) return {};
+  // The names come from the file: only dotted Python identifiers go into
+  // a line a user pastes (a quote in a name would let the file write code).
+  for (const std::string& n : needs) {
+    const std::string_view body =
+        n.ends_with(".*") ? std::string_view(n).substr(0, n.size() - 2) : std::string_view(n);
+    if (body.empty() || body.front() == '.' || body.back() == '.' ||
+        std::isdigit(static_cast<unsigned char>(body.front())) ||
+        !std::all_of(body.begin(), body.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+        }))
+      return {};
+  }
   std::string line = "import importlib, torch; torch.serialization.add_safe_globals([";
   for (std::size_t i = 0; i < needs.size(); ++i) {
     const std::string& n = needs[i];
