@@ -131,7 +131,10 @@ def tensor_json(name, t, first):
     nbytes = u.nbytes()
     j["storage_nbytes"] = nbytes
     j["storage"] = -1 if nbytes == 0 else None  # set by read()
-    c = t.contiguous().reshape(-1)
+    # A fresh 1-D buffer: contiguous() keeps the stride of a one-element
+    # view (a size-1 dimension ignores it), and view(uint8) needs stride 1.
+    c = torch.empty(t.numel(), dtype=t.dtype)
+    c.copy_(t.reshape(-1))
     raw = b"" if c.numel() == 0 else c.view(torch.uint8).numpy().tobytes()
     j["sha256"] = hashlib.sha256(raw).hexdigest()
     return j
