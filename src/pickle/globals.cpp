@@ -1,9 +1,10 @@
 // The allow-list and the deny-list of pickle globals, Python's protocol-2
 // renames, and the user's allow patterns.
 //
-// The allow-list mirrors what torch's own weights_only unpickler accepts
-// (torch/_weights_only_unpickler.py, _get_allowed_globals) plus the storage
-// and dtype globals of newer releases. It alone decides: `scan` calls a file
+// The allow-list is torch 2.6's weights_only list exactly
+// (torch/_weights_only_unpickler.py, _get_allowed_globals: kTorchWeightsOnly)
+// plus ours (kAllowedExact: numpy's arrays, torch 1.13's spellings, layouts)
+// and the storage and dtype globals torch.* names. It alone decides: `scan` calls a file
 // clean only when every global is on it (or on the user's patterns). The
 // deny-list ("known-dangerous") names globals that are known ways to run
 // code from a pickle (fickling's catalogue, picklescan's and modelscan's
@@ -175,101 +176,14 @@ constexpr std::uint8_t kTorchWeightsOnlyOpcodes[] = {
     ops::LONG_BINPUT,     ops::LONG1,       ops::PROTO,      ops::STOP,
 };
 
+// Ours beyond torch 2.6's default list (kTorchWeightsOnly, also allowed):
+// classify_global accepts a name on either.
 constexpr std::string_view kAllowedExact[] = {
-    "torch._utils._rebuild_tensor",
-    "torch._utils._rebuild_tensor_v2",
-    "torch._utils._rebuild_tensor_v3",
-    "torch._utils._rebuild_parameter",
-    "torch._utils._rebuild_parameter_with_state",
-    "torch._tensor._rebuild_from_type_v2",
-    "collections.OrderedDict",
+    // torch 1.13 spells the untyped storage class this way.
     "torch.UntypedStorage",
-    "torch.Size",
-    "torch.device",
-    "torch.nn.parameter.Parameter",
-    "torch.Tensor",
-    "_codecs.encode",
-    "builtins.set",
-    "builtins.complex",
-    "builtins.bytearray",
-    // The rest of torch 2.x's weights_only allow-list (_get_allowed_globals):
-    // layouts (torch.strided pickles as _get_layout("torch.strided")), the
-    // other rebuild functions (refused as unsupported when read, never run),
-    // quantization schemes, storage and tensor classes.
-    "torch.serialization._get_layout",
-    "collections.Counter",
-    "torch._utils._rebuild_qtensor",
-    "torch._utils._rebuild_sparse_tensor",
-    "torch._utils._rebuild_meta_tensor_no_storage",
-    "torch._utils._rebuild_wrapper_subclass",
-    "torch._utils._rebuild_nested_tensor",
-    "torch._utils._rebuild_device_tensor_from_numpy",
-    "torch._utils._rebuild_device_tensor_from_cpu_tensor",
     // torch 1.13's CSR rebuild (2.x folded it into _rebuild_sparse_tensor):
-    // torch's own builder, refused as unsupported like the others.
+    // torch's own builder, read like the others.
     "torch._utils._rebuild_sparse_csr_tensor",
-    "torch.per_tensor_affine",
-    "torch.per_tensor_symmetric",
-    "torch.per_channel_affine",
-    "torch.per_channel_symmetric",
-    "torch.per_channel_affine_float_qparams",
-    "torch.storage.TypedStorage",
-    "torch.storage.UntypedStorage",
-    "torch.QInt32Storage",
-    "torch.QInt8Storage",
-    "torch.QUInt2x4Storage",
-    "torch.QUInt4x2Storage",
-    "torch.QUInt8Storage",
-    "torch.cuda.BFloat16Storage",
-    "torch.cuda.BoolStorage",
-    "torch.cuda.ByteStorage",
-    "torch.cuda.CharStorage",
-    "torch.cuda.ComplexDoubleStorage",
-    "torch.cuda.ComplexFloatStorage",
-    "torch.cuda.DoubleStorage",
-    "torch.cuda.FloatStorage",
-    "torch.cuda.HalfStorage",
-    "torch.cuda.IntStorage",
-    "torch.cuda.LongStorage",
-    "torch.cuda.ShortStorage",
-    "torch.BFloat16Tensor",
-    "torch.BoolTensor",
-    "torch.ByteTensor",
-    "torch.CharTensor",
-    "torch.DoubleTensor",
-    "torch.FloatTensor",
-    "torch.HalfTensor",
-    "torch.IntTensor",
-    "torch.LongTensor",
-    "torch.ShortTensor",
-    "torch.cuda.BFloat16Tensor",
-    "torch.cuda.BoolTensor",
-    "torch.cuda.ByteTensor",
-    "torch.cuda.CharTensor",
-    "torch.cuda.DoubleTensor",
-    "torch.cuda.FloatTensor",
-    "torch.cuda.HalfTensor",
-    "torch.cuda.IntTensor",
-    "torch.cuda.LongTensor",
-    "torch.cuda.ShortTensor",
-    "torch.cuda.sparse.BFloat16Tensor",
-    "torch.cuda.sparse.ByteTensor",
-    "torch.cuda.sparse.CharTensor",
-    "torch.cuda.sparse.DoubleTensor",
-    "torch.cuda.sparse.FloatTensor",
-    "torch.cuda.sparse.HalfTensor",
-    "torch.cuda.sparse.IntTensor",
-    "torch.cuda.sparse.LongTensor",
-    "torch.cuda.sparse.ShortTensor",
-    "torch.sparse.BFloat16Tensor",
-    "torch.sparse.ByteTensor",
-    "torch.sparse.CharTensor",
-    "torch.sparse.DoubleTensor",
-    "torch.sparse.FloatTensor",
-    "torch.sparse.HalfTensor",
-    "torch.sparse.IntTensor",
-    "torch.sparse.LongTensor",
-    "torch.sparse.ShortTensor",
     // numpy arrays, dtypes and scalars (read as data; numpy 1.x and 2.x spellings)
     "numpy.ndarray",
     "numpy.dtype",
@@ -279,12 +193,8 @@ constexpr std::string_view kAllowedExact[] = {
     "numpy._core.multiarray._reconstruct",
     "numpy._core.multiarray.scalar",
     "numpy._core.numeric._frombuffer",
-    // quantized tensors: their rebuild call, storages and quantizer schemes
-    "torch.qint8",
-    "torch.quint8",
-    "torch.qint32",
-    // sparse tensors: their rebuild calls and layouts (_get_layout only maps a
-    // layout's name to the layout object)
+    // layouts (_get_layout only maps a layout's name to the layout object)
+    "torch.strided",
     "torch.sparse_coo",
     "torch.sparse_csr",
     "torch.sparse_csc",
