@@ -32,7 +32,9 @@ std::int64_t int_at(const std::byte* p, DType d, std::size_t i) {
 
 }  // namespace
 
-std::string_view Quantization::qdtype_name(DType int_dtype) noexcept {
+std::string_view Quantization::qdtype_name(DType int_dtype, int bits) noexcept {
+  if (bits != 8)
+    return int_dtype != DType::U8 ? "" : bits == 4 ? "quint4x2" : bits == 2 ? "quint2x4" : "";
   switch (int_dtype) {
     case DType::I8:
       return "qint8";
@@ -57,13 +59,88 @@ std::string_view Quantization::scheme_name(Scheme s) noexcept {
   return "?";
 }
 
+namespace {
+
+std::uint64_t packed_bytes(std::int64_t numel, int bits) {
+  return (static_cast<std::uint64_t>(numel) * static_cast<std::uint64_t>(bits) + 7) / 8;
+}
+
+// torch's packing (aten quantize_tensor_per_tensor_affine_sub_byte): value i
+// in byte i / (8 / bits), at bit (i % (8 / bits)) * bits.
+std::shared_ptr<Storage> unpacked(std::shared_ptr<Storage> packed, std::int64_t numel, int bits) {
+  const auto n = static_cast<std::uint64_t>(numel);
+  return Storage::deferred(n, [packed = std::move(packed), n, bits] {
+    auto out = Storage::allocate(n);
+    const auto in = packed->bytes();
+    auto o = out->mutable_bytes();
+    const unsigned per = 8u / static_cast<unsigned>(bits), mask = (1u << bits) - 1u;
+    for (std::uint64_t i = 0; i < n; ++i)
+      o[i] = static_cast<std::byte>(
+          (static_cast<unsigned>(in[i / per]) >> ((i % per) * static_cast<unsigned>(bits))) & mask);
+    return out;
+  });
+}
+
+std::shared_ptr<Storage> packed(std::shared_ptr<Storage> values, std::int64_t numel, int bits) {
+  const auto n = static_cast<std::uint64_t>(numel);
+  return Storage::deferred(packed_bytes(numel, bits), [values = std::move(values), n, bits] {
+    auto out = Storage::allocate(packed_bytes(static_cast<std::int64_t>(n), bits));
+    const auto in = values->bytes();
+    auto o = out->mutable_bytes();
+    std::fill(o.begin(), o.end(), std::byte{0});
+    const unsigned per = 8u / static_cast<unsigned>(bits), mask = (1u << bits) - 1u;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const auto v = static_cast<unsigned>(in[i]);
+      if (v > mask)
+        throw Error(ErrorCode::invalid_argument,
+                    "value " + std::to_string(v) + " at element " + std::to_string(i) +
+                        " does not fit a " + std::to_string(bits) + "-bit quantized tensor");
+      o[i / per] |= static_cast<std::byte>(v << ((i % per) * static_cast<unsigned>(bits)));
+    }
+    return out;
+  });
+}
+
+}  // namespace
+
+Tensor Tensor::packed_quantized(std::shared_ptr<Storage> packed, Shape shape,
+                                std::shared_ptr<const Quantization> q) {
+  if (!q || (q->bits != 4 && q->bits != 2))
+    throw Error(ErrorCode::invalid_argument, "a packed quantized tensor has 4 or 2 bits per value");
+  const std::int64_t numel = shape_numel(shape);
+  if (numel < 0 || packed->nbytes() < packed_bytes(numel, q->bits))
+    throw Error(ErrorCode::corrupt,
+                std::string(Quantization::qdtype_name(DType::U8, q->bits)) + " tensor of sizes " +
+                    shape_to_string(shape) + " needs " +
+                    std::to_string(packed_bytes(std::max<std::int64_t>(numel, 0), q->bits)) +
+                    " bytes; its storage holds " + std::to_string(packed->nbytes()));
+  Shape strides = contiguous_strides(shape);
+  Tensor t(DType::U8, std::move(shape), std::move(strides), 0, unpacked(packed, numel, q->bits));
+  Tensor out = t.with_quantization(std::move(q));
+  out.file_storage_ = std::move(packed);
+  return out;
+}
+
 Tensor Tensor::with_quantization(std::shared_ptr<const Quantization> q) const {
   Tensor t = *this;
+  t.file_storage_.reset();  // a packed storage belongs to its quantizer
   if (q) {
     if (!int_repr_dtype(dtype_))
       throw Error(ErrorCode::invalid_argument,
                   "a quantized tensor's integer representation is I8, U8 or I32, not " +
                       std::string(dtype_name(dtype_)));
+    if (q->bits != 8) {
+      if (dtype_ != DType::U8 || (q->bits != 4 && q->bits != 2))
+        throw Error(ErrorCode::invalid_argument,
+                    "a sub-byte quantized tensor is U8 with 4 or 2 bits per value (quint4x2, "
+                    "quint2x4), not " +
+                        std::string(dtype_name(dtype_)) + " with " + std::to_string(q->bits));
+      if (!is_contiguous() || offset_ != 0)
+        throw Error(ErrorCode::invalid_argument,
+                    "a " + std::string(Quantization::qdtype_name(dtype_, q->bits)) +
+                        " tensor is contiguous from its storage's start (torch packs it so)");
+      t.file_storage_ = packed(storage_, numel_, q->bits);
+    }
     if (q->scheme != Quantization::Scheme::per_tensor_affine) {
       if (q->axis < 0 || q->axis >= dim())
         throw Error(ErrorCode::invalid_argument, "per-channel quantizer axis " +

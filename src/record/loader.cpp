@@ -291,8 +291,8 @@ void Loader::tensor(const Value* node, const std::string& path, Tensor& field) {
     if (!settings_.dequantize)
       throw Error(ErrorCode::dtype_mismatch,
                   "the file holds a quantized tensor (" +
-                      std::string(Quantization::qdtype_name(t.dtype())) + ", " +
-                      std::string(Quantization::scheme_name(t.quantization()->scheme)) +
+                      std::string(Quantization::qdtype_name(t.dtype(), t.quantization()->bits)) +
+                      ", " + std::string(Quantization::scheme_name(t.quantization()->scheme)) +
                       ") here; LoadArgs::dequantize() loads its real values",
                   path);
     t = t.dequantize();

@@ -152,7 +152,8 @@ TEST(InteropSpecial, NumpyArraysToPt) {
 }
 
 // What torch 2.6 saved with its new dtypes (uint16/32/64, float8,
-// complex32, bits) and conj/neg views, converted to .pt, loads with its
+// complex32, bits), conj/neg views and nested tensors, converted to .pt,
+// loads with its
 // weights_only=True as the original, bits included (torch 1.13 has none of
 // these dtypes: skipped there).
 TEST(InteropSpecial, Torch26DtypesRoundTripThroughPt) {
@@ -163,7 +164,22 @@ TEST(InteropSpecial, Torch26DtypesRoundTripThroughPt) {
                   &o) == 3)
     GTEST_SKIP() << "torch 1.13 has no uint16, float8 or bits dtypes";
   const fs::path dir = torchport::test::temp_dir("interop_torch26");
-  for (const char* name : {"new_dtypes", "bits", "conj"}) {
+  for (const char* name : {"new_dtypes", "bits", "conj", "nested"}) {
+    SCOPED_TRACE(name);
+    const fs::path in = fixture(std::string("torch26/") + name + ".pt");
+    convert(q(in) + " " + q(dir / (std::string(name) + "_out.pt")));
+    python_check(fixture("torch26/make_torch26_fixtures.py"), dir / (std::string(name) + "_out.pt"),
+                 in);
+  }
+}
+
+// quint4x2 and quint2x4 tensors (per tensor and with float per-channel
+// parameters), read from torch 2.6's zip and legacy saves, converted to
+// .pt: both torches load them packed as the originals (values, quantizers,
+// dequantized elements).
+TEST(InteropSpecial, PackedQuantizedRoundTripThroughPt) {
+  const fs::path dir = torchport::test::temp_dir("interop_quint4x2");
+  for (const char* name : {"quint4x2", "quint4x2_legacy"}) {
     SCOPED_TRACE(name);
     const fs::path in = fixture(std::string("torch26/") + name + ".pt");
     convert(q(in) + " " + q(dir / (std::string(name) + "_out.pt")));

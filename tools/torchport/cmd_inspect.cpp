@@ -164,7 +164,8 @@ std::string dtype_label(const Tensor& t) {
   if (t.is_sparse())
     return std::string(dtype_name(t.dtype())) + " " +
            std::string(SparseParts::layout_name(t.sparse()->layout)).substr(7);  // "F32 coo"
-  if (t.is_quantized()) return std::string(Quantization::qdtype_name(t.dtype()));
+  if (t.is_quantized())
+    return std::string(Quantization::qdtype_name(t.dtype(), t.quantization()->bits));
   return std::string(dtype_name(t.dtype())) + (t.is_conj() ? " conj" : "") +
          (t.is_neg() ? " neg" : "");  // listed with torch's bits, read resolved
 }
@@ -172,8 +173,9 @@ std::string dtype_label(const Tensor& t) {
 // A quantized tensor's quantizer, for --json.
 nlohmann::ordered_json quantizer_json(const Tensor& t) {
   const Quantization& q = *t.quantization();
-  nlohmann::ordered_json j = {{"qdtype", Quantization::qdtype_name(t.dtype())},
-                              {"scheme", Quantization::scheme_name(q.scheme)}};
+  nlohmann::ordered_json j = {
+      {"qdtype", Quantization::qdtype_name(t.dtype(), t.quantization()->bits)},
+      {"scheme", Quantization::scheme_name(q.scheme)}};
   if (q.scheme == Quantization::Scheme::per_tensor_affine) {
     j["scale"] = q.scale;
     j["zero_point"] = q.zero_point;

@@ -203,14 +203,29 @@ class Tensor {
   /// plain integer representation.
   ///@{
 
+  /// torch's sub-byte quantized dtypes (quint4x2, quint2x4: `Quantization::bits`
+  /// 4 or 2) pack two or four values into each byte of their storage, the
+  /// first in the low bits. Here such a tensor's elements are its values
+  /// unpacked, one U8 each (made on first access, as a conj view's are);
+  /// `file_storage()` is the packed storage, as torch holds and writes it.
+
   /// The quantizer, or null for a tensor that is not quantized.
   const std::shared_ptr<const Quantization>& quantization() const noexcept { return quant_; }
   /// True when `quantization()` is set.
   bool is_quantized() const noexcept { return quant_ != nullptr; }
   /// This view with quantizer `q` (null removes it). \throws Error(invalid_argument)
   /// when the dtype is not I8, U8 or I32, or a per-channel quantizer's axis
-  /// or parameter counts do not fit the shape.
+  /// or parameter counts do not fit the shape. A 4- or 2-bit quantizer needs
+  /// a contiguous U8 tensor (its packed storage is made when first read;
+  /// a value that does not fit the bits is then an Error(invalid_argument)).
   Tensor with_quantization(std::shared_ptr<const Quantization> q) const;
+  /// The tensor torch rebuilds from a packed storage (QUInt4x2Storage,
+  /// QUInt2x4Storage): sizes `shape` in C order from the storage's first
+  /// byte, quantizer `q` with `q->bits` 4 or 2.
+  /// \throws Error(corrupt) when the storage holds fewer than
+  /// ceil(numel × bits / 8) bytes.
+  static Tensor packed_quantized(std::shared_ptr<Storage> packed, Shape shape,
+                                 std::shared_ptr<const Quantization> q);
   /// The real values, as torch's `dequantize()` computes them, contiguous F32:
   /// per tensor `float(q - zero_point) * float(scale)`, per channel
   /// `float(double(q - zero_points[c]) * scales[c])`.
@@ -270,10 +285,10 @@ class Tensor {
   Tensor with_view_bits(bool conj, bool neg) const;
   bool is_conj() const noexcept { return (view_bits_ & 1u) != 0; }  ///< torch's conj bit
   bool is_neg() const noexcept { return (view_bits_ & 2u) != 0; }   ///< torch's neg bit
-  /// The storage as the file holds it: before the bits are applied (the
-  /// storage itself for a tensor without bits).
+  /// The storage as the file holds it: before the bits are applied, packed
+  /// for a 4- or 2-bit quantized tensor (the storage itself for others).
   const std::shared_ptr<Storage>& file_storage() const noexcept {
-    return view_bits_ != 0 ? file_storage_ : storage_;
+    return file_storage_ ? file_storage_ : storage_;
   }
   ///@}
 
@@ -297,7 +312,7 @@ class Tensor {
   std::shared_ptr<const SparseParts> sparse_;
   bool meta_ = false;
   std::uint8_t view_bits_ = 0;             // 1 conj, 2 neg
-  std::shared_ptr<Storage> file_storage_;  // before the bits, when set
+  std::shared_ptr<Storage> file_storage_;  // before the bits, or packed, when set
 };
 
 /// torch's affine quantizers (`Tensor::quantization()`).
@@ -314,9 +329,12 @@ struct Quantization {
   Tensor scales;          ///< per channel: F64 (F32 for float qparams) [size(axis)]
   Tensor zero_points;     ///< per channel: I64 (F32 for float qparams) [size(axis)]
   std::int64_t axis = 0;  ///< per channel: the channel dimension
-  /// torch's name of the quantized dtype of `int_dtype`: "qint8", "quint8",
-  /// "qint32", or "" for others.
-  static std::string_view qdtype_name(DType int_dtype) noexcept;
+  /// Bits per value: 8 (32 for qint32), or 4 for quint4x2 and 2 for
+  /// quint2x4, whose storage packs 8 / bits values per byte.
+  int bits = 8;
+  /// torch's name of the quantized dtype of `int_dtype` at `bits` per value:
+  /// "qint8", "quint8", "qint32", "quint4x2", "quint2x4", or "" for others.
+  static std::string_view qdtype_name(DType int_dtype, int bits = 8) noexcept;
   /// "per_tensor_affine", "per_channel_affine", "per_channel_affine_float_qparams".
   static std::string_view scheme_name(Scheme s) noexcept;
 };

@@ -73,6 +73,11 @@ class Flattener {
     walk(root, name);
     return std::move(out_);
   }
+  /// The nested tensors met, as metadata: `torchport.nested.NAME` = the
+  /// count of components (NAME.0, NAME.1, ...).
+  void add_nested(std::map<std::string, std::string>& metadata) const {
+    for (const auto& [name, n] : nested_) metadata["torchport.nested." + name] = std::to_string(n);
+  }
 
  private:
   void add(const std::string& name, const Tensor& t) {
@@ -126,6 +131,12 @@ class Flattener {
 
   void object(const Object& o, std::string& name) {
     const Value& state = o.state;
+    if (o.cls.is("torch._utils", "_rebuild_nested_tensor") && state.is(Value::Kind::List)) {
+      // A nested tensor as the torch readers make it: its components.
+      nested_[name] = state.size();
+      walk(state, name);
+      return;
+    }
     if (is_module_state(state)) {
       module(state, name);
     } else if (state.is(Value::Kind::Dict)) {
@@ -170,6 +181,7 @@ class Flattener {
 
   const Limits& limits_;
   std::vector<NamedTensor> out_;
+  std::map<std::string, std::size_t> nested_;
 };
 
 }  // namespace
@@ -178,7 +190,9 @@ TensorCatalog TensorCatalog::from_value(std::string format, Value root, const Li
                                         std::map<std::string, std::string> metadata) {
   TensorCatalog c;
   c.format_ = std::move(format);
-  c.tensors_ = Flattener(limits).run(root);
+  Flattener flat(limits);
+  c.tensors_ = flat.run(root);
+  flat.add_nested(metadata);
   c.root_ = std::move(root);
   c.metadata_ = std::move(metadata);
   c.index("two tensors have the same name (a dotted key collides with a nested one)");

@@ -59,6 +59,7 @@ bool is_magic(const Value& v) {
 struct Record {
   DType dtype;
   std::uint64_t numel;
+  int packed_bits = 0;       // QUInt4x2Storage (4), QUInt2x4Storage (2)
   std::uint64_t offset = 0;  // of the first data byte
   bool located = false;
 };
@@ -112,7 +113,7 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
     if (view_keys.count(ref.key))
       throw Error(ErrorCode::unsupported,
                   "storage key '" + ref.key + "' names both a storage and a storage view");
-    records.emplace(ref.key, Record{ref.dtype, ref.numel});
+    records.emplace(ref.key, Record{ref.dtype, ref.numel, ref.packed_bits});
     if (ref.view) {
       if (records.count(ref.view->key))
         throw Error(ErrorCode::unsupported,
@@ -177,7 +178,8 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
     if (root == made.end())
       root = made.emplace(ref.key, storage_value(rec.dtype, rec.numel,
                                                  record_storage(source, rec.offset, rec.numel * es,
-                                                                rec.dtype, big_endian)))
+                                                                rec.dtype, big_endian),
+                                                 rec.packed_bits))
                  .first;
     if (!ref.view) return root->second;
     // A storage view (torch < 0.4): a slice of the root's bytes, typed by

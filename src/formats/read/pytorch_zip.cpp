@@ -158,7 +158,8 @@ class StorageResolver {
         return s;
       });
     }
-    return cache_.emplace(ref.key, storage_value(ref.dtype, ref.numel, std::move(st)))
+    return cache_
+        .emplace(ref.key, storage_value(ref.dtype, ref.numel, std::move(st), ref.packed_bits))
         .first->second;
   }
 
@@ -364,7 +365,7 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
   if (consts.empty()) return cat;
   std::vector<NamedTensor> all = cat.tensors();
   for (const auto& t : consts.tensors()) all.push_back({"constants." + t.name, t.tensor});
-  return TensorCatalog::from_tensors(format, std::move(all), std::move(metadata), cat.root());
+  return TensorCatalog::from_tensors(format, std::move(all), cat.metadata(), cat.root());
 }
 
 }  // namespace torchport::formats

@@ -41,6 +41,12 @@ std::optional<DType> storage_dtype(std::string_view storage_class) noexcept {
   return std::nullopt;
 }
 
+std::optional<int> packed_storage_bits(std::string_view storage_class) noexcept {
+  if (storage_class == "QUInt4x2Storage") return 4;
+  if (storage_class == "QUInt2x4Storage") return 2;
+  return std::nullopt;
+}
+
 Tensor rebuild(const Value& args, const std::function<Value(const Value&)>& inner) {
   if (!args.is(Value::Kind::Tuple) || args.size() < 5)
     corrupt("called with " + args.repr(3) +
@@ -51,7 +57,18 @@ Tensor rebuild(const Value& args, const std::function<Value(const Value&)>& inne
   const DType d = storage.dtype();
   if (Quantization::qdtype_name(d).empty())
     corrupt("storage of " + std::string(dtype_name(d)) + " (a quantized storage class is needed)");
-  Tensor t(d, ints(a[2], "size"), ints(a[3], "stride"), a[1].as_int(), storage.storage());
+  // A packed storage (quint4x2, quint2x4): torch makes these tensors only
+  // contiguous from the storage's start (its quantizer packs a whole
+  // tensor), and its set_ does not check them against the storage, so any
+  // other view would read past it or between values.
+  const int bits = storage.is_quantized() ? storage.quantization()->bits : 8;
+  Shape size = ints(a[2], "size"), stride = ints(a[3], "stride");
+  if (bits != 8 && (a[1].as_int() != 0 || stride != contiguous_strides(size)))
+    throw Error(ErrorCode::unsupported,
+                "a " + std::string(Quantization::qdtype_name(d, bits)) + " view at offset " +
+                    a[1].repr(2) + " with strides " + a[3].repr(8) + " of sizes " + a[2].repr(8) +
+                    " (torch packs these tensors contiguous from the storage's start)");
+  Tensor t = bits != 8 ? Tensor() : Tensor(d, size, stride, a[1].as_int(), storage.storage());
   const Value& params = a[4];
   if (!params.is(Value::Kind::Tuple) || params.size() < 1 ||
       !params.items()[0].is(Value::Kind::Global))
@@ -72,17 +89,30 @@ Tensor rebuild(const Value& args, const std::function<Value(const Value&)>& inne
     if (p.size() != 4 || !p[3].is(Value::Kind::Int))
       corrupt("per-channel quantizer parameters " + params.repr(4) +
               " are not (scheme, scales, zero_points, axis)");
-    q->scheme = scheme.name == "per_channel_affine"
-                    ? Quantization::Scheme::per_channel_affine
-                    : Quantization::Scheme::per_channel_affine_float_qparams;
     q->scales = tensor_arg(inner(p[1]), "scales");
     q->zero_points = tensor_arg(inner(p[2]), "zero points");
     q->axis = p[3].as_int();
+    // torch writes per_channel_affine for both per-channel schemes; its
+    // _empty_per_channel_affine_quantized picks the quantizer by the zero
+    // points' dtype (make_per_channel_affine_quantizer): float or half zero
+    // points are float qparams, any other is converted to integers.
+    const DType zd = q->zero_points.dtype();
+    q->scheme = zd == DType::F32 || zd == DType::F16
+                    ? Quantization::Scheme::per_channel_affine_float_qparams
+                    : Quantization::Scheme::per_channel_affine;
+    if (bits != 8 && q->scheme != Quantization::Scheme::per_channel_affine_float_qparams)
+      throw Error(ErrorCode::unsupported,
+                  "a " + std::string(Quantization::qdtype_name(d, bits)) +
+                      " tensor with integer per-channel zero points (torch quantizes those per "
+                      "tensor or per channel with float zero points only)");
   } else {
     throw Error(ErrorCode::unsupported, "quantizer scheme " + scheme.qualified() +
                                             " (per-tensor and per-channel affine are read)");
   }
+  q->bits = bits;
   try {
+    if (bits != 8)
+      return Tensor::packed_quantized(storage.file_storage(), std::move(size), std::move(q));
     return t.with_quantization(std::move(q));
   } catch (const Error& e) {
     corrupt(e.message());
@@ -129,8 +159,8 @@ TensorCatalog split_quantized(const TensorCatalog& catalog) {
       out.push_back({t.name + ".q_per_channel_axis", Tensor::scalar(q.axis)});
     }
     meta["torchport.quantized." + t.name] =
-        std::string(Quantization::qdtype_name(t.tensor.dtype())) + " " +
-        std::string(Quantization::scheme_name(q.scheme));
+        std::string(Quantization::qdtype_name(t.tensor.dtype(), t.tensor.quantization()->bits)) +
+        " " + std::string(Quantization::scheme_name(q.scheme));
   }
   try {
     return TensorCatalog::from_tensors(catalog.format(), std::move(out), std::move(meta));
@@ -146,7 +176,9 @@ void refuse_quantized(const TensorCatalog& catalog, std::string_view target) {
     if (t.tensor.is_quantized())
       throw Error(
           ErrorCode::invalid_argument,
-          "tensor is quantized (" + std::string(Quantization::qdtype_name(t.tensor.dtype())) +
+          "tensor is quantized (" +
+              std::string(
+                  Quantization::qdtype_name(t.tensor.dtype(), t.tensor.quantization()->bits)) +
               ", " + std::string(Quantization::scheme_name(t.tensor.quantization()->scheme)) +
               ") and " + std::string(target) +
               " has no quantized type: pass --dequantize (write F32, dequantize_tensors) or "

@@ -16,7 +16,7 @@
 
 namespace torchport::formats {
 
-DType storage_class_dtype(const Value& storage_type) {
+DType storage_class_dtype(const Value& storage_type, int* packed_bits) {
   if (!storage_type.is(Value::Kind::Global))
     throw Error(ErrorCode::corrupt,
                 "storage type is a " + std::string(storage_type.kind_name()) + ", not a class");
@@ -27,6 +27,14 @@ DType storage_class_dtype(const Value& storage_type) {
     if (g.name == "UntypedStorage") return DType::U8;
     if (auto d = dtype_from_storage_class(g.name)) return *d;
     if (auto d = quantized::storage_dtype(g.name)) return *d;  // a quantized tensor's integers
+    if (auto bits = quantized::packed_storage_bits(g.name)) {
+      if (packed_bits == nullptr)
+        throw Error(ErrorCode::unsupported, "storage class " + g.qualified() +
+                                                " (a packed quantized storage) in this format "
+                                                "(torch wrote those only to zip and legacy files)");
+      *packed_bits = *bits;
+      return DType::U8;  // a byte per element as torch counts them: the packed bytes
+    }
   }
   throw Error(ErrorCode::unsupported, "storage class " + g.qualified() +
                                           " (quantized and other special storages are not read)");
@@ -68,7 +76,7 @@ StorageRef parse_storage_ref(const Value& pid) {
     throw Error(ErrorCode::unsupported,
                 "persistent id of kind '" + tag + "' (only storages are read)");
   StorageRef r;
-  r.dtype = storage_class_dtype(a[1]);
+  r.dtype = storage_class_dtype(a[1], &r.packed_bits);
   r.key = text_of(a[2], "storage key");
   r.location = text_of(a[3], "storage location");
   r.numel = count_of(a[4], "storage size");
@@ -80,6 +88,9 @@ StorageRef parse_storage_ref(const Value& pid) {
     if (!vm.is(Value::Kind::Tuple) || vm.size() != 3)
       throw Error(ErrorCode::corrupt,
                   "storage view metadata " + vm.repr(4) + " is not (key, offset, size)");
+    if (r.packed_bits != 0)
+      throw Error(ErrorCode::unsupported,
+                  "a storage view of a packed quantized storage (torch never wrote one)");
     r.view =
         StorageRef::View{text_of(vm.items()[0], "view key"), count_of(vm.items()[1], "view offset"),
                          count_of(vm.items()[2], "view size")};
@@ -87,7 +98,16 @@ StorageRef parse_storage_ref(const Value& pid) {
   return r;
 }
 
-Value storage_value(DType dtype, std::uint64_t numel, std::shared_ptr<Storage> storage) {
+Value storage_value(DType dtype, std::uint64_t numel, std::shared_ptr<Storage> storage,
+                    int packed_bits) {
+  if (packed_bits != 0) {
+    // A QUInt4x2Storage of n bytes: its 8 / bits × n values, unpacked when
+    // read, packed as the file_storage(); only _rebuild_qtensor takes it.
+    auto q = std::make_shared<Quantization>();
+    q->bits = packed_bits;
+    return Value::tensor(Tensor::packed_quantized(
+        std::move(storage), {static_cast<std::int64_t>(numel) * (8 / packed_bits)}, std::move(q)));
+  }
   return Value::tensor(
       Tensor(dtype, {static_cast<std::int64_t>(numel)}, {1}, 0, std::move(storage)));
 }
@@ -321,7 +341,13 @@ const Tensor& storage_arg(const Value& v, const StorageSet* storages, const char
                 std::string(where) + " from a " +
                     std::string(v.is(Value::Kind::Tensor) ? "tensor" : v.kind_name()) +
                     " instead of a storage (torch.load fails on it)");
-  return v.as_tensor();
+  const Tensor& st = v.as_tensor();
+  if (st.is_quantized())  // a packed storage: its tensor is unpacked values
+    throw Error(ErrorCode::unsupported,
+                std::string(where) + " from a packed quantized storage (" +
+                    std::string(Quantization::qdtype_name(st.dtype(), st.quantization()->bits)) +
+                    "): torch rebuilds those with _rebuild_qtensor only");
+  return st;
 }
 
 const std::unordered_set<std::string_view>& layout_names() {
@@ -464,9 +490,11 @@ std::optional<Tensor> tensor_of_call(const Global& g, const Value& args, Inner&&
 // torch._utils._rebuild_nested_tensor(buffer, sizes, strides, offsets),
 // which is torch._nested_view_from_buffer: a nested tensor whose i-th
 // component views the 1-D `buffer` with sizes[i], strides[i] (rows of two
-// int64 matrices) at element offsets[i]. Read as the list of its
-// components, so the catalogue lists them as NAME.0, NAME.1, ... Each
-// component must lie inside the buffer (torch's view would read past it).
+// int64 matrices) at element offsets[i]. Read as an object of that
+// function whose state is the list of its components, so the catalogue
+// lists them as NAME.0, NAME.1, ... and the .pt writer can write them back
+// as one nested tensor. Each component must lie inside the buffer (torch's
+// view would read past it).
 template <class Inner>
 std::optional<Value> nested_of_call(const Global& g, const Value& args, Inner&& inner) {
   if (g.module != "torch._utils" || g.name != "_rebuild_nested_tensor") return std::nullopt;
@@ -513,7 +541,9 @@ std::optional<Value> nested_of_call(const Global& g, const Value& args, Inner&& 
     out.append(Value::tensor(Tensor(buffer.dtype(), std::move(shape), std::move(stride),
                                     buffer.storage_offset() + offv[i], buffer.storage())));
   }
-  return out;
+  Value nested = Value::object(g, Value::tuple({}));
+  nested.set_state(std::move(out));
+  return nested;
 }
 
 // Whether the tensor a rebuild call makes requires grad (a leaf that torch's

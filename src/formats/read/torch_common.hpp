@@ -30,6 +30,9 @@ struct StorageRef {
   std::string location;
   std::uint64_t numel = 0;  ///< in elements of `dtype`
   std::uint64_t nbytes = 0;
+  /// 4 or 2 for a packed quantized storage (QUInt4x2Storage, QUInt2x4Storage:
+  /// `dtype` U8, `numel` its bytes), else 0.
+  int packed_bits = 0;
   /// Legacy storage views: (view_key, offset, size) in elements.
   struct View {
     std::string key;
@@ -43,12 +46,17 @@ struct StorageRef {
 StorageRef parse_storage_ref(const Value& pid);
 
 /// The dtype a storage class global stands for (`torch.FloatStorage` -> F32,
-/// `torch.UntypedStorage` -> U8). \throws Error(unsupported) for others.
-DType storage_class_dtype(const Value& storage_type);
+/// `torch.UntypedStorage` -> U8). A packed quantized class (QUInt4x2Storage)
+/// is U8 with its bits in `*packed_bits`, and refused when that is null.
+/// \throws Error(unsupported) for others.
+DType storage_class_dtype(const Value& storage_type, int* packed_bits = nullptr);
 
 /// The value a persistent id resolves to: a typed storage, represented as a
-/// 1-D tensor of `dtype` over all of `storage`.
-Value storage_value(DType dtype, std::uint64_t numel, std::shared_ptr<Storage> storage);
+/// 1-D tensor of `dtype` over all of `storage`; for a packed storage
+/// (`packed_bits` 4 or 2) a quantized tensor of its values
+/// (`Tensor::packed_quantized`), which only `_rebuild_qtensor` takes.
+Value storage_value(DType dtype, std::uint64_t numel, std::shared_ptr<Storage> storage,
+                    int packed_bits = 0);
 
 /// A storage over `[offset, offset + nbytes)` of `source`: a zero-copy view
 /// when the address suits `dtype`'s alignment and the byte order is ours,

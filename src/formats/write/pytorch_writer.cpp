@@ -15,8 +15,10 @@
 // OrderedDict(), dtype) with ('storage', torch.storage.UntypedStorage, key, 'cpu',
 // nbytes); we do the same (torch/_tensor.py `_reduce_ex_internal`).
 
+#include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <unordered_map>
 
 #include "formats/write/writers.hpp"
@@ -241,7 +243,8 @@ void plain_tensor(Pickler& p, const Tensor& t, const Record& r) {
 
 // torch._utils._rebuild_qtensor(storage, offset, size, stride,
 // quantizer_params, False, OrderedDict()) over a QInt8Storage (QUInt8,
-// QInt32), as torch/_tensor.py `_reduce_ex_internal` writes it.
+// QInt32, QUInt4x2, QUInt2x4), as torch/_tensor.py `_reduce_ex_internal`
+// writes it.
 void quantized_tensor(Pickler& p, const Tensor& t, const Record& r,
                       const std::vector<Record>& records,
                       const std::unordered_map<const Storage*, std::size_t>& record_of) {
@@ -250,10 +253,14 @@ void quantized_tensor(Pickler& p, const Tensor& t, const Record& r,
   p.op(kMark);
   p.op(kMark);
   p.str("storage");
-  const std::string_view qd = Quantization::qdtype_name(r.dtype);
-  p.global("torch", qd == "qint8"    ? "QInt8Storage"
-                    : qd == "quint8" ? "QUInt8Storage"
-                                     : "QInt32Storage");
+  // The record of a quint4x2 (quint2x4) tensor is its packed storage
+  // (file_storage()), a byte per element as torch counts it.
+  const std::string_view qd = Quantization::qdtype_name(r.dtype, q.bits);
+  p.global("torch", qd == "qint8"      ? "QInt8Storage"
+                    : qd == "quint8"   ? "QUInt8Storage"
+                    : qd == "quint4x2" ? "QUInt4x2Storage"
+                    : qd == "quint2x4" ? "QUInt2x4Storage"
+                                       : "QInt32Storage");
   p.str(r.key);
   p.str("cpu");
   p.integer(static_cast<std::int64_t>(r.storage->nbytes() / dtype_size(r.dtype)));
@@ -269,7 +276,7 @@ void quantized_tensor(Pickler& p, const Tensor& t, const Record& r,
     p.op(kTuple3);
   } else {
     p.op(kMark);
-    p.global("torch", std::string(Quantization::scheme_name(q.scheme)));
+    p.global("torch", "per_channel_affine");  // for float qparams too, as torch writes it
     plain_tensor(p, q.scales, records[record_of.at(q.scales.storage().get())]);
     plain_tensor(p, q.zero_points, records[record_of.at(q.zero_points.storage().get())]);
     p.integer(q.axis);
@@ -329,6 +336,83 @@ void meta_tensor(Pickler& p, const Tensor& t) {
   p.op(kReduce);
 }
 
+// A nested tensor to write back: its components are tensors[first, first + n).
+struct Nested {
+  std::size_t first = 0, n = 0;
+  Tensor buffer, sizes, strides, offsets;  // _rebuild_nested_tensor's arguments
+};
+
+// The nested tensors `metadata` names whose components are in `tensors` as
+// the readers list them: consecutive, plain views of one storage, of one
+// rank. Others stay the component tensors they are.
+std::vector<Nested> nested_groups(const std::vector<NamedTensor>& tensors,
+                                  const std::map<std::string, std::string>& metadata) {
+  std::vector<Nested> out;
+  constexpr std::string_view kKey = "torchport.nested.";
+  std::unordered_map<std::string_view, std::size_t> count;
+  for (auto it = metadata.lower_bound(std::string(kKey));
+       it != metadata.end() && it->first.starts_with(kKey); ++it) {
+    std::size_t n = 0;
+    const auto& v = it->second;
+    const auto r = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (r.ec == std::errc() && r.ptr == v.data() + v.size() && n > 0)
+      count.emplace(std::string_view(it->first).substr(kKey.size()), n);
+  }
+  if (count.empty()) return out;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::string& first = tensors[i].name;
+    if (!first.ends_with(".0")) continue;
+    const auto c = count.find(std::string_view(first).substr(0, first.size() - 2));
+    if (c == count.end() || c->second > tensors.size() - i) continue;
+    const std::string base(c->first);
+    const Tensor& t0 = tensors[i].tensor;
+    bool ok = true;
+    for (std::size_t k = 0; ok && k < c->second; ++k) {
+      const Tensor& t = tensors[i + k].tensor;
+      ok = tensors[i + k].name == base + "." + std::to_string(k) && t.defined() && !t.is_meta() &&
+           !t.is_sparse() && !t.is_quantized() && !t.is_conj() && !t.is_neg() &&
+           t.dtype() == t0.dtype() && t.storage() == t0.storage() && t.dim() == t0.dim();
+    }
+    if (!ok) continue;
+    Nested g;
+    g.first = i;
+    g.n = c->second;
+    const auto n = static_cast<std::int64_t>(g.n), dims = t0.dim();
+    g.sizes = Tensor::empty(DType::I64, {n, dims});
+    g.strides = Tensor::empty(DType::I64, {n, dims});
+    g.offsets = Tensor::empty(DType::I64, {n});
+    auto* sz = g.sizes.mutable_data<std::int64_t>();
+    auto* st = g.strides.mutable_data<std::int64_t>();
+    auto* off = g.offsets.mutable_data<std::int64_t>();
+    for (std::size_t k = 0; k < g.n; ++k) {
+      const Tensor& t = tensors[i + k].tensor;
+      std::copy(t.shape().begin(), t.shape().end(), sz + k * static_cast<std::size_t>(dims));
+      std::copy(t.strides().begin(), t.strides().end(), st + k * static_cast<std::size_t>(dims));
+      off[k] = t.storage_offset();
+    }
+    // The buffer: all of the storage from its start, so the offsets are the
+    // components' own.
+    g.buffer = Tensor(t0.dtype(),
+                      {static_cast<std::int64_t>(t0.storage()->nbytes() / dtype_size(t0.dtype()))},
+                      {1}, 0, t0.storage());
+    out.push_back(std::move(g));
+    i += c->second - 1;
+  }
+  return out;
+}
+
+// torch._utils._rebuild_nested_tensor(buffer, sizes, strides, offsets), as
+// torch/_tensor.py `_reduce_ex_internal` writes a nested tensor.
+void nested_tensor(Pickler& p, const Nested& g, const std::vector<Record>& records,
+                   const std::unordered_map<const Storage*, std::size_t>& record_of) {
+  p.global("torch._utils", "_rebuild_nested_tensor");
+  p.op(kMark);
+  for (const Tensor* t : {&g.buffer, &g.sizes, &g.strides, &g.offsets})
+    plain_tensor(p, *t, records[record_of.at(t->storage().get())]);
+  p.op(kTuple);
+  p.op(kReduce);
+}
+
 }  // namespace
 
 std::uint64_t pytorch_data_bytes(const std::vector<NamedTensor>& tensors) {
@@ -356,8 +440,11 @@ std::uint64_t pytorch_data_bytes(const std::vector<NamedTensor>& tensors) {
   return n;
 }
 
-void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStreamer& data) {
+void write_pytorch(std::vector<NamedTensor>& tensors,
+                   const std::map<std::string, std::string>& metadata, AtomicFile& out,
+                   DataStreamer& data) {
   const std::string where = out.target().string();
+  const std::vector<Nested> nested = nested_groups(tensors, metadata);
   // One record per distinct storage, keyed "0", "1", ... in first use.
   std::vector<Record> records;
   std::unordered_map<const Storage*, std::size_t> record_of;
@@ -399,6 +486,10 @@ void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStrea
       }
     }
   }
+  for (const Nested& g : nested) {
+    check_name(tensors[g.first].name.substr(0, tensors[g.first].name.size() - 2), "a pickle");
+    for (const Tensor* t : {&g.buffer, &g.sizes, &g.strides, &g.offsets}) record_for(*t);
+  }
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     if (tensor_record[i] == SIZE_MAX) continue;  // sparse or meta
     const Record& r = records[tensor_record[i]];
@@ -415,10 +506,20 @@ void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStrea
   Pickler p;
   p.proto2();
   p.ordered_dict();
+  auto next_nested = nested.begin();
   for (std::size_t start = 0; start < tensors.size(); start += kBatch) {
     p.op(kMark);
     for (std::size_t i = start; i < std::min(tensors.size(), start + kBatch); ++i) {
       const auto& [name, t] = tensors[i];
+      if (next_nested != nested.end() && i >= next_nested->first) {
+        // NAME.0 ... NAME.N-1 are one nested tensor NAME.
+        if (i == next_nested->first) {
+          p.str(name.substr(0, name.size() - 2));
+          nested_tensor(p, *next_nested, records, record_of);
+        }
+        if (i + 1 == next_nested->first + next_nested->n) ++next_nested;
+        continue;
+      }
       p.str(name);
       if (t.is_meta())
         meta_tensor(p, t);

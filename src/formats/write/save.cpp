@@ -66,7 +66,7 @@ void write_file(std::vector<NamedTensor>& tensors,
   if (format == SaveFormat::safetensors)
     formats::write_safetensors(tensors, metadata, out, data);
   else
-    formats::write_pytorch(tensors, out, data);
+    formats::write_pytorch(tensors, metadata, out, data);
 }
 
 std::string shard_name(const fs::path& path, std::size_t i, std::size_t n) {

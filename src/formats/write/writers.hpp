@@ -26,7 +26,12 @@ void write_safetensors(std::vector<NamedTensor>& tensors,
 /// distinct storage once).
 std::uint64_t pytorch_data_bytes(const std::vector<NamedTensor>& tensors);
 /// Writes one torch.save zip archive whose folder is named after
-/// `out.target()`'s stem (see `save`).
-void write_pytorch(std::vector<NamedTensor>& tensors, AtomicFile& out, DataStreamer& data);
+/// `out.target()`'s stem (see `save`). A nested tensor the readers listed as
+/// components (metadata `torchport.nested.NAME` = N: NAME.0 ... NAME.N-1,
+/// in order, views of one storage) is written back as one nested tensor
+/// named NAME, as torch writes it.
+void write_pytorch(std::vector<NamedTensor>& tensors,
+                   const std::map<std::string, std::string>& metadata, AtomicFile& out,
+                   DataStreamer& data);
 
 }  // namespace torchport::formats
