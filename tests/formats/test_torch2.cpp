@@ -342,6 +342,13 @@ TEST(Torch26Saved, NestedTensorsWriteBackNested) {
     for (const auto& g : pk.globals)
       named = named || g.name == "torch._utils._rebuild_nested_tensor";
   EXPECT_TRUE(named);
+  // Through safetensors (the metadata kept, each component a tensor of its
+  // own) and back to .pt, nested again over a buffer of the copies.
+  save(cat, dir / "n.safetensors", SaveFormat::safetensors);
+  save(open(dir / "n.safetensors"), dir / "again.pt", SaveFormat::pytorch);
+  const TensorCatalog again = open(dir / "again.pt");
+  expect_tensors(again, test::read_json(fixture("torch26/nested.expected.json")));
+  EXPECT_EQ(again.find("n.0")->storage(), again.find("n.1")->storage());
   // Components renamed or split from their group stay plain tensors.
   std::vector<NamedTensor> some = {cat.tensors()[0], cat.tensors()[2]};
   save(TensorCatalog::from_tensors("x", some, cat.metadata()), dir / "some.pt",

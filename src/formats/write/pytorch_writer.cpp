@@ -343,8 +343,10 @@ struct Nested {
 };
 
 // The nested tensors `metadata` names whose components are in `tensors` as
-// the readers list them: consecutive, plain views of one storage, of one
-// rank. Others stay the component tensors they are.
+// the readers list them: consecutive plain tensors of one dtype and rank.
+// Views of one storage keep it as the buffer; others (read back from
+// safetensors, say) are copied one after another into a new buffer. Any
+// other tensors stay the component tensors they are.
 std::vector<Nested> nested_groups(const std::vector<NamedTensor>& tensors,
                                   const std::map<std::string, std::string>& metadata) {
   std::vector<Nested> out;
@@ -366,12 +368,13 @@ std::vector<Nested> nested_groups(const std::vector<NamedTensor>& tensors,
     if (c == count.end() || c->second > tensors.size() - i) continue;
     const std::string base(c->first);
     const Tensor& t0 = tensors[i].tensor;
-    bool ok = true;
+    bool ok = true, shared = true;
     for (std::size_t k = 0; ok && k < c->second; ++k) {
       const Tensor& t = tensors[i + k].tensor;
       ok = tensors[i + k].name == base + "." + std::to_string(k) && t.defined() && !t.is_meta() &&
            !t.is_sparse() && !t.is_quantized() && !t.is_conj() && !t.is_neg() &&
-           t.dtype() == t0.dtype() && t.storage() == t0.storage() && t.dim() == t0.dim();
+           t.dtype() == t0.dtype() && t.dim() == t0.dim();
+      shared = shared && t.storage() == t0.storage();
     }
     if (!ok) continue;
     Nested g;
@@ -384,17 +387,30 @@ std::vector<Nested> nested_groups(const std::vector<NamedTensor>& tensors,
     auto* sz = g.sizes.mutable_data<std::int64_t>();
     auto* st = g.strides.mutable_data<std::int64_t>();
     auto* off = g.offsets.mutable_data<std::int64_t>();
+    std::int64_t total = 0;
     for (std::size_t k = 0; k < g.n; ++k) {
       const Tensor& t = tensors[i + k].tensor;
+      const Shape strides = shared ? t.strides() : contiguous_strides(t.shape());
       std::copy(t.shape().begin(), t.shape().end(), sz + k * static_cast<std::size_t>(dims));
-      std::copy(t.strides().begin(), t.strides().end(), st + k * static_cast<std::size_t>(dims));
-      off[k] = t.storage_offset();
+      std::copy(strides.begin(), strides.end(), st + k * static_cast<std::size_t>(dims));
+      off[k] = shared ? t.storage_offset() : total;
+      total += t.numel();
     }
-    // The buffer: all of the storage from its start, so the offsets are the
-    // components' own.
-    g.buffer = Tensor(t0.dtype(),
-                      {static_cast<std::int64_t>(t0.storage()->nbytes() / dtype_size(t0.dtype()))},
-                      {1}, 0, t0.storage());
+    if (shared) {
+      // All of the storage from its start, so the offsets are the components' own.
+      g.buffer = Tensor(
+          t0.dtype(), {static_cast<std::int64_t>(t0.storage()->nbytes() / dtype_size(t0.dtype()))},
+          {1}, 0, t0.storage());
+    } else {
+      g.buffer = Tensor::empty(t0.dtype(), {total});
+      const auto b = g.buffer.mutable_bytes();
+      std::size_t at = 0;
+      for (std::size_t k = 0; k < g.n; ++k) {
+        const Tensor& t = tensors[i + k].tensor;
+        t.copy_to(b.subspan(at, t.nbytes()));
+        at += t.nbytes();
+      }
+    }
     out.push_back(std::move(g));
     i += c->second - 1;
   }
