@@ -4,8 +4,9 @@
 // multiple of 8, then the data in header order.
 
 #include <algorithm>
-
-#include <nlohmann/json.hpp>
+#include <charconv>
+#include <map>
+#include <string>
 
 #include "formats/write/writers.hpp"
 #include "torchport/core/error.hpp"
@@ -19,6 +20,32 @@ namespace {
 bool safetensors_has(DType d) {
   return d != DType::C32 && d != DType::C128 && d != DType::F8_E4M3FNUZ &&
          d != DType::F8_E5M2FNUZ && !is_bits(d);
+}
+
+// `s` (valid UTF-8, checked before) as a JSON string.
+void json_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\u00";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  out += '"';
+}
+
+void json_uint(std::string& out, std::uint64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
 }
 
 }  // namespace
@@ -61,22 +88,42 @@ void write_safetensors(std::vector<NamedTensor>& tensors,
     return x != y ? x > y : a.name < b.name;
   });
 
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  // The header, written straight out (a JSON object with a key lookup per
+  // insert made this quadratic in the tensor count): __metadata__ first,
+  // then the tensors in data order, as the reference writer orders them.
   std::map<std::string, std::string> meta = metadata;
   // transformers refuses safetensors files without format metadata.
   meta.emplace("format", "pt");
-  header["__metadata__"] = meta;
+  std::string text = "{\"__metadata__\":{";
+  for (const auto& [k, v] : meta) {
+    if (text.back() != '{') text += ',';
+    json_string(text, k);
+    text += ':';
+    json_string(text, v);
+  }
+  text += '}';
   std::uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     std::uint64_t end;
     if (!detail::add_ok(offset, t.nbytes(), end))
       throw Error(ErrorCode::limit_exceeded, "checkpoint larger than 2^64 bytes", name);
-    header[name] = {{"dtype", std::string(dtype_name(t.dtype()))},
-                    {"shape", t.shape()},
-                    {"data_offsets", {offset, end}}};
+    text += ',';
+    json_string(text, name);
+    text += ":{\"dtype\":\"";
+    text += dtype_name(t.dtype());
+    text += "\",\"shape\":[";
+    for (std::size_t d = 0; d < t.shape().size(); ++d) {
+      if (d != 0) text += ',';
+      json_uint(text, static_cast<std::uint64_t>(t.shape()[d]));
+    }
+    text += "],\"data_offsets\":[";
+    json_uint(text, offset);
+    text += ',';
+    json_uint(text, end);
+    text += "]}";
     offset = end;
   }
-  std::string text = header.dump();
+  text += '}';
   text.append((8 - text.size() % 8) % 8, ' ');
 
   std::byte len[8];
