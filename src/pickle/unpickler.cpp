@@ -252,6 +252,7 @@ class Machine {
   bool memo_all_ = false;             // the scan failed: keep every value here
   std::unordered_map<std::uint64_t, Value, detail::SeededHash> memo_any_;
   std::unordered_map<std::string, std::size_t> global_index_;
+  std::string use_key_;  // note_use's lookup key
   Value empty_tuple_;
   std::uint64_t created_ = 0;
   std::uint64_t constructed_ =
@@ -304,7 +305,10 @@ void Machine::note_use(const Value& v, bool build) {
     if (!build && stats_.other_calls++ == 0) stats_.first_other_call_offset = op_offset_;
     return;
   }
-  const auto it = global_index_.find(g->module + "." + g->name);
+  use_key_.assign(g->module);  // reused: no allocation per call
+  use_key_ += '.';
+  use_key_ += g->name;
+  const auto it = global_index_.find(use_key_);
   if (it == global_index_.end()) return;
   GlobalUse& use = stats_.globals[it->second];
   if (build) {

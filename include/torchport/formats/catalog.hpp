@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,9 +66,9 @@ class TensorCatalog {
   /// The tensor named `name`, or nullptr.
   const Tensor* find(std::string_view name) const;
   /// The whole object the file holds, tensors included.
-  const Value& root() const noexcept { return root_; }
+  const Value& root() const;
   /// The non-tensor values (`prune_tensors(root())`).
-  Value values() const { return prune_tensors(root_); }
+  Value values() const { return prune_tensors(root()); }
   /// String metadata (safetensors' `__metadata__`, ours); empty for formats without it.
   const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
   /// Sum of the tensors' `nbytes()` (a storage shared by two tensors counts twice).
@@ -90,6 +92,14 @@ class TensorCatalog {
   std::vector<NamedTensor> tensors_;
   std::vector<std::size_t> slots_;  ///< hash of names: tensor index + 1, 0 when empty
   Value root_;
+  // The dict of the tensors by name, made when root() is first asked for a
+  // catalogue made of named tensors (most never are: a materialized or
+  // converted catalogue would otherwise pay a tree node per tensor).
+  struct LazyRoot {
+    std::once_flag once;
+    Value value;
+  };
+  std::shared_ptr<LazyRoot> lazy_root_;
   std::map<std::string, std::string> metadata_;
 };
 

@@ -71,6 +71,9 @@ class Flattener {
     std::string name;
     if (root.is(Value::Kind::Tensor)) name = kRootTensorName;  // a bare tensor has no key path
     walk(root, name);
+    // Growth by doubling leaves up to half the list unused, for the
+    // catalogue's whole life: give it back (one move of each entry).
+    if (out_.capacity() - out_.size() > out_.size() / 8) out_.shrink_to_fit();
     return std::move(out_);
   }
   /// The nested tensors met, as metadata: `torchport.nested.NAME` = the
@@ -204,14 +207,23 @@ TensorCatalog TensorCatalog::from_tensors(std::string format, std::vector<NamedT
   TensorCatalog c;
   c.format_ = std::move(format);
   c.tensors_ = std::move(tensors);
-  if (root.is_none()) {
-    root = Value::dict();
-    for (const auto& t : c.tensors_) root.insert(Value::str(t.name), Value::tensor(t.tensor));
-  }
-  c.root_ = std::move(root);
+  if (root.is_none())
+    c.lazy_root_ = std::make_shared<LazyRoot>();
+  else
+    c.root_ = std::move(root);
   c.metadata_ = std::move(metadata);
   c.index("two tensors have the same name");
   return c;
+}
+
+const Value& TensorCatalog::root() const {
+  if (!lazy_root_) return root_;
+  std::call_once(lazy_root_->once, [this] {
+    Value root = Value::dict();
+    for (const auto& t : tensors_) root.insert(Value::str(t.name), Value::tensor(t.tensor));
+    lazy_root_->value = std::move(root);
+  });
+  return lazy_root_->value;
 }
 
 // Open addressing over tensor indices (stored + 1; 0 is an empty slot), at
@@ -286,7 +298,7 @@ TensorCatalog TensorCatalog::select(std::string_view key) const {
   }
   // The matching sub-tree of the root, walking dotted segments.
   Value sub;
-  const Value* node = &root_;
+  const Value* node = &root();
   std::string_view rest = key;
   while (node != nullptr && !rest.empty()) {
     const Value* whole = node->find(rest);

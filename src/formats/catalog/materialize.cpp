@@ -74,9 +74,9 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence,
       out.push_back(t);
       continue;
     }
-    out.push_back({t.name, Tensor(x.dtype(), x.shape(), x.strides(), x.storage_offset(),
-                                  replaced[x.storage().get()])
-                               .with_quantization(x.quantization())});
+    Tensor y(x.dtype(), x.shape(), x.strides(), x.storage_offset(), replaced[x.storage().get()]);
+    out.push_back(
+        {t.name, x.is_quantized() ? y.with_quantization(x.quantization()) : std::move(y)});
   }
   return TensorCatalog::from_tensors(catalog.format(), std::move(out), catalog.metadata());
 } catch (...) {

@@ -1,0 +1,180 @@
+#!/usr/bin/python3
+"""Cost per tensor: checkpoints of 1k to 320k small tensors (16 float32s
+each, as mixture-of-experts layers and optimizer states hold them) loaded,
+listed, scanned and converted by torchport, side by side in one run with
+torch.load (torch 1.13 from Debian 12, torch 2.6 from the Debian 13 tree of
+scripts/torch2.sh, whose weights_only=True default users get) and
+safetensors' own load_file/save_file (torch 2.6's tree). Every measurement
+is one fresh process, interleaved round by round in each memory regime
+(bench/regimes.py). One command:
+
+    /usr/bin/python3 bench/many_tensors.py [--build build] [--runs 3]
+        [--counts 1000,10000,80000,320000] [--regimes back-to-back,after-idle,cold]
+
+The checkpoints are made once under bench/data/many (bench/make_many_tensors.py,
+run by torch 2.6). Times: torch's and safetensors' are the call alone
+(after `import torch`); torchport's are the whole process, start to exit.
+Peak memory: torch's and safetensors' above the process's baseline after
+the import, torchport's the whole process's maximum resident set. Rewrites
+the many-tensors section of bench/results.md.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import regimes  # noqa: E402
+from compare import machine, replace_section  # noqa: E402
+
+DATA = os.path.join(HERE, "data", "many")
+TORCH2 = [os.path.join(ROOT, "scripts", "torch2.sh"), "python3"]
+
+# Runs in the interpreter under test: times one call and its peak memory
+# above the baseline (VmHWM after, VmRSS before; clear_refs resets the peak).
+SNIPPET = r"""
+import json, sys, time
+import torch
+def status(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) * 1024
+what, path = sys.argv[1], sys.argv[2]
+if what == "save_file":
+    from safetensors.torch import load_file, save_file
+    d = load_file(path)
+open("/proc/self/clear_refs", "w").write("5")
+base = status("VmRSS:")
+t0 = time.perf_counter()
+if what == "torch.load":
+    d = torch.load(path, map_location="cpu")
+elif what == "load_file":
+    from safetensors.torch import load_file
+    import os
+    d = {}
+    for f in ([os.path.join(path, x) for x in sorted(os.listdir(path)) if x.endswith(".safetensors")]
+              if os.path.isdir(path) else [path]):
+        d.update(load_file(f))
+elif what == "save_file":
+    save_file(d, "/tmp/torchport-many-save.safetensors")
+t = time.perf_counter() - t0
+print(json.dumps({"seconds": t, "peak": status("VmHWM:") - base, "tensors": len(d)}))
+"""
+
+
+def python_call(interpreter, what, path):
+    def run():
+        out = subprocess.run([*interpreter, "-c", SNIPPET, what, path], check=True,
+                             capture_output=True, text=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    return run
+
+
+def process(*cmd):
+    """A whole process: wall time and maximum resident set (wait4)."""
+    def run():
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(p.pid, 0)
+        t = time.perf_counter() - t0
+        err = p.stderr.read().decode(errors="replace")
+        p.stderr.close()
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed: {err}")
+        return {"seconds": t, "peak": usage.ru_maxrss * 1024}
+    return run
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--counts", default="1000,10000,80000,320000")
+    ap.add_argument("--regimes", default=None)
+    ap.add_argument("--no-write", action="store_true", help="do not touch bench/results.md")
+    a = ap.parse_args()
+    counts = [int(c) for c in a.counts.split(",")]
+    rn = a.regimes.split(",") if a.regimes else [
+        r for r in regimes.REGIMES if r != "cold" or regimes.can_drop_caches()]
+    tp = os.path.join(a.build, "bin", "torchport")
+    subprocess.run([*TORCH2, os.path.join(HERE, "make_many_tensors.py"), DATA, *map(str, counts)],
+                   check=True)
+    out = "/tmp/torchport-many"
+    os.makedirs(out, exist_ok=True)
+    torch1 = ["/usr/bin/python3", "-W", "ignore"]
+    torch2 = [*TORCH2, "-W", "ignore"]
+
+    def workloads():
+        for n in counts:
+            yield n, os.path.join(DATA, f"dict_{n}.pt"), os.path.join(DATA, f"dict_{n}.safetensors")
+        yield 90000, os.path.join(DATA, "shards_90k"), os.path.join(DATA, "shards_90k")
+
+    rows = []
+    for n, pt, st in workloads():
+        sharded = os.path.isdir(pt)
+        label = "90k in 8 safetensors shards" if sharded else f"{n:,}"
+        methods = []
+        if not sharded:
+            methods += [
+                ("torch 1.13 torch.load", python_call(torch1, "torch.load", pt)),
+                ("torch 2.6 torch.load", python_call(torch2, "torch.load", pt)),
+                ("torchport load .pt", process(tp, "load", pt)),
+                ("torchport inspect --json .pt", process(tp, "inspect", "--json", pt)),
+                ("torchport scan .pt", process(tp, "scan", pt)),
+                ("torchport convert .pt to .safetensors",
+                 process(tp, "convert", pt, os.path.join(out, "a.safetensors"))),
+                ("torchport convert .pt to .pt", process(tp, "convert", pt, os.path.join(out, "a.pt"))),
+                ("safetensors save_file", python_call(torch2, "save_file", st)),
+            ]
+        methods += [
+            ("safetensors load_file", python_call(torch2, "load_file", st)),
+            ("torchport load .safetensors", process(tp, "load", st)),
+            ("torchport convert .safetensors to .safetensors",
+             process(tp, "convert", st, os.path.join(out, "b.safetensors"))),
+        ]
+        print(f"== {label} tensors", flush=True)
+        res = regimes.measure(rn, methods, a.runs, [pt, st])
+        size = sum(os.path.getsize(os.path.join(pt, f)) for f in os.listdir(pt)) if sharded \
+            else os.path.getsize(pt)
+        rows.append((n, label, size, os.path.getsize(st) if not sharded else size, res))
+
+    lines = [f"Machine: {machine()}. {a.runs} run(s) per regime, medians; "
+             f"{time.strftime('%Y-%m-%d')}. `python3 bench/many_tensors.py`.", ""]
+    for regime in rn:
+        lines += [f"**{regime}**", "",
+                  "| tensors | what | time | µs per tensor | vs torch 2.6 torch.load | peak memory | "
+                  "bytes per tensor beyond the file |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
+        for n, label, size, st_size, res in rows:
+            r = res[regime]
+            ref = r.get("torch 2.6 torch.load") or r.get("safetensors load_file")
+            ref_t = statistics.median(s["seconds"] for s in ref) if ref else None
+            for name, samples in r.items():
+                if not samples:
+                    continue
+                t = statistics.median(s["seconds"] for s in samples)
+                peak = statistics.median(s["peak"] for s in samples)
+                file = st_size if "safetensors" in name.split(" to ")[0] else size
+                beyond = (peak - 2 * file) / n if "torchport" in name else (peak - file) / n
+                ratio = f"{ref_t / t:.1f}x" if ref_t and name.startswith("torchport") else ""
+                lines.append(f"| {label} | {name} | {t:.3f} s | {1e6 * t / n:.1f} | {ratio} | "
+                             f"{peak / 1e6:.0f} MB | {beyond:.0f} |")
+        lines.append("")
+    lines += ["Bytes per tensor beyond the file: for torchport, the peak minus twice the file "
+              "(the mapped file plus the owned copy of its tensors) per tensor; for torch and "
+              "safetensors, the peak above their baseline minus the file, per tensor.", ""]
+    text = "\n".join(lines)
+    print(text)
+    if not a.no_write:
+        path = os.path.join(HERE, "results.md")
+        body = open(path).read() if os.path.exists(path) else ""
+        open(path, "w").write(replace_section(body, "many-tensors", text))
+
+
+if __name__ == "__main__":
+    main()
