@@ -29,6 +29,9 @@ done
 command -v debootstrap >/dev/null || { echo "fresh-debian: install debootstrap first" >&2; exit 2; }
 [ -n "$dir" ] || dir=$(mktemp -d /var/tmp/torchport-fresh-debian.XXXXXX)
 mkdir -p "$dir"
+# The system's root: mktemp makes it 0700, which would keep every user but
+# root out of the whole chroot (the sandboxed torch workers run as nobody).
+chmod 755 "$dir"
 
 # The mirror this machine's apt uses for bookworm.
 mirror=""

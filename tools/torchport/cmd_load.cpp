@@ -19,9 +19,9 @@ struct LoadArgs {
 
 int run_load(const LoadArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
-  const TensorCatalog cat = open(a.file);
   MaterializeStats st;
-  const TensorCatalog loaded = materialize(cat, a.mmap ? Residence::mapped : Residence::owned, &st);
+  const TensorCatalog loaded =
+      materialize(open(a.file), a.mmap ? Residence::mapped : Residence::owned, &st);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("{} tensors, {} in {:.4f} s, {:.2f} GB/s, {}\n", loaded.size(), human_bytes(st.bytes),
              s, s > 0 ? static_cast<double>(st.bytes) / s / 1e9 : 0.0,

@@ -82,6 +82,9 @@ class TensorCatalog {
   /// how `{"state_dict": {...}, "epoch": 3}` yields its state dict.
   /// \throws Error(missing_key) listing the top-level keys there are.
   TensorCatalog select(std::string_view key) const;
+  /// The tensors, moved out; the catalogue is left empty (tree, index and
+  /// metadata released).
+  std::vector<NamedTensor> take_tensors() &&;
   /// The distinct first segments of the tensor names, in order.
   std::vector<std::string> top_level_keys() const;
 

@@ -96,5 +96,10 @@ struct MaterializeStats {
 /// storage sharing as `catalog`.
 TensorCatalog materialize(const TensorCatalog& catalog, Residence residence,
                           MaterializeStats* stats = nullptr);
+/// The same, consuming `catalog`: its tree and index are released before
+/// the storages are made, and each file storage as soon as no tensor views
+/// it, so the peak holds one catalogue, not two.
+TensorCatalog materialize(TensorCatalog&& catalog, Residence residence,
+                          MaterializeStats* stats = nullptr);
 
 }  // namespace torchport

@@ -216,6 +216,12 @@ TensorCatalog TensorCatalog::from_tensors(std::string format, std::vector<NamedT
   return c;
 }
 
+std::vector<NamedTensor> TensorCatalog::take_tensors() && {
+  std::vector<NamedTensor> out = std::move(tensors_);
+  *this = TensorCatalog();
+  return out;
+}
+
 const Value& TensorCatalog::root() const {
   if (!lazy_root_) return root_;
   std::call_once(lazy_root_->once, [this] {

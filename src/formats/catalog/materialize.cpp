@@ -7,15 +7,17 @@
 
 namespace torchport {
 
-TensorCatalog materialize(const TensorCatalog& catalog, Residence residence,
-                          MaterializeStats* stats) try {
-  MaterializeStats local;
-  MaterializeStats& st = stats ? *stats : local;
+namespace {
+
+// Makes the storages of `tensors` ready and points the tensors at them, in
+// place (a file storage is released when its last view moves off it).
+void materialize_tensors(std::vector<NamedTensor>& tensors, Residence residence,
+                         MaterializeStats& st) {
   st = {};
   // Distinct storages, in first-use order.
   std::vector<const std::shared_ptr<Storage>*> order;
   std::unordered_map<const Storage*, std::shared_ptr<Storage>> replaced;
-  for (const auto& t : catalog.tensors())
+  for (const auto& t : tensors)
     if (!t.tensor.is_sparse() && !t.tensor.is_meta() &&
         replaced.emplace(t.tensor.storage().get(), nullptr).second)
       order.push_back(&t.tensor.storage());
@@ -66,19 +68,38 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence,
   }
   st.storages = order.size();
 
-  std::vector<NamedTensor> out;
-  out.reserve(catalog.size());
-  for (const auto& t : catalog.tensors()) {
-    const Tensor& x = t.tensor;
-    if (x.is_sparse() || x.is_meta()) {  // no dense storage (sparse: its parts stay as they are)
-      out.push_back(t);
-      continue;
-    }
+  // `order` points into the tensors: not used past here. A storage a
+  // tensor leaves may be freed; the storages still looked up are alive
+  // (later tensors view them), so no key is reused.
+  order.clear();
+  for (auto& t : tensors) {
+    Tensor& x = t.tensor;
+    if (x.is_sparse() || x.is_meta()) continue;  // no dense storage (sparse: its parts stay)
     Tensor y(x.dtype(), x.shape(), x.strides(), x.storage_offset(), replaced[x.storage().get()]);
-    out.push_back(
-        {t.name, x.is_quantized() ? y.with_quantization(x.quantization()) : std::move(y)});
+    x = x.is_quantized() ? y.with_quantization(x.quantization()) : std::move(y);
   }
-  return TensorCatalog::from_tensors(catalog.format(), std::move(out), catalog.metadata());
+}
+
+}  // namespace
+
+TensorCatalog materialize(const TensorCatalog& catalog, Residence residence,
+                          MaterializeStats* stats) try {
+  MaterializeStats local;
+  std::vector<NamedTensor> tensors = catalog.tensors();
+  materialize_tensors(tensors, residence, stats ? *stats : local);
+  return TensorCatalog::from_tensors(catalog.format(), std::move(tensors), catalog.metadata());
+} catch (...) {
+  rethrow_as_error("materialize");  // no bare std:: exception leaves the library
+}
+
+TensorCatalog materialize(TensorCatalog&& catalog, Residence residence,
+                          MaterializeStats* stats) try {
+  MaterializeStats local;
+  std::string format = catalog.format();
+  std::map<std::string, std::string> metadata = catalog.metadata();
+  std::vector<NamedTensor> tensors = std::move(catalog).take_tensors();
+  materialize_tensors(tensors, residence, stats ? *stats : local);
+  return TensorCatalog::from_tensors(std::move(format), std::move(tensors), std::move(metadata));
 } catch (...) {
   rethrow_as_error("materialize");  // no bare std:: exception leaves the library
 }
