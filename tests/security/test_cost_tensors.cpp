@@ -1,0 +1,190 @@
+// Cost per tensor (issue 28): checkpoints of 1k, 4k and 16k small tensors
+// opened, materialized, scanned, printed and written to every format, with
+// the work counted, not timed: heap allocations and bytes allocated (this
+// executable replaces the global operator new) and the library's own work
+// counters. Each must grow at most linearly with the tensor count, and
+// allocations per tensor stay under a budget that catches a new
+// per-tensor cost.
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <new>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include <torchport/torchport.hpp>
+
+#include "support/fixtures.hpp"
+#include "torchport/detail/work.hpp"
+
+namespace {
+std::atomic<std::uint64_t> g_allocations{0};
+std::atomic<std::uint64_t> g_allocated_bytes{0};
+}  // namespace
+
+// Every allocation of the process goes through these (the library's too).
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  g_allocated_bytes.fetch_add(n, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) {
+  return operator new(n);
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
+
+namespace torchport::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::array<int, 3> kScales = {1, 4, 16};
+constexpr std::int64_t kBase = 1000;  // tensors at 1x
+
+// N tensors of 16 floats, one storage each, named as a mixture-of-experts
+// layer names them.
+TensorCatalog many(std::int64_t n) {
+  std::vector<NamedTensor> t;
+  t.reserve(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    Tensor x = Tensor::zeros(DType::F32, {16});
+    x.mutable_data<float>()[0] = static_cast<float>(i);
+    t.push_back({"layers." + std::to_string(i / 64) + ".experts." + std::to_string(i % 64) + ".w",
+                 std::move(x)});
+  }
+  return TensorCatalog::from_tensors("memory", std::move(t));
+}
+
+struct Work {
+  std::uint64_t allocations = 0, bytes = 0, items = 0;
+};
+
+Work measure(const std::function<void()>& f) {
+  detail::work().reset();
+  const std::uint64_t a0 = g_allocations.load(), b0 = g_allocated_bytes.load();
+  f();
+  return {g_allocations.load() - a0, g_allocated_bytes.load() - b0,
+          detail::work().items_inserted.load() + detail::work().items_moved.load() +
+              detail::work().values_printed.load() + detail::work().chars_printed.load()};
+}
+
+// From 1x to 4x and 4x to 16x each count may grow at most 5 times (linear:
+// 4, quadratic: 16); and at 16x at most `per_tensor` allocations a tensor.
+void expect_linear(const std::string& what, const std::array<Work, 3>& w, double per_tensor) {
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_LE(w[i + 1].allocations, 5 * w[i].allocations + 64) << what << " allocations";
+    EXPECT_LE(w[i + 1].bytes, 5 * w[i].bytes + 65536) << what << " bytes allocated";
+    EXPECT_LE(w[i + 1].items, 5 * w[i].items + 4096) << what << " items";
+  }
+  const double n = static_cast<double>(kBase * kScales[2]);
+  EXPECT_LE(static_cast<double>(w[2].allocations) / n, per_tensor) << what;
+  for (int i = 0; i < 3; ++i)
+    std::printf(
+        "%-34s %6lld tensors: %9llu allocations (%5.1f a tensor), %11llu bytes (%6.0f a "
+        "tensor), %9llu items\n",
+        what.c_str(), static_cast<long long>(kBase * kScales[i]),
+        static_cast<unsigned long long>(w[i].allocations),
+        static_cast<double>(w[i].allocations) / static_cast<double>(kBase * kScales[i]),
+        static_cast<unsigned long long>(w[i].bytes),
+        static_cast<double>(w[i].bytes) / static_cast<double>(kBase * kScales[i]),
+        static_cast<unsigned long long>(w[i].items));
+}
+
+class CostPerTensor : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(temp_dir("cost_tensors"));
+    for (int i = 0; i < 3; ++i) {
+      const std::string n = std::to_string(kScales[static_cast<std::size_t>(i)]);
+      save(many(kBase * kScales[static_cast<std::size_t>(i)]), *dir_ / (n + ".pt"),
+           SaveFormat::pytorch);
+      save(many(kBase * kScales[static_cast<std::size_t>(i)]), *dir_ / (n + ".safetensors"),
+           SaveFormat::safetensors);
+    }
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+  static fs::path file(int i, const char* ext) {
+    return *dir_ / (std::to_string(kScales[static_cast<std::size_t>(i)]) + ext);
+  }
+  // Runs `f(i)` at each scale and checks it.
+  static void check(const std::string& what, double per_tensor, const std::function<void(int)>& f) {
+    std::array<Work, 3> w;
+    for (int i = 0; i < 3; ++i) w[static_cast<std::size_t>(i)] = measure([&] { f(i); });
+    expect_linear(what, w, per_tensor);
+  }
+  static fs::path* dir_;
+};
+fs::path* CostPerTensor::dir_ = nullptr;
+
+// The budgets (allocations a tensor at 16k tensors) are twice what each
+// step needed when they were set (open .pt 26, .safetensors 36, owned load
+// 30, scan 28, to_json 27, convert to .safetensors 31, to .pt 54, to shards
+// 46): a new per-tensor allocation in a hot path shows up.
+TEST_F(CostPerTensor, OpenPt) {
+  check("open .pt", 52, [](int i) { (void)open(file(i, ".pt")); });
+}
+
+TEST_F(CostPerTensor, OpenSafetensors) {
+  check("open .safetensors", 72, [](int i) { (void)open(file(i, ".safetensors")); });
+}
+
+TEST_F(CostPerTensor, LoadOwned) {
+  check("open + materialize .pt", 60,
+        [](int i) { (void)materialize(open(file(i, ".pt")), Residence::owned); });
+}
+
+TEST_F(CostPerTensor, Scan) {
+  check("scan .pt", 56, [](int i) { (void)scan(file(i, ".pt")); });
+}
+
+TEST_F(CostPerTensor, PrintJson) {
+  check("to_json of the tree", 54, [](int i) {
+    const TensorCatalog c = open(file(i, ".pt"));
+    (void)to_json(c.root(), 2);
+  });
+}
+
+TEST_F(CostPerTensor, ConvertToSafetensors) {
+  check("convert .pt to .safetensors", 62, [](int i) {
+    save(open(file(i, ".pt")), *dir_ / "out.safetensors", SaveFormat::safetensors);
+  });
+}
+
+TEST_F(CostPerTensor, ConvertToPt) {
+  check("convert .pt to .pt", 108,
+        [](int i) { save(open(file(i, ".pt")), *dir_ / "out.pt", SaveFormat::pytorch); });
+}
+
+TEST_F(CostPerTensor, ConvertToShards) {
+  SaveOptions o;
+  o.max_shard_size = 16 * 1024;  // about 250 tensors a shard: 4, 16, 64 shards
+  check("convert .safetensors to shards", 92, [&](int i) {
+    fs::remove_all(*dir_ / "shards");
+    fs::create_directories(*dir_ / "shards");
+    save(open(file(i, ".safetensors")), *dir_ / "shards" / "model.safetensors",
+         SaveFormat::safetensors, o);
+  });
+}
+
+}  // namespace
+}  // namespace torchport::test
