@@ -1,5 +1,6 @@
 #include "torchport/formats/catalog.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <functional>
 #include <unordered_set>
@@ -70,10 +71,11 @@ class Flattener {
   std::vector<NamedTensor> run(const Value& root) {
     std::string name;
     if (root.is(Value::Kind::Tensor)) name = kRootTensorName;  // a bare tensor has no key path
+    // The list sized first: growth by doubling would leave up to half of it
+    // unused for the catalogue's whole life (a shrink copies it at the peak).
+    out_.reserve(static_cast<std::size_t>(
+        std::min<std::uint64_t>(count(root), static_cast<std::uint64_t>(limits_.max_tensors))));
     walk(root, name);
-    // Growth by doubling leaves up to half the list unused, for the
-    // catalogue's whole life: give it back (one move of each entry).
-    if (out_.capacity() - out_.size() > out_.size() / 8) out_.shrink_to_fit();
     return std::move(out_);
   }
   /// The nested tensors met, as metadata: `torchport.nested.NAME` = the
@@ -83,6 +85,33 @@ class Flattener {
   }
 
  private:
+  // At least the tensors walk() lists (every tensor it can reach), visiting
+  // what walk() visits, so it is as bounded as walk() is.
+  static std::uint64_t count(const Value& v) {
+    switch (v.kind()) {
+      case Value::Kind::Tensor:
+        return 1;
+      case Value::Kind::Dict: {
+        std::uint64_t n = 0;
+        for (const auto& [k, x] : v.pairs())
+          if (x.is(Value::Kind::Tensor) || x.is_container()) n += count(x);
+        return n;
+      }
+      case Value::Kind::List:
+      case Value::Kind::Tuple:
+      case Value::Kind::Set: {
+        std::uint64_t n = 0;
+        for (const auto& x : v.items())
+          if (x.is(Value::Kind::Tensor) || x.is_container()) n += count(x);
+        return n;
+      }
+      case Value::Kind::Object:
+        return count(v.as_object().state);
+      default:
+        return 0;
+    }
+  }
+
   void add(const std::string& name, const Tensor& t) {
     if (name.size() > limits_.max_name_bytes)
       throw Error(
