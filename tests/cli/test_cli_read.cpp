@@ -129,4 +129,33 @@ TEST(Cli, UsageErrorsExitTwo) {
   EXPECT_NE(out.find("torchport "), std::string::npos);
 }
 
+// One exit-status convention for every command (docs/guide/8-cli.md):
+// 0 success, 1 the answer is no or the input was refused, 2 trouble
+// (usage, missing or unreadable inputs; for scan and diff, inputs they
+// cannot read). Every message starts with "torchport:".
+TEST(CliRead, ExitStatusConvention) {
+  const std::string ck = fixture("checkpoint.pt").string();
+  const std::string text = fixture("checkpoint.expected.json").string();
+  std::string out;
+  // A missing path: a usage error, with our prefix (not CLI11's bare line).
+  EXPECT_EQ(run_command(tool() + " inspect /nonexistent/nope.pt", &out), 2) << out;
+  EXPECT_EQ(out.rfind("torchport: ", 0), 0u) << out;
+  EXPECT_NE(out.find("nope.pt"), std::string::npos) << out;
+  EXPECT_EQ(run_command(tool() + " load /nonexistent/nope.pt", &out), 2) << out;
+  EXPECT_EQ(run_command(tool() + " inspect --no-such-option " + ck, &out), 2) << out;
+  EXPECT_EQ(out.rfind("torchport: ", 0), 0u) << out;
+  // --shard out of range: a usage error, found before the file is read.
+  EXPECT_EQ(run_command(tool() + " inspect --shard 5/4 --plan " + ck + " " + ck, &out), 2) << out;
+  EXPECT_NE(out.find("0 <= RANK < WORLD"), std::string::npos) << out;
+  // inspect refuses an input it cannot read: 1.
+  EXPECT_EQ(run_command(tool() + " inspect " + text, &out), 1) << out;
+  EXPECT_EQ(out.rfind("torchport: ", 0), 0u) << out;
+  // diff: equal 0; a second file that is no checkpoint is trouble, 2.
+  EXPECT_EQ(run_command(tool() + " diff " + ck + " " + ck, &out), 0) << out;
+  EXPECT_EQ(run_command(tool() + " diff " + ck + " " + text, &out), 2) << out;
+  EXPECT_EQ(out.rfind("torchport: ", 0), 0u) << out;
+  // --help and --version succeed.
+  EXPECT_EQ(run_command(tool() + " diff --help", &out), 0) << out;
+}
+
 }  // namespace

@@ -96,14 +96,11 @@ std::pair<int, int> parse_shard(const std::string& s) {
     world = 0;
   }
   if (world < 1 || rank < 0 || rank >= world)
-    throw torchport::Error(torchport::ErrorCode::invalid_argument,
-                           "--shard takes RANK/WORLD with 0 <= RANK < WORLD, not '" + s + "'");
+    throw UsageError("--shard takes RANK/WORLD with 0 <= RANK < WORLD, not '" + s + "'");
   return {rank, world};
 }
 
 int run_shard(const TensorCatalog& cat, const InspectArgs& a) {
-  if (a.plan.empty())
-    throw torchport::Error(torchport::ErrorCode::invalid_argument, "--shard needs --plan FILE");
   const auto [rank, world] = parse_shard(a.shard);
   const ShardPlan plan = ShardPlan::read_file(a.plan);
   const ShardReads reads = shard_reads(cat, plan, rank, world);
@@ -187,14 +184,15 @@ nlohmann::ordered_json quantizer_json(const Tensor& t) {
 }
 
 int run_inspect(const InspectArgs& a) {
+  // The command line first: a usage error before any input is read.
+  if (!a.shard.empty() || !a.plan.empty()) {
+    if (a.shard.empty()) throw UsageError("--plan needs --shard RANK/WORLD");
+    if (a.plan.empty()) throw UsageError("--shard needs --plan FILE");
+    (void)parse_shard(a.shard);
+  }
   TensorCatalog cat = open(a.file);
   if (!a.top_level_key.empty()) cat = cat.select(a.top_level_key);
-  if (!a.shard.empty() || !a.plan.empty()) {
-    if (a.shard.empty())
-      throw torchport::Error(torchport::ErrorCode::invalid_argument,
-                             "--plan needs --shard RANK/WORLD");
-    return run_shard(cat, a);
-  }
+  if (!a.shard.empty()) return run_shard(cat, a);
 
   if (a.json) {
     nlohmann::ordered_json out;

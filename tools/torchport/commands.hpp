@@ -11,8 +11,9 @@
 namespace torchport::cli {
 
 /// A command line the tool cannot act on (exit status 2), found before any
-/// input is read. Everything about a file's content is a torchport::Error
-/// (exit status 1), whatever its code.
+/// input is read. Everything about a file's content is a torchport::Error:
+/// exit status 1 for inspect, load and convert (2 when the file cannot be
+/// read at all, ErrorCode::io), 2 for scan and diff (main.cpp).
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

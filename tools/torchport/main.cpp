@@ -1,8 +1,13 @@
 // torchport: inspect, load and convert PyTorch checkpoints without Python.
 //
-// Exit status: 0 success, 1 bad input (one message on stderr naming the key
-// path and byte offset where they apply), 2 usage errors: a command line
-// that cannot be acted on, found before any input is read (UsageError).
+// Exit status, one convention for every command: 0 success (scan clean,
+// diff equal); 1 the answer is no (scan unsafe, diff different) or, for
+// inspect, load and convert, the input was refused (one message on stderr
+// naming the file, key path and byte offset where they apply); 2 trouble:
+// usage errors (a command line that cannot be acted on, found before any
+// input is read: UsageError and CLI11's), inputs that are missing or cannot
+// be read (ErrorCode::io), and for scan and diff any input they cannot read
+// to the end. Every message starts with "torchport:".
 
 #include <cstdio>
 #include <string>
@@ -33,19 +38,27 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::fprintf(stderr, "torchport: %s: %s\nRun with --help for more information.\n",
+                 error_word().c_str(), e.what());
+    return 2;
   }
+  // scan and diff answer a question: an input they cannot read is trouble
+  // (2), not the answer no (1).
+  bool answers = false;
   try {
     for (const auto& c : commands)
-      if (c.app->parsed()) return c.run();
+      if (c.app->parsed()) {
+        answers = c.app->get_name() == "scan" || c.app->get_name() == "diff";
+        return c.run();
+      }
     return 2;
   } catch (const torchport::cli::UsageError& e) {
     std::fprintf(stderr, "torchport: %s: %s\n", error_word().c_str(), e.what());
     return 2;
   } catch (const torchport::Error& e) {
-    // Whatever its code: the command line was understood, the input was not.
     std::fprintf(stderr, "torchport: %s: %s\n", error_word().c_str(), e.what());
-    return 1;
+    return answers || e.code() == torchport::ErrorCode::io ? 2 : 1;
   } catch (...) {
     // Never a bare std:: message: out of memory and faults of ours become
     // an Error with context, like every other failure.
