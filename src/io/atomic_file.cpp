@@ -1,9 +1,12 @@
 #include "torchport/io/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,7 +39,72 @@ mode_t target_mode(const std::filesystem::path& target) {
   return 0666 & ~current_umask();
 }
 
+// The temporaries a signal handler removes: a fixed table of path pointers
+// (a handler may neither lock nor allocate). A path is published after it
+// is complete and withdrawn before it is freed; once a handler has started
+// (g_exiting), withdrawn paths are never freed, so the handler cannot read
+// freed memory.
+constexpr std::size_t kSlots = 4096;
+std::atomic<char*> g_temporaries[kSlots];
+std::atomic<bool> g_exiting{false};
+
+std::size_t publish(const std::string& path) noexcept {
+  char* copy = static_cast<char*>(std::malloc(path.size() + 1));
+  if (copy == nullptr) return kSlots;
+  std::memcpy(copy, path.c_str(), path.size() + 1);
+  for (std::size_t i = 0; i < kSlots; ++i) {
+    char* none = nullptr;
+    if (g_temporaries[i].compare_exchange_strong(none, copy)) return i;
+  }
+  std::free(copy);
+  return kSlots;  // untracked
+}
+
+void withdraw(std::size_t slot) noexcept {
+  if (slot >= kSlots) return;
+  char* p = g_temporaries[slot].exchange(nullptr);
+  if (!g_exiting.load()) std::free(p);
+}
+
+struct sigaction g_previous[3];
+constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+
+void on_signal(int sig) {
+  AtomicFile::remove_temporaries();
+  for (int i = 0; i < 3; ++i) {
+    if (kSignals[i] != sig) continue;
+    const struct sigaction& prev = g_previous[i];
+    if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+      prev.sa_handler(sig);
+      return;
+    }
+  }
+  // Die of the signal, as without this handler.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  ::raise(sig);
+}
+
 }  // namespace
+
+void AtomicFile::remove_temporaries() noexcept {
+  g_exiting.store(true);
+  for (auto& slot : g_temporaries)
+    if (const char* p = slot.load()) ::unlink(p);
+}
+
+void AtomicFile::remove_temporaries_on_signals() {
+  for (int i = 0; i < 3; ++i) {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(kSignals[i], &sa, &g_previous[i]);
+    if (g_previous[i].sa_handler == SIG_IGN && !(g_previous[i].sa_flags & SA_SIGINFO))
+      ::sigaction(kSignals[i], &g_previous[i], nullptr);  // ignored (nohup): stays ignored
+  }
+}
 
 AtomicFile::AtomicFile(std::filesystem::path target) : target_(std::move(target)) {
   std::filesystem::path dir = target_.parent_path();
@@ -47,7 +115,15 @@ AtomicFile::AtomicFile(std::filesystem::path target) : target_(std::move(target)
   std::string tmpl = (dir / ("." + target_.filename().string() + ".tmp-XXXXXX")).string();
   std::vector<char> name(tmpl.begin(), tmpl.end());
   name.push_back('\0');
+  // The handled signals wait while the file exists but is not yet in the
+  // table (a handler would miss it), then arrive and remove it.
+  sigset_t handled, before;
+  sigemptyset(&handled);
+  for (const int sig : kSignals) sigaddset(&handled, sig);
+  ::pthread_sigmask(SIG_BLOCK, &handled, &before);
   fd_ = ::mkstemp(name.data());
+  if (fd_ >= 0) slot_ = publish(name.data());
+  ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
   if (fd_ < 0) {
     const int e = errno;
     throw Error(ErrorCode::io,
@@ -69,9 +145,11 @@ AtomicFile::AtomicFile(AtomicFile&& o) noexcept
       fd_(o.fd_),
       size_(o.size_),
       buffer_(std::move(o.buffer_)),
-      committed_(o.committed_) {
+      committed_(o.committed_),
+      slot_(o.slot_) {
   o.fd_ = -1;
   o.temp_.clear();
+  o.slot_ = SIZE_MAX;
 }
 
 AtomicFile& AtomicFile::operator=(AtomicFile&& o) noexcept {
@@ -83,8 +161,10 @@ AtomicFile& AtomicFile::operator=(AtomicFile&& o) noexcept {
     size_ = o.size_;
     buffer_ = std::move(o.buffer_);
     committed_ = o.committed_;
+    slot_ = o.slot_;
     o.fd_ = -1;
     o.temp_.clear();
+    o.slot_ = SIZE_MAX;
   }
   return *this;
 }
@@ -93,6 +173,8 @@ void AtomicFile::discard() noexcept {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   if (!temp_.empty()) ::unlink(temp_.c_str());
+  withdraw(slot_);
+  slot_ = SIZE_MAX;
   temp_.clear();
   buffer_.clear();
 }
@@ -182,6 +264,8 @@ void AtomicFile::commit() {
     discard();
     throw;
   }
+  withdraw(slot_);  // after the rename: a signal before it still removes the temporary
+  slot_ = SIZE_MAX;
   temp_.clear();
   committed_ = true;
   // Make the rename itself durable. Failing here leaves the new file in

@@ -3,6 +3,8 @@
 // beside them (".<name>.tmp-XXXXXX") and renamed when complete. The killed
 // run's temporary file may remain; the test checks that it is the only
 // thing left, and that an unkilled run leaves no temporary file at all.
+// Interrupted (SIGINT, SIGTERM, SIGHUP) at several points of the write, it
+// leaves nothing: the old output intact and no temporary.
 
 #include <gtest/gtest.h>
 
@@ -15,6 +17,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 #include <thread>
 
 #include <torchport/torchport.hpp>
@@ -100,6 +104,50 @@ TEST(AtomicWrite, KilledConvertLeavesNoOutput) {
   const TensorCatalog cat = open(out);
   ASSERT_EQ(cat.size(), 1u);
   EXPECT_EQ(cat.tensors().front().tensor.nbytes(), 512ull << 20);
+  fs::remove_all(dir);
+}
+
+TEST(AtomicWrite, InterruptedConvertLeavesTheOldOutputAndNoTemporary) {
+  const fs::path dir = temp_dir("atomic_signal");
+  const fs::path in = dir / "big.safetensors";
+  write_big_safetensors(in, 512ull << 20);
+  const fs::path out = dir / "out.safetensors";
+  const std::string old = "the previous output";
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP})
+    // When the temporary appears, after 1 MiB, after 128 MiB of its 512.
+    for (const std::uintmax_t at :
+         {std::uintmax_t{0}, std::uintmax_t{1} << 20, std::uintmax_t{128} << 20}) {
+      SCOPED_TRACE(std::string(strsignal(sig)) + " at " + std::to_string(at) + " bytes");
+      {
+        std::ofstream o(out, std::ios::binary | std::ios::trunc);
+        o << old;
+      }
+      const pid_t pid = spawn_convert(in, out);
+      ASSERT_GT(pid, 0);
+      bool sent = false;
+      int status = 0;
+      const auto t0 = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
+        const auto tmp = temporaries(dir, "out.safetensors");
+        std::error_code ec;
+        if (!tmp.empty() && fs::file_size(tmp.front(), ec) >= at && !ec) {
+          ::kill(pid, sig);
+          sent = true;
+          break;
+        }
+        if (::waitpid(pid, &status, WNOHANG) == pid) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      ASSERT_TRUE(sent) << "the convert ended before the signal";
+      ::waitpid(pid, &status, 0);
+      EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << status;
+      EXPECT_TRUE(temporaries(dir, "out.safetensors").empty());
+      std::ifstream back(out, std::ios::binary);
+      const std::string now((std::istreambuf_iterator<char>(back)),
+                            std::istreambuf_iterator<char>());
+      EXPECT_EQ(now, old);
+      for (const auto& t : temporaries(dir, "out.safetensors")) fs::remove(t);
+    }
   fs::remove_all(dir);
 }
 

@@ -17,6 +17,7 @@
 #include "commands.hpp"
 #include "format.hpp"
 #include "torchport/core/error.hpp"
+#include "torchport/io/atomic_file.hpp"
 #include "torchport/version.hpp"
 
 namespace {
@@ -27,6 +28,8 @@ std::string error_word() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Ctrl-C, SIGTERM or SIGHUP during a write leave no temporary file.
+  torchport::AtomicFile::remove_temporaries_on_signals();
   CLI::App app{"torchport: read PyTorch checkpoints safely, without Python or libtorch"};
   app.set_version_flag("--version", std::string("torchport ") + torchport::kVersion);
   app.require_subcommand(1);

@@ -19,8 +19,10 @@ namespace torchport {
 /// umask), renames it over the target and fsyncs the directory. A file that
 /// is destroyed, moved from or `discard()`ed without a commit unlinks its
 /// temporary, so a failed save leaves the old target untouched and no
-/// debris. A process killed mid-write leaves a `.NAME.tmp-XXXXXX` file
-/// next to the target; nothing else.
+/// debris. A process killed mid-write (SIGKILL, a crash) leaves a
+/// `.NAME.tmp-XXXXXX` file next to the target; nothing else. SIGINT,
+/// SIGTERM and SIGHUP leave nothing once `remove_temporaries_on_signals()`
+/// is installed (the torchport tool installs it).
 ///
 /// Replacing a file that is mapped (as `torchport convert a.pt a.pt`
 /// does) is safe: the mapping keeps the old inode alive.
@@ -63,6 +65,16 @@ class AtomicFile {
   /// True once `commit()` succeeded.
   bool committed() const noexcept { return committed_; }
 
+  /// Unlinks the temporary file of every AtomicFile of the process not yet
+  /// committed or discarded. Async-signal-safe: for a signal handler of the
+  /// program's own. (Up to 4096 files at once are tracked; a temporary path
+  /// longer than PATH_MAX is not.)
+  static void remove_temporaries() noexcept;
+  /// Installs handlers for SIGINT, SIGTERM and SIGHUP that call
+  /// `remove_temporaries()`, then the handler installed before (or, when
+  /// that was the default, die of the signal as they would have).
+  static void remove_temporaries_on_signals();
+
   /// The file that `commit()` replaces.
   const std::filesystem::path& target() const noexcept { return target_; }
   /// The temporary file being written (empty once committed or discarded).
@@ -79,6 +91,7 @@ class AtomicFile {
   std::uint64_t size_ = 0;
   std::vector<std::byte> buffer_;
   bool committed_ = false;
+  std::size_t slot_ = SIZE_MAX;  // in the table remove_temporaries() reads
 };
 
 }  // namespace torchport
