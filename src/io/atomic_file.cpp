@@ -106,7 +106,24 @@ void AtomicFile::remove_temporaries_on_signals() {
   }
 }
 
+void check_output_path(const std::filesystem::path& target) {
+  struct stat st {};
+  if (::lstat(target.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return;
+  const char* what = S_ISLNK(st.st_mode)                          ? "a symbolic link"
+                     : S_ISFIFO(st.st_mode)                       ? "a FIFO"
+                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                     : S_ISSOCK(st.st_mode)                       ? "a socket"
+                     : S_ISDIR(st.st_mode)                        ? "a directory"
+                                                                  : "not a regular file";
+  throw Error(ErrorCode::invalid_argument,
+              std::string("the output is ") + what +
+                  "; torchport writes regular files only (it would replace it, not write into "
+                  "it): remove it or name another file",
+              {}, std::nullopt, target.string());
+}
+
 AtomicFile::AtomicFile(std::filesystem::path target) : target_(std::move(target)) {
+  check_output_path(target_);
   std::filesystem::path dir = target_.parent_path();
   if (dir.empty()) dir = ".";
   if (target_.filename().empty())

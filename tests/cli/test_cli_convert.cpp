@@ -5,6 +5,8 @@
 #include <fstream>
 #include <limits>
 
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -326,6 +328,41 @@ TEST_F(CliConvert, DiffNaNsZerosAndInfinities) {
   EXPECT_FALSE(entry(j, "nan")["equal"].get<bool>());
   EXPECT_TRUE(entry(j, "zero")["equal"].get<bool>());
   EXPECT_TRUE(entry(j, "inf")["equal"].get<bool>());
+}
+
+// Outputs are regular files: a symlink, FIFO or device of the output's name
+// is refused (exit 2, before the input is read), never replaced; a
+// directory as output says the name it chose and does not overwrite a file
+// of that name without --force.
+TEST(CliOutputs, AreRegularFiles) {
+  const fs::path dir = torchport::test::temp_dir("cli_outputs");
+  const std::string in = test::fixture("checkpoint.pt").string();
+  const std::string tool = TORCHPORT_TOOL;
+  std::string out;
+  fs::create_symlink(dir / "elsewhere.safetensors", dir / "link.safetensors");
+  EXPECT_EQ(run_command(tool + " convert " + in + " " + (dir / "link.safetensors").string(), &out),
+            2)
+      << out;
+  EXPECT_NE(out.find("symbolic link"), std::string::npos) << out;
+  EXPECT_TRUE(fs::is_symlink(dir / "link.safetensors"));
+  EXPECT_FALSE(fs::exists(dir / "elsewhere.safetensors"));
+  ASSERT_EQ(::mkfifo((dir / "fifo.pt").c_str(), 0600), 0);
+  EXPECT_EQ(run_command(tool + " convert " + in + " " + (dir / "fifo.pt").string(), &out), 2)
+      << out;
+  EXPECT_NE(out.find("a FIFO"), std::string::npos) << out;
+  EXPECT_TRUE(fs::is_fifo(dir / "fifo.pt"));
+  EXPECT_EQ(run_command(tool + " convert " + in + " /dev/null", &out), 2) << out;
+  EXPECT_NE(out.find("a device"), std::string::npos) << out;
+  // A directory: the chosen name is said; a second convert does not replace it.
+  const fs::path d = dir / "model";
+  fs::create_directories(d);
+  EXPECT_EQ(run_command(tool + " convert " + in + " " + d.string(), &out), 0) << out;
+  EXPECT_NE(out.find("model.safetensors"), std::string::npos) << out;
+  EXPECT_TRUE(fs::exists(d / "model.safetensors"));
+  EXPECT_EQ(run_command(tool + " convert " + in + " " + d.string(), &out), 2) << out;
+  EXPECT_NE(out.find("--force"), std::string::npos) << out;
+  EXPECT_EQ(run_command(tool + " convert --force " + in + " " + d.string(), &out), 0) << out;
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ _torchport() {
   case $sub in
     inspect) opts="--json --tree --depth --top-level-key --shard --plan --help" ;;
     load) opts="--mmap --help" ;;
-    convert) opts="--format --dtype --top-level-key --remap --include --exclude --max-shard-size --max-materialized-bytes --dequantize --keep-quantized --densify --help" ;;
+    convert) opts="--format --dtype --top-level-key --remap --include --exclude --max-shard-size --max-materialized-bytes --dequantize --keep-quantized --densify --force --help" ;;
     diff) opts="--atol --rtol --json --help" ;;
     scan) opts="--json --quiet --allow --include --exclude --help" ;;
   esac

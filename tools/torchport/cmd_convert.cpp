@@ -18,6 +18,7 @@
 #include "torchport/formats/record_file.hpp"
 #include "torchport/formats/save.hpp"
 #include "torchport/formats/transform.hpp"
+#include "torchport/io/atomic_file.hpp"
 #include "torchport/record/remap.hpp"
 
 namespace torchport::cli {
@@ -39,6 +40,7 @@ struct ConvertArgs {
   bool dequantize = false;
   bool keep_quantized = false;
   bool densify = false;
+  bool force = false;
 };
 
 int run_convert(const ConvertArgs& a) {
@@ -53,10 +55,21 @@ int run_convert(const ConvertArgs& a) {
     if (!a.format.empty()) format = parse_save_format(a.format);
     std::error_code ec;
     if (fs::is_directory(out, ec)) {
-      // Like save_pretrained: a directory gets Hugging Face's file names.
+      // Like save_pretrained: a directory gets Hugging Face's file names,
+      // said on stderr, and never written over a file there unless --force.
       if (!format) format = SaveFormat::safetensors;
       out /= *format == SaveFormat::safetensors ? "model.safetensors" : "pytorch_model.bin";
+      if (fs::exists(fs::symlink_status(out, ec)) && !a.force)
+        throw Error(ErrorCode::invalid_argument,
+                    "the output is a directory and '" + out.string() +
+                        "', the name chosen in it, exists: pass --force to replace it, or name "
+                        "the output file");
+      fmt::print(stderr, "torchport: writing '{}' (the name chosen in the directory)\n",
+                 out.string());
     }
+    // Outputs are regular files: a symlink, FIFO, device or socket of that
+    // name is refused, never replaced.
+    check_output_path(out);
     if (!format) format = save_format_for_path(out);
     // Our own record formats, by extension (.mpk, .json, .tpb, each maybe .gz).
     if (!format) recorder = recorder_for_path(out);
@@ -183,6 +196,8 @@ Command add_convert(CLI::App& app) {
       "--keep-quantized", args->keep_quantized,
       "Write quantized tensors as their integers plus NAME.q_scale/.q_zero_point (per channel: "
       ".q_per_channel_scales/_zero_points/_axis) tensors");
+  sub->add_flag("--force", args->force,
+                "With a directory as output: replace the file whose name torchport chose there");
   sub->add_flag("--densify", args->densify,
                 "Write sparse tensors dense (safetensors and records have no sparse layout)");
   sub->footer(

@@ -10,6 +10,12 @@
 
 namespace torchport {
 
+/// Refuses an output path that exists and is not a regular file (a
+/// symbolic link, FIFO, device, socket or directory): AtomicFile replaces
+/// its target by rename, which would replace that node, not write into it.
+/// \throws Error(invalid_argument) naming the path and what it is.
+void check_output_path(const std::filesystem::path& target);
+
 /// Writes a new version of `target` without ever exposing a partial one.
 ///
 /// The bytes go to a temporary file created (mkstemp, mode 0600 until
@@ -33,7 +39,9 @@ class AtomicFile {
  public:
   /// Creates the temporary file next to `target`.
   /// \throws Error(io) naming the directory and the OS error (missing
-  /// directory, no permission, read-only file system).
+  /// directory, no permission, read-only file system);
+  /// Error(invalid_argument) when `target` exists and is not a regular file
+  /// (`check_output_path`).
   explicit AtomicFile(std::filesystem::path target);
   /// Unlinks the temporary file unless committed. Never throws.
   ~AtomicFile();
