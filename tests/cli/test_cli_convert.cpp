@@ -245,7 +245,8 @@ TEST_F(CliConvert, DiffReportsEveryKindOfDifference) {
   EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("b.pt"), &out), 1);
   EXPECT_NE(out.find("only in A: only_a"), std::string::npos) << out;
   EXPECT_NE(out.find("only in B: only_b"), std::string::npos) << out;
-  EXPECT_NE(out.find("changed: 1 of 4 elements differ, max abs 0.5, max rel 0.111"),
+  EXPECT_NE(out.find("changed: 1 of 4 elements differ (first at [1, 1]: 4 vs 4.5), max abs 0.5, "
+                     "max rel 0.111"),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("reshaped: F32[2, 2] vs F32[4]: not comparable"), std::string::npos) << out;
@@ -262,6 +263,12 @@ TEST_F(CliConvert, DiffReportsEveryKindOfDifference) {
   EXPECT_FALSE(changed["equal"].get<bool>());
   EXPECT_EQ(changed["mismatched"], 1);
   EXPECT_DOUBLE_EQ(changed["max_abs"].get<double>(), 0.5);
+  EXPECT_EQ(changed["first_mismatch"]["index"], nlohmann::json::array({1, 1}));
+  EXPECT_EQ(changed["first_mismatch"]["a"], "4");
+  EXPECT_EQ(changed["first_mismatch"]["b"], "4.5");
+  // --quiet: the exit status alone.
+  EXPECT_EQ(tool("diff -q " + p("a.safetensors") + " " + p("b.pt"), &out), 1);
+  EXPECT_EQ(out, "");
   EXPECT_EQ(entry(j, "reshaped")["shape_b"], nlohmann::json::array({4}));
   EXPECT_FALSE(entry(j, "reshaped").contains("max_abs"));
   EXPECT_EQ(entry(j, "retyped")["dtype_b"], "F64");
@@ -316,7 +323,9 @@ TEST_F(CliConvert, DiffNaNsZerosAndInfinities) {
   std::string out;
   EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("same.safetensors"), &out), 0) << out;
   EXPECT_EQ(tool("diff " + p("a.safetensors") + " " + p("b.safetensors"), &out), 1) << out;
-  EXPECT_NE(out.find("nan: 1 of 1 elements differ"), std::string::npos) << out;
+  EXPECT_NE(out.find("nan: 1 of 1 elements differ (first at [0]: nan vs nan)"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("; NaN: 1 in A, 1 in B"), std::string::npos) << out;
   EXPECT_NE(out.find("zero: 1 of 1 elements differ"), std::string::npos)
       << out;  // -0 is not +0 bitwise
   EXPECT_EQ(out.find("inf:"), std::string::npos) << out;
@@ -326,6 +335,9 @@ TEST_F(CliConvert, DiffNaNsZerosAndInfinities) {
       << out;
   const auto j = nlohmann::json::parse(out);
   EXPECT_FALSE(entry(j, "nan")["equal"].get<bool>());
+  EXPECT_EQ(entry(j, "nan")["nan_a"], 1);
+  EXPECT_EQ(entry(j, "nan")["nan_b"], 1);
+  EXPECT_EQ(entry(j, "inf")["inf_a"], 2);
   EXPECT_TRUE(entry(j, "zero")["equal"].get<bool>());
   EXPECT_TRUE(entry(j, "inf")["equal"].get<bool>());
 }

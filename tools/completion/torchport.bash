@@ -17,10 +17,10 @@ _torchport() {
   fi
   local opts
   case $sub in
-    inspect) opts="--json --tree --depth --top-level-key --shard --plan --help" ;;
-    load) opts="--mmap --help" ;;
-    convert) opts="--format --dtype --top-level-key --remap --include --exclude --max-shard-size --max-materialized-bytes --dequantize --keep-quantized --densify --force --help" ;;
-    diff) opts="--atol --rtol --json --help" ;;
+    inspect) opts="--json --tree --depth --top-level-key --shard --plan --quiet --help" ;;
+    load) opts="--mmap --quiet --help" ;;
+    convert) opts="--format --dtype --top-level-key --remap --include --exclude --max-shard-size --max-materialized-bytes --dequantize --keep-quantized --densify --force --quiet --help" ;;
+    diff) opts="--atol --rtol --json --quiet --help" ;;
     scan) opts="--json --quiet --allow --include --exclude --help" ;;
   esac
   case $prev in

@@ -41,6 +41,7 @@ struct ConvertArgs {
   bool keep_quantized = false;
   bool densify = false;
   bool force = false;
+  bool quiet = false;
 };
 
 int run_convert(const ConvertArgs& a) {
@@ -64,8 +65,9 @@ int run_convert(const ConvertArgs& a) {
                     "the output is a directory and '" + out.string() +
                         "', the name chosen in it, exists: pass --force to replace it, or name "
                         "the output file");
-      fmt::print(stderr, "torchport: writing '{}' (the name chosen in the directory)\n",
-                 out.string());
+      if (!a.quiet)
+        fmt::print(stderr, "torchport: writing '{}' (the name chosen in the directory)\n",
+                   out.string());
     }
     // Outputs are regular files: a symlink, FIFO, device or socket of that
     // name is refused, never replaced.
@@ -129,16 +131,19 @@ int run_convert(const ConvertArgs& a) {
     write_record(cat, out, *recorder, s.limits);  // marks PyTorch-layout sources as such
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    fmt::print("wrote {} ({}): {} tensors, {} in {:.2f} s\n", out.string(),
-               recorder_name(*recorder), count, human_bytes(bytes), secs);
+    if (!a.quiet)
+      fmt::print("wrote {} ({}): {} tensors, {} in {:.2f} s\n", out.string(),
+                 recorder_name(*recorder), count, human_bytes(bytes), secs);
     return 0;
   }
   ProgressBar bar("writing");
-  s.progress = [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
+  if (!a.quiet)
+    s.progress = [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
   const SaveResult r = save(std::move(cat), out, *format, s);
   bar.finish();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
+  if (a.quiet) return 0;
   const std::string what = r.index.empty()
                                ? fmt::format("{}", r.files.front().string())
                                : fmt::format("{} shards + {}", r.files.size(), r.index.string());
@@ -196,6 +201,7 @@ Command add_convert(CLI::App& app) {
       "--keep-quantized", args->keep_quantized,
       "Write quantized tensors as their integers plus NAME.q_scale/.q_zero_point (per channel: "
       ".q_per_channel_scales/_zero_points/_axis) tensors");
+  sub->add_flag("-q,--quiet", args->quiet, "Print nothing but errors and warnings");
   sub->add_flag("--force", args->force,
                 "With a directory as output: replace the file whose name torchport chose there");
   sub->add_flag("--densify", args->densify,

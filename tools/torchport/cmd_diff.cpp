@@ -5,10 +5,15 @@
 // else every element within atol + rtol * |b|), 1 when they differ, 2 on
 // usage errors.
 
+#include <array>
 #include <cmath>
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -24,10 +29,30 @@ struct DiffArgs {
   std::string a, b;
   double atol = 0, rtol = 0;
   bool json = false;
+  bool quiet = false;
 };
 
 nlohmann::json number(double v) {
   return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+// The C-order index `flat` of a tensor of `shape`, one entry per dimension.
+std::vector<std::uint64_t> index_of(std::uint64_t flat, const Shape& shape) {
+  std::vector<std::uint64_t> idx(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    const auto n = static_cast<std::uint64_t>(shape[d]);
+    idx[d] = n == 0 ? 0 : flat % n;
+    flat = n == 0 ? 0 : flat / n;
+  }
+  return idx;
+}
+
+// An element as diff prints it: nan, inf, -inf or %.9g; complex as (re, im).
+std::string element(const std::array<double, 2>& v, bool complex) {
+  const auto one = [](double x) {
+    return std::isnan(x) ? std::string("nan") : fmt::format("{:.9g}", x);
+  };
+  return complex ? "(" + one(v[0]) + ", " + one(v[1]) + ")" : one(v[0]);
 }
 
 void print_json(const DiffArgs& args, const Comparison& c) {
@@ -53,6 +78,16 @@ void print_json(const DiffArgs& args, const Comparison& c) {
       j["numel"] = d.numel;
       j["max_abs"] = number(d.max_abs);
       j["max_rel"] = number(d.max_rel);
+      j["nan_a"] = d.a.nans;
+      j["nan_b"] = d.b.nans;
+      j["inf_a"] = d.a.infinities;
+      j["inf_b"] = d.b.infinities;
+      if (d.first_mismatch) {
+        const bool cplx = is_complex(d.a.dtype) || is_complex(d.b.dtype);
+        j["first_mismatch"] = {{"index", index_of(*d.first_mismatch, d.a.shape)},
+                               {"a", element(d.first_a, cplx)},
+                               {"b", element(d.first_b, cplx)}};
+      }
     }
     list.push_back(std::move(j));
   }
@@ -78,7 +113,16 @@ void print_text(const Comparison& c) {
       line += fmt::format("{} of {} elements differ", d.mismatched, d.numel);
     else
       line += exact ? "values equal" : "values within tolerance";
+    if (d.first_mismatch) {
+      const bool cplx = is_complex(d.a.dtype) || is_complex(d.b.dtype);
+      line += fmt::format(" (first at [{}]: {} vs {})",
+                          fmt::join(index_of(*d.first_mismatch, d.a.shape), ", "),
+                          element(d.first_a, cplx), element(d.first_b, cplx));
+    }
     line += fmt::format(", max abs {:.3g}, max rel {:.3g}", d.max_abs, d.max_rel);
+    if (d.a.nans + d.b.nans > 0) line += fmt::format("; NaN: {} in A, {} in B", d.a.nans, d.b.nans);
+    if (d.a.infinities + d.b.infinities > 0)
+      line += fmt::format("; inf: {} in A, {} in B", d.a.infinities, d.b.infinities);
     fmt::print("{}\n", d.mismatched > 0 ? styled(line, Style::red, colour) : line);
   }
   fmt::print("{}: {} of {} common tensors {}; {} only in A, {} only in B\n",
@@ -98,6 +142,7 @@ int run_diff(const DiffArgs& args) {
   }
   const TensorCatalog a = open(args.a), b = open(args.b);
   const Comparison c = compare(a, b, options);
+  if (args.quiet) return c.equal ? 0 : 1;
   if (args.json)
     print_json(args, c);
   else
@@ -118,6 +163,7 @@ Command add_diff(CLI::App& app) {
   sub->add_option("--atol", args->atol, "Absolute tolerance (default 0: compare bitwise)");
   sub->add_option("--rtol", args->rtol, "Relative tolerance, times |b| (default 0)");
   sub->add_flag("--json", args->json, "Print one JSON object instead of text");
+  sub->add_flag("-q,--quiet", args->quiet, "Print nothing but errors: the exit status answers");
   sub->footer(
       "With both tolerances 0, tensors are equal when dtype, shape and every bit match.\n"
       "Otherwise values are compared in f64: |a - b| <= atol + rtol * |b|; a dtype change is\n"

@@ -28,6 +28,7 @@ struct InspectArgs {
   std::string top_level_key;
   std::string shard;  // "RANK/WORLD"
   std::string plan;   // the plan file
+  bool quiet = false;
 };
 
 struct TreeLine {
@@ -192,6 +193,7 @@ int run_inspect(const InspectArgs& a) {
   }
   TensorCatalog cat = open(a.file);
   if (!a.top_level_key.empty()) cat = cat.select(a.top_level_key);
+  if (a.quiet) return 0;  // it reads: the exit status says so
   if (!a.shard.empty()) return run_shard(cat, a);
 
   if (a.json) {
@@ -272,6 +274,8 @@ Command add_inspect(CLI::App& app) {
   sub->add_option("file", args->file, "Checkpoint file (any format torchport reads)")
       ->required()
       ->check(CLI::ExistingPath);
+  sub->add_flag("-q,--quiet", args->quiet,
+                "Print nothing but errors: the exit status says whether the file reads");
   sub->add_flag("--json", args->json,
                 "Print one JSON object: {format, tensors: [{name, dtype, shape, bytes}], values}");
   sub->add_flag("--tree", args->tree,

@@ -15,6 +15,7 @@ namespace {
 struct LoadArgs {
   std::string file;
   bool mmap = false;
+  bool quiet = false;
 };
 
 int run_load(const LoadArgs& a) {
@@ -23,6 +24,7 @@ int run_load(const LoadArgs& a) {
   const TensorCatalog loaded =
       materialize(open(a.file), a.mmap ? Residence::mapped : Residence::owned, &st);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (a.quiet) return 0;
   fmt::print("{} tensors, {} in {:.4f} s, {:.2f} GB/s, {}\n", loaded.size(), human_bytes(st.bytes),
              s, s > 0 ? static_cast<double>(st.bytes) / s / 1e9 : 0.0,
              a.mmap ? fmt::format("mapped ({} left in the file)", human_bytes(st.mapped_bytes))
@@ -37,6 +39,7 @@ Command add_load(CLI::App& app) {
   CLI::App* sub =
       app.add_subcommand("load", "Read every tensor of a checkpoint and report the speed");
   sub->add_option("file", args->file, "Checkpoint file")->required()->check(CLI::ExistingPath);
+  sub->add_flag("-q,--quiet", args->quiet, "Print nothing but errors: the exit status answers");
   sub->add_flag("--mmap", args->mmap,
                 "Leave tensors in the mapped file where possible (zero copy)");
   sub->footer("Example:\n  torchport load resnet152.pt --mmap");

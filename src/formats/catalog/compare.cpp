@@ -115,7 +115,11 @@ void compare_values(TensorComparison& d, const Tensor& a, const Tensor& b,
       d.a.infinities += inf_a;
       d.b.infinities += inf_b;
       if (!ok) {
-        if (d.mismatched == 0) d.first_mismatch = i + e;
+        if (d.mismatched == 0) {
+          d.first_mismatch = i + e;
+          d.first_a = {x[e * lanes], lanes == 2 ? x[e * lanes + 1] : 0.0};
+          d.first_b = {y[e * lanes], lanes == 2 ? y[e * lanes + 1] : 0.0};
+        }
         ++d.mismatched;
       }
     }
