@@ -95,9 +95,11 @@ struct TensorComparison {
   std::uint64_t mismatched = 0;  ///< elements that differ (exactly, or beyond the tolerance)
   /// The C-order index of the first element that differs, if one does.
   std::optional<std::uint64_t> first_mismatch;
-  /// The two elements at `first_mismatch`, widened to f64: (real,
-  /// imaginary; 0 for real dtypes).
-  std::array<double, 2> first_a{}, first_b{};
+  /// The first tensor's element at `first_mismatch`, widened to f64:
+  /// (real, imaginary; 0 for real dtypes).
+  std::array<double, 2> first_a{};
+  /// The second tensor's element at `first_mismatch`, as `first_a`.
+  std::array<double, 2> first_b{};
   /// The largest |a - b| (complex: modulus); infinity when an infinity
   /// meets another value. NaN elements are left out (they count in `mismatched`).
   double max_abs = 0;
