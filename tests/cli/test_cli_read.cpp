@@ -3,7 +3,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
 #include "support/fixtures.hpp"
+#include "torchport/io/source.hpp"
+#include "torchport/io/zip.hpp"
 
 using torchport::test::fixture;
 using torchport::test::run_command;
@@ -156,6 +163,43 @@ TEST(CliRead, ExitStatusConvention) {
   EXPECT_EQ(out.rfind("torchport: ", 0), 0u) << out;
   // --help and --version succeed.
   EXPECT_EQ(run_command(tool() + " diff --help", &out), 0) << out;
+}
+
+// --verify recomputes every zip entry's CRC-32: two damaged storages are
+// named, and the file is refused (exit 1); without it the damage goes
+// unseen, as in torch (whose reader checks no CRC of a stored entry).
+TEST(CliRead, VerifyNamesEveryDamagedEntry) {
+  const auto dir = torchport::test::temp_dir("cli_verify");
+  const auto copy = dir / "damaged.pt";
+  std::filesystem::copy_file(fixture("checkpoint.pt"), copy);
+  std::vector<std::string> damaged;
+  {
+    const torchport::Source src = torchport::Source::map_file(copy);
+    const auto zip = torchport::ZipArchive::open(src, torchport::Limits{});
+    std::vector<std::uint64_t> offsets;
+    for (const auto& e : zip.entries())
+      if (e.name.find("/data/") != std::string::npos && e.size > 0 && damaged.size() < 2) {
+        damaged.push_back(e.name);
+        offsets.push_back(e.data_offset);
+      }
+    ASSERT_EQ(damaged.size(), 2u);
+    std::fstream f(copy, std::ios::in | std::ios::out | std::ios::binary);
+    for (const auto at : offsets) {
+      f.seekg(static_cast<std::streamoff>(at));
+      const char c = static_cast<char>(f.get());
+      f.seekp(static_cast<std::streamoff>(at));
+      f.put(static_cast<char>(c ^ 0x40));
+    }
+  }
+  std::string out;
+  EXPECT_EQ(run_command(tool() + " inspect -q " + copy.string(), &out), 0) << out;
+  EXPECT_EQ(run_command(tool() + " inspect --verify " + copy.string(), &out), 1) << out;
+  EXPECT_NE(out.find("CRC-32 mismatch in 2 of"), std::string::npos) << out;
+  for (const auto& name : damaged) EXPECT_NE(out.find(name), std::string::npos) << name << out;
+  EXPECT_EQ(run_command(tool() + " load --verify " + copy.string(), &out), 1) << out;
+  EXPECT_EQ(run_command(tool() + " load --verify " + fixture("checkpoint.pt").string(), &out), 0)
+      << out;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

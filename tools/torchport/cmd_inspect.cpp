@@ -29,6 +29,7 @@ struct InspectArgs {
   std::string shard;  // "RANK/WORLD"
   std::string plan;   // the plan file
   bool quiet = false;
+  bool verify = false;
 };
 
 struct TreeLine {
@@ -191,7 +192,9 @@ int run_inspect(const InspectArgs& a) {
     if (a.plan.empty()) throw UsageError("--shard needs --plan FILE");
     (void)parse_shard(a.shard);
   }
-  TensorCatalog cat = open(a.file);
+  OpenOptions options;
+  options.verify_crc = a.verify;
+  TensorCatalog cat = open(a.file, options);
   if (!a.top_level_key.empty()) cat = cat.select(a.top_level_key);
   if (a.quiet) return 0;  // it reads: the exit status says so
   if (!a.shard.empty()) return run_shard(cat, a);
@@ -274,6 +277,9 @@ Command add_inspect(CLI::App& app) {
   sub->add_option("file", args->file, "Checkpoint file (any format torchport reads)")
       ->required()
       ->check(CLI::ExistingPath);
+  sub->add_flag("--verify", args->verify,
+                "Check every zip entry's CRC-32 (torch's zip files carry them); a mismatch names "
+                "the entries");
   sub->add_flag("-q,--quiet", args->quiet,
                 "Print nothing but errors: the exit status says whether the file reads");
   sub->add_flag("--json", args->json,

@@ -16,13 +16,16 @@ struct LoadArgs {
   std::string file;
   bool mmap = false;
   bool quiet = false;
+  bool verify = false;
 };
 
 int run_load(const LoadArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   MaterializeStats st;
+  OpenOptions options;
+  options.verify_crc = a.verify;
   const TensorCatalog loaded =
-      materialize(open(a.file), a.mmap ? Residence::mapped : Residence::owned, &st);
+      materialize(open(a.file, options), a.mmap ? Residence::mapped : Residence::owned, &st);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (a.quiet) return 0;
   fmt::print("{} tensors, {} in {:.4f} s, {:.2f} GB/s, {}\n", loaded.size(), human_bytes(st.bytes),
@@ -40,6 +43,9 @@ Command add_load(CLI::App& app) {
       app.add_subcommand("load", "Read every tensor of a checkpoint and report the speed");
   sub->add_option("file", args->file, "Checkpoint file")->required()->check(CLI::ExistingPath);
   sub->add_flag("-q,--quiet", args->quiet, "Print nothing but errors: the exit status answers");
+  sub->add_flag("--verify", args->verify,
+                "Check every zip entry's CRC-32 (torch's zip files carry them); a mismatch names "
+                "the entries");
   sub->add_flag("--mmap", args->mmap,
                 "Leave tensors in the mapped file where possible (zero copy)");
   sub->footer("Example:\n  torchport load resnet152.pt --mmap");

@@ -292,8 +292,27 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
                   "record '" + e.name + "' is not in the archive's folder '" + archive->prefix +
                       "' (case counts); torch's reader refuses such archives",
                   e.name, e.header_offset, source.name());
-  if (options.verify_crc)
-    for (const auto& e : entries) archive->zip.verify_crc(e);
+  if (options.verify_crc) {
+    // Every entry, and every mismatch named (the first eight in the message).
+    std::vector<const ZipEntry*> bad;
+    for (const auto& e : entries) try {
+        archive->zip.verify_crc(e);
+      } catch (const Error& x) {
+        if (x.code() != ErrorCode::corrupt) throw;
+        bad.push_back(&e);
+      }
+    if (!bad.empty()) {
+      std::string names;
+      for (std::size_t i = 0; i < bad.size() && i < 8; ++i)
+        names += (i ? ", '" : "'") + bad[i]->name + "'";
+      if (bad.size() > 8) names += ", ...";
+      throw Error(ErrorCode::corrupt,
+                  "CRC-32 mismatch in " + std::to_string(bad.size()) + " of " +
+                      std::to_string(entries.size()) + " entries (" + names +
+                      "): their data was altered or damaged",
+                  bad.front()->name, bad.front()->data_offset, source.name());
+    }
+  }
 
   // As torch 2.x's _load: the record says exactly "little" or "big"
   // (anything else is a ValueError there); big-endian storages are swapped.
