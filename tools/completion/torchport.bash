@@ -8,11 +8,16 @@ _torchport() {
   sub=
   for ((i = 1; i < COMP_CWORD; i++)); do
     case ${COMP_WORDS[i]} in
-      inspect | load | convert | diff | scan) sub=${COMP_WORDS[i]}; break ;;
+      inspect | load | convert | diff | scan | help) sub=${COMP_WORDS[i]}; break ;;
     esac
   done
   if [[ -z $sub ]]; then
-    COMPREPLY=($(compgen -W "inspect load convert diff scan --help --version" -- "$cur"))
+    COMPREPLY=($(compgen -W "inspect load convert diff scan help --help --version" -- "$cur"))
+    return
+  fi
+  if [[ $sub == help ]]; then
+    [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--help" -- "$cur")) ||
+      COMPREPLY=($(compgen -W "inspect load convert diff scan" -- "$cur"))
     return
   fi
   local opts

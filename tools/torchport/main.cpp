@@ -33,11 +33,19 @@ int main(int argc, char** argv) {
   CLI::App app{"torchport: read PyTorch checkpoints safely, without Python or libtorch"};
   app.set_version_flag("--version", std::string("torchport ") + torchport::kVersion);
   app.require_subcommand(1);
+  app.footer(
+      "Exit status: 0 success (scan clean, diff equal); 1 the answer is no (unsafe, different) or\n"
+      "the input was refused; 2 trouble (usage, missing or unreadable inputs; for scan and diff,\n"
+      "inputs they cannot read). `torchport help COMMAND` or `man torchport` for more.");
   const torchport::cli::Command commands[] = {
       torchport::cli::add_inspect(app), torchport::cli::add_load(app),
       torchport::cli::add_convert(app), torchport::cli::add_diff(app),
       torchport::cli::add_scan(app),
   };
+  // torchport help [COMMAND]: what --help prints.
+  std::string help_topic;
+  CLI::App* help = app.add_subcommand("help", "Print the help of torchport or of one command");
+  help->add_option("command", help_topic, "A command: inspect, load, convert, diff or scan");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -49,6 +57,25 @@ int main(int argc, char** argv) {
   // scan and diff answer a question: an input they cannot read is trouble
   // (2), not the answer no (1).
   bool answers = false;
+  if (help->parsed()) {
+    if (help_topic.empty()) {
+      std::fputs(
+          app.get_formatter()->make_help(&app, "torchport", CLI::AppFormatMode::Normal).c_str(),
+          stdout);
+      return 0;
+    }
+    for (const auto& c : commands)
+      if (c.app->get_name() == help_topic) {
+        std::fputs(c.app->get_formatter()
+                       ->make_help(c.app, "torchport " + help_topic, CLI::AppFormatMode::Normal)
+                       .c_str(),
+                   stdout);
+        return 0;
+      }
+    std::fprintf(stderr, "torchport: %s: no command '%s' (inspect, load, convert, diff, scan)\n",
+                 error_word().c_str(), help_topic.c_str());
+    return 2;
+  }
   try {
     for (const auto& c : commands)
       if (c.app->parsed()) {
