@@ -368,12 +368,41 @@ TEST(CliOutputs, AreRegularFiles) {
   // A directory: the chosen name is said; a second convert does not replace it.
   const fs::path d = dir / "model";
   fs::create_directories(d);
-  EXPECT_EQ(run_command(tool + " convert " + in + " " + d.string(), &out), 0) << out;
+  EXPECT_EQ(run_command(tool + " convert --tensors-only " + in + " " + d.string(), &out), 0) << out;
   EXPECT_NE(out.find("model.safetensors"), std::string::npos) << out;
   EXPECT_TRUE(fs::exists(d / "model.safetensors"));
-  EXPECT_EQ(run_command(tool + " convert " + in + " " + d.string(), &out), 2) << out;
+  EXPECT_EQ(run_command(tool + " convert --tensors-only " + in + " " + d.string(), &out), 2) << out;
   EXPECT_NE(out.find("--force"), std::string::npos) << out;
-  EXPECT_EQ(run_command(tool + " convert --force " + in + " " + d.string(), &out), 0) << out;
+  EXPECT_EQ(run_command(tool + " convert --tensors-only --force " + in + " " + d.string(), &out), 0)
+      << out;
+  fs::remove_all(dir);
+}
+
+// Nothing dropped silently: a checkpoint with values besides its tensors
+// (epoch, loss, an optimizer's param_groups) converts only with
+// --tensors-only; the refusal names the first values and their count.
+TEST(CliOutputs, ValuesAreNotDroppedSilently) {
+  const std::string tool = TORCHPORT_TOOL;
+  const std::string in = test::fixture("checkpoint.pt").string();
+  const fs::path dir = torchport::test::temp_dir("cli_values");
+  std::string out;
+  for (const char* target : {"out.safetensors", "out.pt"}) {
+    EXPECT_EQ(run_command(tool + " convert " + in + " " + (dir / target).string(), &out), 1) << out;
+    EXPECT_NE(out.find("31 value(s) besides tensors"), std::string::npos) << out;
+    EXPECT_NE(out.find("epoch (3)"), std::string::npos) << out;
+    EXPECT_NE(out.find("--tensors-only"), std::string::npos) << out;
+    EXPECT_FALSE(fs::exists(dir / target));
+    EXPECT_EQ(
+        run_command(tool + " convert --tensors-only " + in + " " + (dir / target).string(), &out),
+        0)
+        << out;
+  }
+  // A sub-tree of tensors alone needs nothing; values the filters exclude are dropped by the user.
+  EXPECT_EQ(run_command(tool + " convert --top-level-key model_state_dict " + in + " " +
+                            (dir / "m.safetensors").string(),
+                        &out),
+            0)
+      << out;
   fs::remove_all(dir);
 }
 

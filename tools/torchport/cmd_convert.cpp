@@ -4,9 +4,12 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.hpp"
 #include "format.hpp"
@@ -42,7 +45,50 @@ struct ConvertArgs {
   bool densify = false;
   bool force = false;
   bool quiet = false;
+  bool tensors_only = false;
 };
+
+// The values (not tensors) of `root` a tensor file would drop, named as the
+// catalogue names keys: scalars, strings, objects and the like, each
+// container's leaves; None and empty containers hold nothing to lose, and a
+// pickled torch.nn module's attributes (its class's configuration, which no
+// tensor file holds) are not counted: its tensors are the catalogue.
+// Values the filter rejects are left out (the user dropped them).
+void dropped_values(const Value& v, std::string& name, const KeyFilter* filter,
+                    std::vector<std::string>& out, std::size_t& count) {
+  const std::size_t n = name.size();
+  const auto child = [&](const std::string& key, const Value& x) {
+    if (!name.empty()) name += '.';
+    name += key;
+    dropped_values(x, name, filter, out, count);
+    name.resize(n);
+  };
+  switch (v.kind()) {
+    case Value::Kind::None:
+    case Value::Kind::Tensor:
+      return;
+    case Value::Kind::Dict:
+      for (const auto& [k, x] : v.pairs())
+        child(k.is(Value::Kind::Str) ? k.as_str() : k.repr(2), x);
+      return;
+    case Value::Kind::List:
+    case Value::Kind::Tuple:
+    case Value::Kind::Set: {
+      std::size_t i = 0;
+      for (const auto& x : v.items()) child(std::to_string(i++), x);
+      return;
+    }
+    case Value::Kind::Object: {
+      const Value& state = v.as_object().state;
+      if (state.is(Value::Kind::Dict) && state.find("_parameters") && state.find("_modules"))
+        return;
+      [[fallthrough]];
+    }
+    default:
+      if (name.empty() || (filter != nullptr && !filter->accepts(name))) return;
+      if (++count <= 5) out.push_back(name + " (" + v.repr(1).substr(0, 40) + ")");
+  }
+}
 
 int run_convert(const ConvertArgs& a) {
   // Everything the user typed is checked before any input is read: a
@@ -52,6 +98,7 @@ int run_convert(const ConvertArgs& a) {
   fs::path out = a.out;
   TransformOptions t;
   SaveOptions s;
+  std::shared_ptr<KeyFilter> filter;
   usage_checked([&] {
     if (!a.format.empty()) format = parse_save_format(a.format);
     std::error_code ec;
@@ -97,7 +144,7 @@ int run_convert(const ConvertArgs& a) {
     t.top_level_key = a.top_level_key;
     auto remap = std::make_shared<KeyRemap>();
     for (const auto& [pattern, replacement] : a.remaps) remap->add(pattern, replacement);
-    auto filter = std::make_shared<KeyFilter>();
+    filter = std::make_shared<KeyFilter>();
     for (const auto& re : a.includes) filter->include(re);
     for (const auto& re : a.excludes) filter->exclude(re);
     if (!remap->empty()) t.rename = [remap](std::string_view k) { return remap->apply(k); };
@@ -110,7 +157,29 @@ int run_convert(const ConvertArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   // The opened catalogue is a temporary: once transformed, only the result
   // holds the tensors, and save() releases each as it is written.
-  TensorCatalog cat = transform(open(a.in), t);
+  TensorCatalog opened = open(a.in);
+  if (!a.top_level_key.empty()) {  // selected here, so the check sees the sub-tree
+    opened = opened.select(a.top_level_key);
+    t.top_level_key.clear();
+  }
+  if (!a.tensors_only) {
+    // Nothing dropped silently: values a tensor file cannot hold refuse the
+    // convert (a .pt written by torchport holds tensors only, too).
+    std::vector<std::string> names;
+    std::size_t count = 0;
+    std::string name;
+    dropped_values(opened.root(), name, filter->empty() ? nullptr : filter.get(), names, count);
+    if (count > 0)
+      throw Error(ErrorCode::invalid_argument,
+                  "the input holds " + std::to_string(count) +
+                      " value(s) besides tensors that the output would drop: " +
+                      fmt::format("{}", fmt::join(names, ", ")) +
+                      (count > names.size() ? ", ..." : "") +
+                      "; pass --tensors-only to write the tensors alone (or --top-level-key to "
+                      "convert one sub-tree)");
+  }
+  TensorCatalog cat = transform(opened, t);
+  opened = TensorCatalog();  // only the result holds the tensors now
   if (a.densify)
     cat = densify_tensors(cat);
   else if (format != SaveFormat::pytorch)
@@ -202,6 +271,9 @@ Command add_convert(CLI::App& app) {
       "Write quantized tensors as their integers plus NAME.q_scale/.q_zero_point (per channel: "
       ".q_per_channel_scales/_zero_points/_axis) tensors");
   sub->add_flag("-q,--quiet", args->quiet, "Print nothing but errors and warnings");
+  sub->add_flag("--tensors-only", args->tensors_only,
+                "Write the tensors alone, dropping the input's other values (epoch, args, an "
+                "optimizer's param_groups); without it such an input is refused, naming them");
   sub->add_flag("--force", args->force,
                 "With a directory as output: replace the file whose name torchport chose there");
   sub->add_flag("--densify", args->densify,
