@@ -79,9 +79,16 @@ void dropped_values(const Value& v, std::string& name, const KeyFilter* filter,
       return;
     }
     case Value::Kind::Object: {
+      // A module: its tensors are the catalogue. An object with a state (a
+      // nested tensor's components, an argparse.Namespace's fields): what
+      // that state holds. Otherwise the object is one value.
       const Value& state = v.as_object().state;
       if (state.is(Value::Kind::Dict) && state.find("_parameters") && state.find("_modules"))
         return;
+      if (state.is_container()) {
+        dropped_values(state, name, filter, out, count);
+        return;
+      }
       [[fallthrough]];
     }
     default:
