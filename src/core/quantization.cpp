@@ -61,8 +61,12 @@ std::string_view Quantization::scheme_name(Scheme s) noexcept {
 
 namespace {
 
+// ceil(numel / values-per-byte), without numel × bits (a file's sizes can
+// make that overflow, and a storage of a few bytes would pass the check).
 std::uint64_t packed_bytes(std::int64_t numel, int bits) {
-  return (static_cast<std::uint64_t>(numel) * static_cast<std::uint64_t>(bits) + 7) / 8;
+  const auto per = static_cast<std::uint64_t>(8 / bits);
+  const auto n = static_cast<std::uint64_t>(numel);
+  return n / per + (n % per != 0 ? 1 : 0);
 }
 
 // torch's packing (aten quantize_tensor_per_tensor_affine_sub_byte): value i

@@ -48,10 +48,11 @@ constexpr std::size_t kSlots = 4096;
 std::atomic<char*> g_temporaries[kSlots];
 std::atomic<bool> g_exiting{false};
 
-std::size_t publish(const std::string& path) noexcept {
-  char* copy = static_cast<char*>(std::malloc(path.size() + 1));
+std::size_t publish(const char* path) noexcept {
+  const std::size_t n = std::strlen(path) + 1;
+  char* copy = static_cast<char*>(std::malloc(n));
   if (copy == nullptr) return kSlots;
-  std::memcpy(copy, path.c_str(), path.size() + 1);
+  std::memcpy(copy, path, n);
   for (std::size_t i = 0; i < kSlots; ++i) {
     char* none = nullptr;
     if (g_temporaries[i].compare_exchange_strong(none, copy)) return i;
@@ -96,6 +97,8 @@ void AtomicFile::remove_temporaries() noexcept {
 }
 
 void AtomicFile::remove_temporaries_on_signals() {
+  static std::atomic<bool> installed{false};
+  if (installed.exchange(true)) return;  // once: a second call would chain to itself
   for (int i = 0; i < 3; ++i) {
     struct sigaction sa {};
     sa.sa_handler = on_signal;

@@ -289,8 +289,16 @@ TEST(Torch26Saved, PackedQuantizedValuesMustFitTheirBits) {
   EXPECT_THROW(
       (void)Tensor::from<std::uint8_t>({1, 2, 3, 0}, {2, 2}).transpose(0, 1).with_quantization(q),
       Error);
-  // A storage too small for the sizes is corrupt.
+  // A storage too small for the sizes is corrupt, also when numel x bits
+  // would overflow 64 bits.
   EXPECT_THROW((void)Tensor::packed_quantized(Storage::allocate(1), {5}, q), Error);
+  EXPECT_THROW((void)Tensor::packed_quantized(Storage::allocate(1), {std::int64_t{1} << 62}, q),
+               Error);
+  auto q4 = std::make_shared<Quantization>();
+  q4->bits = 4;
+  EXPECT_THROW((void)Tensor::packed_quantized(Storage::allocate(8), {std::int64_t{1} << 62}, q4),
+               Error);
+  EXPECT_EQ(Tensor::packed_quantized(Storage::allocate(3), {5}, q4).numel(), 5);
 }
 
 // A conj view shares its base's storage in the file; read, it resolves

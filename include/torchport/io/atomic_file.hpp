@@ -80,7 +80,8 @@ class AtomicFile {
   static void remove_temporaries() noexcept;
   /// Installs handlers for SIGINT, SIGTERM and SIGHUP that call
   /// `remove_temporaries()`, then the handler installed before (or, when
-  /// that was the default, die of the signal as they would have).
+  /// that was the default, die of the signal as they would have). Calls
+  /// after the first do nothing.
   static void remove_temporaries_on_signals();
 
   /// The file that `commit()` replaces.
