@@ -30,7 +30,9 @@ function(torchport_embed_weights target name checkpoint)
     set(tool ${TORCHPORT_EXECUTABLE})
     set(tool_dep ${TORCHPORT_EXECUTABLE})
   endif()
-  set(args)
+  # The embedded record holds the weights: a checkpoint's other values
+  # (epoch, optimizer settings) are left out on purpose, not refused.
+  set(args --tensors-only)
   if(E_TOP_LEVEL_KEY)
     list(APPEND args --top-level-key ${E_TOP_LEVEL_KEY})
   endif()
