@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -44,21 +46,41 @@ mode_t target_mode(const std::filesystem::path& target) {
 // is complete and withdrawn before it is freed; once a handler has started
 // (g_exiting), withdrawn paths are never freed, so the handler cannot read
 // freed memory.
+//
+// The signal may be delivered to any thread, not only to the one creating a
+// temporary (a program has threads of its own; so do sanitizer runtimes). A
+// thread creating one blocks the signals for itself and counts itself in
+// g_creating from before mkstemp until the path is published; a sweep
+// waits for that count to reach zero, and a creation waits while a sweep is
+// under way (g_sweeping), so a file is either in the table when a sweep
+// reads it or created after the sweep (and its process) ended. On the
+// handler's way to dying, g_sweeping stays raised: no thread starts a file
+// the dying process would leave behind. The two counters are sequentially
+// consistent: of "count myself, then look at the other", at least one side
+// sees the other.
 constexpr std::size_t kSlots = 4096;
 std::atomic<char*> g_temporaries[kSlots];
 std::atomic<bool> g_exiting{false};
+std::atomic<int> g_creating{0};
+std::atomic<int> g_sweeping{0};
 
-std::size_t publish(const char* path) noexcept {
-  const std::size_t n = std::strlen(path) + 1;
-  char* copy = static_cast<char*>(std::malloc(n));
-  if (copy == nullptr) return kSlots;
-  std::memcpy(copy, path, n);
+void pause_briefly() noexcept {
+  struct timespec ts {
+    0, 1000000
+  };  // 1 ms; nanosleep is async-signal-safe
+  ::nanosleep(&ts, nullptr);
+}
+
+// Puts `copy` (the complete path, allocated by the caller: the creating
+// thread must not allocate while a handler on another thread may hold the
+// allocator's lock and wait for it) in a free slot. Returns the slot, or
+// kSlots when the table is full (the file is then untracked).
+std::size_t publish(char* copy) noexcept {
   for (std::size_t i = 0; i < kSlots; ++i) {
     char* none = nullptr;
     if (g_temporaries[i].compare_exchange_strong(none, copy)) return i;
   }
-  std::free(copy);
-  return kSlots;  // untracked
+  return kSlots;
 }
 
 void withdraw(std::size_t slot) noexcept {
@@ -71,12 +93,16 @@ struct sigaction g_previous[3];
 constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
 
 void on_signal(int sig) {
+  const int saved_errno = errno;
+  g_sweeping.fetch_add(1);  // held while dying: no new temporary after the sweep
   AtomicFile::remove_temporaries();
   for (int i = 0; i < 3; ++i) {
     if (kSignals[i] != sig) continue;
     const struct sigaction& prev = g_previous[i];
     if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
       prev.sa_handler(sig);
+      g_sweeping.fetch_sub(1);  // the program goes on
+      errno = saved_errno;
       return;
     }
   }
@@ -92,8 +118,13 @@ void on_signal(int sig) {
 
 void AtomicFile::remove_temporaries() noexcept {
   g_exiting.store(true);
+  g_sweeping.fetch_add(1);
+  // Wait for the files being created on other threads to be published
+  // (bounded: two seconds, should a creating thread never be scheduled).
+  for (int i = 0; i < 2000 && g_creating.load() != 0; ++i) pause_briefly();
   for (auto& slot : g_temporaries)
     if (const char* p = slot.load()) ::unlink(p);
+  g_sweeping.fetch_sub(1);
 }
 
 void AtomicFile::remove_temporaries_on_signals() {
@@ -135,20 +166,36 @@ AtomicFile::AtomicFile(std::filesystem::path target) : target_(std::move(target)
   std::string tmpl = (dir / ("." + target_.filename().string() + ".tmp-XXXXXX")).string();
   std::vector<char> name(tmpl.begin(), tmpl.end());
   name.push_back('\0');
-  // The handled signals wait while the file exists but is not yet in the
-  // table (a handler would miss it), then arrive and remove it.
+  char* published = static_cast<char*>(std::malloc(name.size()));  // freed by withdraw()
+  // The handled signals wait on this thread while the file exists but is
+  // not yet in the table (a handler here would miss it), then arrive and
+  // remove it; a handler on another thread waits for g_creating to drop.
   sigset_t handled, before;
   sigemptyset(&handled);
   for (const int sig : kSignals) sigaddset(&handled, sig);
   ::pthread_sigmask(SIG_BLOCK, &handled, &before);
+  for (;;) {
+    g_creating.fetch_add(1);
+    if (g_sweeping.load() == 0) break;
+    g_creating.fetch_sub(1);  // a sweep is under way: let it finish (or the process end)
+    pause_briefly();
+  }
   fd_ = ::mkstemp(name.data());
-  if (fd_ >= 0) slot_ = publish(name.data());
+  const int mkstemp_errno = errno;
+  if (fd_ >= 0 && published != nullptr) {
+    std::memcpy(published, name.data(), name.size());
+    slot_ = publish(published);
+  }
+  g_creating.fetch_sub(1);
   ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  // Not in the table (no file, no memory for its entry, or the table full):
+  // freed here, outside the window, where allocating is allowed again.
+  if (slot_ >= kSlots) std::free(published);
   if (fd_ < 0) {
-    const int e = errno;
-    throw Error(ErrorCode::io,
-                "cannot create a temporary file in '" + dir.string() + "': " + std::strerror(e), {},
-                std::nullopt, target_.string());
+    throw Error(
+        ErrorCode::io,
+        "cannot create a temporary file in '" + dir.string() + "': " + std::strerror(mkstemp_errno),
+        {}, std::nullopt, target_.string());
   }
   ::fcntl(fd_, F_SETFD, FD_CLOEXEC);
   temp_ = name.data();

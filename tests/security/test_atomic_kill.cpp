@@ -4,7 +4,8 @@
 // run's temporary file may remain; the test checks that it is the only
 // thing left, and that an unkilled run leaves no temporary file at all.
 // Interrupted (SIGINT, SIGTERM, SIGHUP) at several points of the write, it
-// leaves nothing: the old output intact and no temporary.
+// leaves nothing: the old output intact and no temporary; also when the
+// signal lands on another thread than the one creating the temporary.
 
 #include <gtest/gtest.h>
 
@@ -148,6 +149,50 @@ TEST(AtomicWrite, InterruptedConvertLeavesTheOldOutputAndNoTemporary) {
       EXPECT_EQ(now, old);
       for (const auto& t : temporaries(dir, "out.safetensors")) fs::remove(t);
     }
+  fs::remove_all(dir);
+}
+
+// A signal is delivered to any thread that does not block it. Here the
+// main thread waits in pause() while two threads create and drop temporary
+// files as fast as they can, so the signal usually lands on the idle thread
+// while another is between mkstemp and the table the handler reads. Each
+// round kills the process with SIGTERM once it has made a few files; none
+// may be left behind.
+TEST(AtomicWrite, SignalOnAnotherThreadLeavesNoTemporary) {
+  const fs::path dir = temp_dir("atomic_threads");
+  constexpr int kRounds = 60;
+  int left_behind = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const fs::path counter = dir / "made";
+    fs::remove(counter);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      AtomicFile::remove_temporaries_on_signals();
+      auto churn = [&](int id) {
+        const fs::path target = dir / ("t" + std::to_string(id));
+        for (std::uint64_t made = 0;; ++made) {
+          AtomicFile f(target);
+          f.write(std::as_bytes(std::span<const char>("x", 1)));
+          if (id == 0 && made == 64) std::ofstream(counter) << "64";  // under way
+        }
+      };
+      std::thread a(churn, 0), b(churn, 1);
+      for (;;) ::pause();
+    }
+    for (int polls = 0; polls < 200000 && !fs::exists(counter); ++polls)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "round " << round;
+    for (const char* t : {"t0", "t1"}) {
+      const auto left = temporaries(dir, t);
+      left_behind += static_cast<int>(left.size());
+      for (const auto& p : left) fs::remove(p);
+    }
+  }
+  EXPECT_EQ(left_behind, 0) << "temporary files left by " << kRounds << " interrupted processes";
   fs::remove_all(dir);
 }
 

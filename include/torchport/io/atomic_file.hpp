@@ -75,8 +75,11 @@ class AtomicFile {
 
   /// Unlinks the temporary file of every AtomicFile of the process not yet
   /// committed or discarded. Async-signal-safe: for a signal handler of the
-  /// program's own. (Up to 4096 files at once are tracked; a temporary path
-  /// longer than PATH_MAX is not.)
+  /// program's own, on whichever thread the signal lands. A file being
+  /// created on another thread at that moment is waited for (up to 2 s)
+  /// and removed too; files created after the call returns are not (the
+  /// handler `remove_temporaries_on_signals()` installs holds new ones back
+  /// until the process has died). Up to 4096 files at once are tracked.
   static void remove_temporaries() noexcept;
   /// Installs handlers for SIGINT, SIGTERM and SIGHUP that call
   /// `remove_temporaries()`, then the handler installed before (or, when
