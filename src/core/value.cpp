@@ -19,6 +19,7 @@ namespace torchport {
 struct Value::Node {
   virtual ~Node() = default;
   mutable bool sealed = false;
+  bool storage = false;  // a tensor node made by Value::storage()
   // The key hash of a sealed node, computed at most once (0: not yet).
   mutable std::atomic<std::uint64_t> hash{0};
   std::uint32_t depth = 0;
@@ -328,6 +329,16 @@ Value Value::tensor(Tensor t) {
   n->t = std::move(t);
   v.node_ = std::move(n);
   return v;
+}
+
+Value Value::storage(Tensor t) {
+  Value v = tensor(std::move(t));
+  v.node_->storage = true;
+  return v;
+}
+
+bool Value::is_storage() const noexcept {
+  return kind_ == Kind::Tensor && node_->storage;
 }
 
 bool Value::is_container() const noexcept {

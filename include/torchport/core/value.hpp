@@ -89,6 +89,10 @@ class Value {
   /// `offset` is the byte offset of the opcode that made it, for messages.
   static Value object(Global cls, Value args, std::uint64_t offset = 0);
   static Value tensor(Tensor t);  ///< a Tensor
+  /// A typed storage, what torch's persistent_load gives: a Tensor kind
+  /// (1-D, over all of `t`'s storage) that `is_storage()` tells apart from
+  /// the tensors rebuilt over it, as Python tells a storage from a tensor.
+  static Value storage(Tensor t);
   ///@}
 
   Kind kind() const noexcept { return kind_; }                   ///< what this value holds
@@ -145,6 +149,8 @@ class Value {
   /// Address of the shared node (nullptr for scalars): equal for two handles
   /// of the same Python object.
   const void* identity() const noexcept { return node_.get(); }
+  /// True for a value made by `storage()` (and its handles).
+  bool is_storage() const noexcept;
 
   /// Characters `repr` produces at most (before its closing "...").
   static constexpr std::size_t kReprChars = 1024;

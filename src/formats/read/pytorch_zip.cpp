@@ -122,7 +122,11 @@ class StorageResolver {
     // As torch's persistent_load (loaded_storages): the first reference to
     // a key builds its typed storage; later ones get that same storage,
     // whatever dtype and size they declare.
-    if (auto it = cache_.find(ref.key); it != cache_.end()) return it->second;
+    // The cache keeps the storage, not its value: a value lives only as long
+    // as the pickle holds it (a tensor built over it keeps the Storage).
+    if (auto it = cache_.find(ref.key); it != cache_.end())
+      return storage_value(it->second.dtype, it->second.numel, it->second.storage,
+                           it->second.packed_bits);
     name_.resize(dir_len_);
     name_ += ref.key;
     const std::string& name = name_;
@@ -158,9 +162,8 @@ class StorageResolver {
         return s;
       });
     }
-    return cache_
-        .emplace(ref.key, storage_value(ref.dtype, ref.numel, std::move(st), ref.packed_bits))
-        .first->second;
+    cache_.emplace(ref.key, Cached{st, ref.dtype, ref.numel, ref.packed_bits});
+    return storage_value(ref.dtype, ref.numel, std::move(st), ref.packed_bits);
   }
 
  private:
@@ -170,7 +173,13 @@ class StorageResolver {
   Walker& walker_;
   std::vector<std::string>* named_;
   // key -> the typed storage its first reference built
-  std::unordered_map<std::string, Value> cache_;
+  struct Cached {
+    std::shared_ptr<Storage> storage;
+    DType dtype;
+    std::uint64_t numel;
+    int packed_bits;
+  };
+  std::unordered_map<std::string, Cached> cache_;
 };
 
 Value read_pickle(const std::shared_ptr<const Archive>& a, const ZipEntry& entry,

@@ -105,10 +105,10 @@ Value storage_value(DType dtype, std::uint64_t numel, std::shared_ptr<Storage> s
     // read, packed as the file_storage(); only _rebuild_qtensor takes it.
     auto q = std::make_shared<Quantization>();
     q->bits = packed_bits;
-    return Value::tensor(Tensor::packed_quantized(
+    return Value::storage(Tensor::packed_quantized(
         std::move(storage), {static_cast<std::int64_t>(numel) * (8 / packed_bits)}, std::move(q)));
   }
-  return Value::tensor(
+  return Value::storage(
       Tensor(dtype, {static_cast<std::int64_t>(numel)}, {1}, 0, std::move(storage)));
 }
 
@@ -335,8 +335,8 @@ std::string not_read(const Global& g, const Value& args) {
 // The storage a rebuild reads: a value persistent_load gave (torch's
 // _rebuild_tensor asks for the storage's untyped bytes, which a tensor has
 // not).
-const Tensor& storage_arg(const Value& v, const StorageSet* storages, const char* where) {
-  if (!v.is(Value::Kind::Tensor) || (storages != nullptr && !storages->contains(v)))
+const Tensor& storage_arg(const Value& v, const char* where) {
+  if (!v.is_storage())
     throw Error(ErrorCode::corrupt,
                 std::string(where) + " from a " +
                     std::string(v.is(Value::Kind::Tensor) ? "tensor" : v.kind_name()) +
@@ -365,8 +365,7 @@ const std::unordered_set<std::string_view>& layout_names() {
 // torch's function would check it (argument counts and kinds, requires_grad
 // on integer tensors, views inside their storage).
 template <class Inner>
-std::optional<Tensor> tensor_of_call(const Global& g, const Value& args, Inner&& inner,
-                                     const StorageSet* storages) {
+std::optional<Tensor> tensor_of_call(const Global& g, const Value& args, Inner&& inner) {
   const bool utils = g.module == "torch._utils";
   if (utils && (g.name == "_rebuild_tensor" || g.name == "_rebuild_tensor_v2" ||
                 g.name == "_rebuild_tensor_v3")) {
@@ -380,7 +379,7 @@ std::optional<Tensor> tensor_of_call(const Global& g, const Value& args, Inner&&
       arity(g, args, 7, 8);
     else
       arity(g, args, 6, 7);
-    const Tensor& st = storage_arg(arg(g, args, 0), storages, "tensor rebuilt");
+    const Tensor& st = storage_arg(arg(g, args, 0), "tensor rebuilt");
     const std::int64_t offset = int_arg(arg(g, args, 1), "storage offset");
     Shape size = int_list(arg(g, args, 2), "size");
     Shape stride = int_list(arg(g, args, 3), "stride");
@@ -445,7 +444,7 @@ std::optional<Tensor> tensor_of_call(const Global& g, const Value& args, Inner&&
       throw Error(ErrorCode::corrupt,
                   "_rebuild_from_type_v2 with arguments " + inner_args.repr(2) + ", not a tuple");
     obj_state(arg(g, args, 3), "_rebuild_from_type_v2");
-    if (auto t = tensor_of_call(fn.as_global(), inner_args, inner, storages)) return t;
+    if (auto t = tensor_of_call(fn.as_global(), inner_args, inner)) return t;
     throw Error(ErrorCode::unsupported, not_read(fn.as_global(), inner_args));
   }
   if (g.module == "torch.nn.parameter" && g.name == "Parameter") {
@@ -570,8 +569,8 @@ bool call_requires_grad(const Global& g, const Value& args) {
 //   3 items: requires_grad, _, _backward_hooks = state
 // Any other state makes torch raise. The view must lie inside its storage.
 Tensor set_state(const Tensor& target, const Value& target_value, const Value& state,
-                 const StorageSet* storages, bool target_requires_grad) {
-  if (storages != nullptr && storages->contains(target_value))
+                 bool target_requires_grad) {
+  if (target_value.is_storage())
     throw Error(ErrorCode::unsupported, "BUILD on a storage, which torch never writes");
   if (!state.is(Value::Kind::Tuple) && !state.is(Value::Kind::List))
     throw Error(ErrorCode::unsupported,
@@ -583,7 +582,7 @@ Tensor set_state(const Tensor& target, const Value& target_value, const Value& s
       throw Error(ErrorCode::corrupt,
                   "BUILD re-views (set_) a tensor that requires grad: torch refuses it (a leaf "
                   "Variable that requires grad is being used in an in-place operation)");
-    const Tensor& st = storage_arg(s[0], storages, "tensor re-viewed by BUILD (set_)");
+    const Tensor& st = storage_arg(s[0], "tensor re-viewed by BUILD (set_)");
     if (st.dtype() != target.dtype())
       throw Error(ErrorCode::corrupt, "BUILD re-views a " +
                                           std::string(dtype_name(target.dtype())) +
@@ -598,7 +597,7 @@ Tensor set_state(const Tensor& target, const Value& target_value, const Value& s
     }
   }
   if (s.size() == 5) {
-    if (!s[0].is(Value::Kind::Tensor) || (storages != nullptr && storages->contains(s[0])))
+    if (!s[0].is(Value::Kind::Tensor) || s[0].is_storage())
       throw Error(ErrorCode::corrupt,
                   "BUILD sets a tensor's data to " + s[0].repr(2) + ", not a tensor");
     const Tensor data = s[0].as_tensor();
@@ -620,8 +619,7 @@ Tensor set_state(const Tensor& target, const Value& target_value, const Value& s
 // by its tensor, errors naming the key path.
 class Rebuilder {
  public:
-  Rebuilder(std::string where, const StorageSet* storages)
-      : where_(std::move(where)), storages_(storages) {}
+  explicit Rebuilder(std::string where) : where_(std::move(where)) {}
 
   Value walk(const Value& v, const std::string& path) {
     if (!v.is_container()) return v;
@@ -671,12 +669,10 @@ class Rebuilder {
 
   std::optional<Tensor> tensor_call(const Object& o, const std::string& path) {
     try {
-      auto t = tensor_of_call(
-          o.cls, o.args, [&](const Value& v) { return walk(v, path); }, storages_);
+      auto t = tensor_of_call(o.cls, o.args, [&](const Value& v) { return walk(v, path); });
       if (t && !o.state.is_none()) {
         const Value as_value = Value::tensor(*t);
-        t = set_state(*t, as_value, walk(o.state, path), storages_,
-                      call_requires_grad(o.cls, o.args));
+        t = set_state(*t, as_value, walk(o.state, path), call_requires_grad(o.cls, o.args));
       }
       return t;
     } catch (const Error& e) {
@@ -706,8 +702,23 @@ class Rebuilder {
   }
 
   std::string where_;
-  const StorageSet* storages_;
   std::unordered_map<const void*, Value> done_;
+};
+
+// Values remembered by identity (each kept alive, so that its address is not
+// reused by another value while it is remembered).
+class ValueSet {
+ public:
+  bool contains(const Value& v) const {
+    return v.identity() != nullptr && ids_.count(v.identity()) != 0;
+  }
+  void add(const Value& v) {
+    if (v.identity() != nullptr && ids_.insert(v.identity()).second) keep_.push_back(v);
+  }
+
+ private:
+  std::unordered_set<const void*> ids_;
+  std::vector<Value> keep_;
 };
 
 // The fast path: tensors built as the pickle runs (inner calls reduce
@@ -715,7 +726,7 @@ class Rebuilder {
 // cannot build stays inert and is remembered: the slow path then reports it.
 class TensorCalls {
  public:
-  explicit TensorCalls(const StorageSet* storages) : storages_(storages) {}
+  TensorCalls() = default;
   std::optional<Value> operator()(const Global& g, const Value& args, std::uint64_t) {
     if (g.module != "torch._utils" && g.module != "torch._tensor" &&
         g.module != "torch.nn.parameter" && g.module != "torch.serialization")
@@ -723,8 +734,7 @@ class TensorCalls {
     try {
       if (auto n = nested_of_call(g, args, [](const Value& v) -> const Value& { return v; }))
         return n;
-      if (auto t = tensor_of_call(
-              g, args, [](const Value& v) -> const Value& { return v; }, storages_)) {
+      if (auto t = tensor_of_call(g, args, [](const Value& v) -> const Value& { return v; })) {
         Value v = Value::tensor(std::move(*t));
         if (call_requires_grad(g, args)) requires_grad.add(v);
         return v;
@@ -735,58 +745,32 @@ class TensorCalls {
     return std::nullopt;
   }
   bool failed = false;
-  StorageSet requires_grad;  ///< the tensors made that require grad (by identity)
-
- private:
-  const StorageSet* storages_;
+  ValueSet requires_grad;  ///< the tensors made that require grad
 };
 
 }  // namespace
 
-bool StorageSet::contains(const Value& v) const {
-  return v.identity() != nullptr && ids_.count(v.identity()) != 0;
-}
-
-void StorageSet::add(const Value& v) {
-  if (v.identity() != nullptr && ids_.insert(v.identity()).second) keep_.push_back(v);
-}
-
-Value rebuild_tensors(const Value& root, std::string_view where, const StorageSet* storages) {
-  Rebuilder r{std::string(where), storages};
+Value rebuild_tensors(const Value& root, std::string_view where) {
+  Rebuilder r{std::string(where)};
   return r.walk(root, "");
 }
 
 Value run_torch_pickle(Walker& walker, std::string_view name, ByteReader& reader,
                        const OpenOptions& options, const pickle::PersistentLoad& persistent) {
-  StorageSet storages;
-  // Storages are what persistent_load gives: remembered, so that a rebuild
-  // or a BUILD can tell a storage from a tensor.
-  pickle::PersistentLoad load;
-  if (persistent)
-    load = [&](const Value& pid, std::uint64_t offset) {
-      Value v = persistent(pid, offset);
-      // A storage is what storage_value() makes: the whole storage as one
-      // dense row. (The tar format's persistent ids also name tensors.)
-      if (v.is(Value::Kind::Tensor)) {
-        const Tensor& t = v.as_tensor();
-        if (t.dim() == 1 && t.storage_offset() == 0 && t.strides()[0] == 1 &&
-            t.nbytes() == t.storage()->nbytes())
-          storages.add(v);
-      }
-      return v;
-    };
-  TensorCalls calls(&storages);
+  // Storages are what persistent_load gives (storage_value marks them), so
+  // that a rebuild or a BUILD can tell a storage from a tensor without
+  // keeping each one alive to the end (the tar format's persistent ids also
+  // name tensors, which are not storages).
+  TensorCalls calls;
   pickle::BuildHook build = [&](const Value& target, const Value& state, std::uint64_t) {
-    return set_state(target.as_tensor(), target, state, &storages,
-                     calls.requires_grad.contains(target));
+    return set_state(target.as_tensor(), target, state, calls.requires_grad.contains(target));
   };
   pickle::Stats stats;
   const ByteReader start = reader;
   Value v = walker.pickle(name, start, stats, [&] {
-    return pickle::unpickle(reader, options.limits, load, &stats, std::ref(calls), build);
+    return pickle::unpickle(reader, options.limits, persistent, &stats, std::ref(calls), build);
   });
-  return calls.failed || numpy::referenced(stats) ? rebuild_tensors(v, reader.what(), &storages)
-                                                  : v;
+  return calls.failed || numpy::referenced(stats) ? rebuild_tensors(v, reader.what()) : v;
 }
 
 Value run_pickle(Walker& walker, std::string_view name, ByteReader& reader,

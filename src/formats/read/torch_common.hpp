@@ -51,8 +51,9 @@ StorageRef parse_storage_ref(const Value& pid);
 /// \throws Error(unsupported) for others.
 DType storage_class_dtype(const Value& storage_type, int* packed_bits = nullptr);
 
-/// The value a persistent id resolves to: a typed storage, represented as a
-/// 1-D tensor of `dtype` over all of `storage`; for a packed storage
+/// The value a persistent id resolves to: a typed storage
+/// (`Value::storage`), represented as a 1-D tensor of `dtype` over all of
+/// `storage`; for a packed storage
 /// (`packed_bits` 4 or 2) a quantized tensor of its values
 /// (`Tensor::packed_quantized`), which only `_rebuild_qtensor` takes.
 Value storage_value(DType dtype, std::uint64_t numel, std::shared_ptr<Storage> storage,
@@ -64,29 +65,15 @@ Value storage_value(DType dtype, std::uint64_t numel, std::shared_ptr<Storage> s
 std::shared_ptr<Storage> record_storage(const Source& source, std::uint64_t offset,
                                         std::uint64_t nbytes, DType dtype, bool big_endian);
 
-/// The values a pickle's persistent_load gave (typed storages): a rebuild
-/// and a BUILD take their storage from one of these, never from a tensor.
-class StorageSet {
- public:
-  /// True when `v` is (a handle of) a value `add` was given.
-  bool contains(const Value& v) const;
-  /// Remembers `v` (and keeps it alive, so its identity is not reused).
-  void add(const Value& v);
-
- private:
-  std::unordered_set<const void*> ids_;
-  std::vector<Value> keep_;
-};
-
 /// Turns the inert calls torch uses to pickle tensors
 /// (`torch._utils._rebuild_tensor[_v2|_v3]`, `_rebuild_parameter[_with_state]`,
 /// `torch._tensor._rebuild_from_type_v2`, `Parameter(...)`) into tensors,
 /// checking each view against its storage. Any other `torch._utils._rebuild_*`
 /// (sparse, quantized, meta tensors) is an Error(unsupported) naming its key.
 /// Errors name the key path, the byte offset of the call and `where`.
-/// With `storages`, a rebuild's storage must be one of them.
-Value rebuild_tensors(const Value& root, std::string_view where,
-                      const StorageSet* storages = nullptr);
+/// A rebuild's storage must be a storage value (`Value::is_storage`, as
+/// `storage_value` makes them), never a tensor.
+Value rebuild_tensors(const Value& root, std::string_view where);
 
 /// Runs one pickle (named `name` for the walker) with the options' limits,
 /// through `walker` (which applies its policy to the globals).
