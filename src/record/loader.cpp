@@ -25,6 +25,7 @@ class Provenance : public AdapterContext {
   void add_leaf(const Value& leaf, const std::string& key) {
     keys_.push_back(key);
     if (leaf.identity() != nullptr) origin_[leaf.identity()] = key;
+    if (leaf.is(Value::Kind::Tensor)) file_shapes_.emplace(key, leaf.as_tensor().shape());
   }
   Value derive(Tensor t, const Value& from) override {
     Value v = Value::tensor(std::move(t));
@@ -41,9 +42,16 @@ class Provenance : public AdapterContext {
     return path;
   }
   const std::vector<std::string>& keys() const noexcept { return keys_; }
+  // The shape of the tensor under `key` as the file holds it (before the
+  // adapters); `otherwise` for a key that is no tensor of the file.
+  Shape file_shape(const std::string& key, const Shape& otherwise) const {
+    const auto it = file_shapes_.find(key);
+    return it == file_shapes_.end() ? otherwise : it->second;
+  }
 
  private:
   std::unordered_map<const void*, std::string> origin_;
+  std::unordered_map<std::string, Shape> file_shapes_;
   std::vector<std::string> keys_;
 };
 
@@ -184,6 +192,95 @@ bool is_native_format(std::string_view format) {
   return has_torchport_layout(format);
 }
 
+// The dotted components of a key.
+std::vector<std::string_view> components(std::string_view key) {
+  std::vector<std::string_view> out;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t dot = key.find('.', at);
+    out.push_back(
+        key.substr(at, dot == std::string_view::npos ? std::string_view::npos : dot - at));
+    if (dot == std::string_view::npos) return out;
+    at = dot + 1;
+  }
+}
+
+std::string join(const std::vector<std::string_view>& parts, std::size_t from, std::size_t to) {
+  std::string s;
+  for (std::size_t i = from; i < to; ++i) {
+    if (i > from) s += '.';
+    s += parts[i];
+  }
+  return s;
+}
+
+// `s` as a PCRE2 pattern matching itself.
+std::string regex_escape(std::string_view s) {
+  std::string out;
+  for (const char c : s) {
+    if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// An optional field left empty while unused keys end like it: the unused
+// keys sharing the most trailing components with the field's path (at
+// least two, or all of a one-component path), a key's last one or two
+// components dropped when it names the field's children (an optional
+// module). The rule suggested renames the best one's differing prefix.
+std::optional<LoadReport::Warning> look_alike(const std::string& field,
+                                              const std::vector<std::string>& unused) {
+  const auto f = components(field);
+  const std::size_t need = std::min<std::size_t>(2, f.size());
+  struct Best {
+    std::size_t common = 0, dropped = 0;
+    const std::string* key = nullptr;
+    std::vector<std::string_view> parts;
+  } best;
+  std::vector<const std::string*> similar;
+  for (const auto& key : unused) {
+    auto k = components(key);
+    for (std::size_t drop = 0; drop <= 2 && drop < k.size(); ++drop) {
+      const std::size_t m = k.size() - drop;
+      std::size_t c = 0;
+      while (c < m && c < f.size() && k[m - 1 - c] == f[f.size() - 1 - c]) ++c;
+      if (c < need || (c == m && c == f.size())) continue;  // too little in common, or the field
+      if (c > best.common || (c == best.common && drop < best.dropped)) {
+        if (c > best.common) similar.clear();
+        best = {c, drop, &key, {k.begin(), k.begin() + static_cast<std::ptrdiff_t>(m)}};
+      }
+      if (c == best.common && (similar.empty() || similar.back() != &key)) similar.push_back(&key);
+      break;
+    }
+  }
+  if (best.key == nullptr) return std::nullopt;
+  LoadReport::Warning w;
+  w.path = field;
+  for (std::size_t i = 0; i < similar.size() && i < 5; ++i) w.similar.push_back(*similar[i]);
+  const std::string key_prefix = join(best.parts, 0, best.parts.size() - best.common);
+  const std::string field_prefix = join(f, 0, f.size() - best.common);
+  if (!key_prefix.empty()) {
+    w.remap_pattern = "^" + regex_escape(key_prefix) + "\\.(.*)$";
+    w.remap_replacement = field_prefix.empty() ? "$1" : field_prefix + ".$1";
+    for (const auto& key : unused) w.remap_covers += key.starts_with(key_prefix + ".");
+  } else {  // the key is a suffix of the field's path: rename it alone
+    const auto k = components(*best.key);
+    w.remap_pattern = "^" + regex_escape(*best.key) + "$";
+    w.remap_replacement = field;
+    if (best.dropped > 0) w.remap_replacement += "." + join(k, k.size() - best.dropped, k.size());
+    w.remap_covers = 1;
+  }
+  w.message = "the optional field '" + field + "' was left empty, but the file's unused '" +
+              *best.key + "' ends like it";
+  if (w.remap_covers > 1)
+    w.message +=
+        " (" + std::to_string(w.remap_covers) + " unused keys start with '" + key_prefix + ".')";
+  w.message += "; a forgotten remap rule? LoadArgs::remap(\"" + w.remap_pattern + "\", \"" +
+               w.remap_replacement + "\")";
+  return w;
+}
+
 }  // namespace
 
 Loader::Loader(LoadSettings settings, LoadReport& report, std::shared_ptr<Provenance> provenance)
@@ -258,6 +355,10 @@ void Loader::missing(const std::string& path, std::string type) {
   report_->missing.push_back({path, std::move(type), {}});
 }
 
+void Loader::absent(const std::string& path) {
+  report_->absent.push_back(path);
+}
+
 void Loader::tensor(const Value* node, const std::string& path, Tensor& field) {
   if (node == nullptr) {
     missing(path, "Tensor");
@@ -276,8 +377,10 @@ void Loader::tensor(const Value* node, const std::string& path, Tensor& field) {
     throw e.at_key(path);
   }
   if (field.defined() && field.shape() != t.shape()) {
+    std::string key = provenance_->key_of(*node, path);
+    Shape file_shape = provenance_->file_shape(key, node->as_tensor().shape());
     report_->mismatched.push_back(
-        {path, provenance_->key_of(*node, path), field.shape(), t.shape()});
+        {path, std::move(key), field.shape(), t.shape(), std::move(file_shape)});
     return;
   }
   if (trial_) return;
@@ -390,7 +493,8 @@ void shard_leaf(const LoadArgs& args, const std::string& format, const std::stri
 
 }  // namespace
 
-PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args) {
+PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args,
+                          const std::string& source) {
   PreparedLoad p;
   if (args.shard_plan())
     p.report.shard = LoadReport::Shard{args.shard_rank(), args.shard_world(), {}, 0, 0, 0, 0};
@@ -446,7 +550,8 @@ PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args) {
       (args.layout() == Layout::Auto && (!is_native_format(catalog.format()) || converted));
   if (pytorch) settings.adapters.push_back(std::make_shared<PyTorchAdapter>());
   for (const auto& a : args.adapters()) settings.adapters.push_back(a);
-  p.report.source = catalog.format();
+  p.report.source = source.empty() ? catalog.format() : source;
+  p.report.format = catalog.format();
   p.file_metadata = catalog.metadata();
   p.loader = std::make_unique<Loader>(std::move(settings), p.report, std::move(provenance));
   return p;
@@ -502,22 +607,30 @@ LoadReport finish_load(PreparedLoad& p, const LoadArgs& args, const std::string&
     if (items.size() > 8) s += ", ... " + std::to_string(items.size() - 8) + " more";
     return s;
   };
+  // Optional fields left empty that unused keys look like (the first few:
+  // each costs a pass over the unused keys).
+  for (std::size_t i = 0; i < r.absent.size() && i < kSuggested && !r.unused.empty(); ++i)
+    if (auto w = look_alike(r.absent[i], r.unused)) r.warnings.push_back(std::move(*w));
+
   if (!r.mismatched.empty()) {
+    // Both names, and the file's shape as the file holds it (the module's
+    // layout, after the adapters, in brackets when it differs).
+    auto shapes = [](const LoadReport::Mismatch& x) {
+      std::string s = "field '" + x.path + "' expects " + shape_to_string(x.expected) +
+                      ", the file's '" + x.source + "' has " + shape_to_string(x.file_shape);
+      if (x.found != x.file_shape)
+        s += " (" + shape_to_string(x.found) + " in the module's layout)";
+      return s;
+    };
     const auto& m = r.mismatched.front();
-    throw Error(ErrorCode::shape_mismatch,
-                "the module expects shape " + shape_to_string(m.expected) + " but the file's '" +
-                    m.source + "' has " + shape_to_string(m.found) +
-                    (r.mismatched.size() > 1
-                         ? " (" + std::to_string(r.mismatched.size()) + " mismatches: " +
-                               listing(r.mismatched,
-                                       [](const LoadReport::Mismatch& x) {
-                                         return x.path + " " + shape_to_string(x.expected) +
-                                                " vs " + shape_to_string(x.found);
-                                       }) +
-                               ")"
-                         : std::string()) +
-                    differs,
-                m.path, std::nullopt, r.source);
+    throw Error(
+        ErrorCode::shape_mismatch,
+        "shape mismatch: " + shapes(m) +
+            (r.mismatched.size() > 1 ? " (" + std::to_string(r.mismatched.size()) +
+                                           " mismatches: " + listing(r.mismatched, shapes) + ")"
+                                     : std::string()) +
+            differs,
+        m.path, std::nullopt, r.source);
   }
   if (!r.missing.empty() && !args.allow_partial()) {
     const auto& m = r.missing.front();
@@ -531,6 +644,14 @@ LoadReport finish_load(PreparedLoad& p, const LoadArgs& args, const std::string&
         differs;
     throw Error(ErrorCode::missing_key, msg, m.path, std::nullopt, r.source);
   }
+  if (!r.warnings.empty() && args.strict())
+    throw Error(ErrorCode::unused_key,
+                r.warnings.front().message +
+                    (r.warnings.size() > 1
+                         ? " (" + std::to_string(r.warnings.size()) + " such optional fields)"
+                         : std::string()) +
+                    differs,
+                r.warnings.front().path, std::nullopt, r.source);
   if (!r.unused.empty() && args.strict())
     throw Error(ErrorCode::unused_key,
                 std::to_string(r.unused.size()) + " key(s) of the file are used by no field: " +

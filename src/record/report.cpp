@@ -53,9 +53,17 @@ std::string LoadReport::summary() const {
   }
   if (!mismatched.empty()) {
     s += "shape mismatches " + std::to_string(mismatched.size()) + ":\n";
-    for (const auto& m : mismatched)
+    for (const auto& m : mismatched) {
       s += "  " + m.path + ": expected " + shape_to_string(m.expected) + ", file '" + m.source +
-           "' has " + shape_to_string(m.found) + "\n";
+           "' has " + shape_to_string(m.file_shape);
+      if (m.found != m.file_shape)
+        s += " (" + shape_to_string(m.found) + " in the module's layout)";
+      s += "\n";
+    }
+  }
+  if (!warnings.empty()) {
+    s += "warnings " + std::to_string(warnings.size()) + ":\n";
+    for (const auto& w : warnings) s += "  " + w.message + "\n";
   }
   return s;
 }

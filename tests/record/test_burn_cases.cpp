@@ -99,7 +99,53 @@ TEST(BurnCases, ShapeMismatchIsAnError) {
   BatchNormNet net;
   net.norm1 = nn::BatchNorm2d(4);
   expect_error([&] { load(net, case_file("shape_mismatch.pt")); }, ErrorCode::shape_mismatch,
-               "'norm1.gamma': the module expects shape [4] but the file's 'norm1.weight' has [5]");
+               "field 'norm1.gamma' expects [4], the file's 'norm1.weight' has [5]");
+  // The error names the file it came from.
+  expect_error([&] { load(net, case_file("shape_mismatch.pt")); }, ErrorCode::shape_mismatch,
+               case_file("shape_mismatch.pt").string());
+}
+
+// A mismatch shows the file's shape as the file holds it, and the module's
+// layout of it when an adapter changed it (torch's Linear is [out, in]).
+TEST(BurnCases, ShapeMismatchShowsTheFilesShape) {
+  LinearNet net;
+  net.fc1 = nn::Linear(2, 5);
+  expect_error([&] { load(net, case_file("linear.pt")); }, ErrorCode::shape_mismatch,
+               "field 'fc1.weight' expects [2, 5], the file's 'fc1.weight' has [3, 2] ([2, 3] in "
+               "the module's layout)");
+}
+
+// An optional field left empty while unused keys end like it: a warning
+// with the remap rule that fixes it; strict() makes it an error.
+struct OptionalConvs {
+  std::optional<nn::Conv2d> conv1, conv2;
+  TORCHPORT_FIELDS(conv1, conv2)
+};
+
+TEST(BurnCases, ForgottenRemapIsAWarning) {
+  OptionalConvs net;
+  const LoadReport r = load(net, case_file("key_remap.pt"));
+  EXPECT_FALSE(net.conv1.has_value());
+  EXPECT_EQ(r.absent, (std::vector<std::string>{"conv1", "conv2"}));
+  ASSERT_EQ(r.warnings.size(), 2u) << r.summary();
+  const LoadReport::Warning& w = r.warnings.front();
+  EXPECT_EQ(w.path, "conv1");
+  EXPECT_EQ(w.similar.front(), "conv.conv1.weight");
+  EXPECT_EQ(w.remap_pattern, R"(^conv\.(.*)$)");
+  EXPECT_EQ(w.remap_replacement, "$1");
+  EXPECT_EQ(w.remap_covers, 3u);
+  EXPECT_FALSE(r.clean());
+  EXPECT_NE(r.summary().find("warnings 2:"), std::string::npos) << r.summary();
+  expect_error([&] { load(net, case_file("key_remap.pt"), LoadArgs{}.strict()); },
+               ErrorCode::unused_key,
+               "the optional field 'conv1' was left empty, but the file's unused "
+               "'conv.conv1.weight' ends like it (3 unused keys start with 'conv.')");
+  // The rule it suggests loads the file.
+  OptionalConvs fixed;
+  const LoadReport ok = load(fixed, case_file("key_remap.pt"),
+                             LoadArgs{}.remap(w.remap_pattern, w.remap_replacement));
+  EXPECT_TRUE(ok.clean()) << ok.summary();
+  EXPECT_TRUE(fixed.conv1.has_value() && fixed.conv2.has_value());
 }
 
 // --- boolean, buffer, integer --------------------------------------------------

@@ -71,7 +71,9 @@ class LoadArgs {
     allow_partial_ = on;
     return *this;
   }
-  /// Keys no field uses are an Error(unused_key) (default: only reported).
+  /// Keys no field uses, and the warnings (`LoadReport::Warning`: an
+  /// optional field left empty while unused keys end like it), are an
+  /// Error(unused_key) (default: only reported).
   LoadArgs& strict(bool on = true) {
     strict_ = on;
     return *this;
@@ -133,7 +135,7 @@ class LoadArgs {
   const KeyRemap& remap() const noexcept { return remap_; }       ///< the rename rules, in order
   const KeyFilter& filter() const noexcept { return filter_; }    ///< the includes and excludes
   bool allow_partial() const noexcept { return allow_partial_; }  ///< missing fields only reported
-  bool strict() const noexcept { return strict_; }                ///< unused keys are an error
+  bool strict() const noexcept { return strict_; }                ///< unused keys, warnings: errors
   /// The precision to convert to; empty to follow each field's initial dtype.
   const std::optional<Precision>& precision() const noexcept { return precision_; }
   Residence residence() const noexcept { return residence_; }          ///< where loaded bytes live
@@ -192,11 +194,28 @@ struct PreparedLoad {
 
 /// Selects, remaps, filters and unflattens a catalogue's tensors (and the
 /// scalars of its root) into a tree, and sets up the loader.
-PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args);
+/// `source` names the file in the report and in errors (the catalogue's
+/// format when empty).
+PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args,
+                          const std::string& source = {});
 /// Lists unused keys, suggests names for missing fields, and throws what the
 /// args make an error (saying how a record file's metadata differs from
 /// `module_type` and this library, when it does). Returns the report.
 LoadReport finish_load(PreparedLoad& p, const LoadArgs& args, const std::string& module_type = {});
+
+template <Module M>
+LoadReport load_catalog(M& module, const TensorCatalog& catalog, const LoadArgs& args,
+                        const std::string& source) try {
+  PreparedLoad p = prepare_load(catalog, args, source);
+  load_into(*p.loader, &p.tree, "", module);
+  return finish_load(p, args, type_name<M>());
+} catch (const Error& e) {
+  // A field's error names its key path; the file too.
+  if (!e.where().empty() || source.empty()) throw;
+  throw Error(e.code(), e.message(), e.key(), e.offset(), source);
+} catch (...) {
+  rethrow_as_error("load", source);  // no bare std:: exception leaves the library
+}
 
 }  // namespace detail
 
@@ -208,18 +227,15 @@ LoadReport finish_load(PreparedLoad& p, const LoadArgs& args, const std::string&
 /// Error(dtype_mismatch) when a value does not convert; each names the key
 /// path and, for missing ones, the field's type and the nearest unused keys.
 template <Module M>
-LoadReport load(M& module, const TensorCatalog& catalog, const LoadArgs& args = {}) try {
-  detail::PreparedLoad p = detail::prepare_load(catalog, args);
-  detail::load_into(*p.loader, &p.tree, "", module);
-  return detail::finish_load(p, args, type_name<M>());
-} catch (...) {
-  rethrow_as_error("load");  // no bare std:: exception leaves the library
+LoadReport load(M& module, const TensorCatalog& catalog, const LoadArgs& args = {}) {
+  return detail::load_catalog(module, catalog, args, {});
 }
 
-/// Opens `path` (any format `open()` reads) and loads it into `module`.
+/// Opens `path` (any format `open()` reads) and loads it into `module`;
+/// the report and errors name `path`.
 template <Module M>
 LoadReport load(M& module, const std::filesystem::path& path, const LoadArgs& args = {}) {
-  return load(module, open(path, args.open_options()), args);
+  return detail::load_catalog(module, open(path, args.open_options()), args, path.string());
 }
 
 /// Loads a record from a value tree as it is (no remapping, no adapter):

@@ -25,7 +25,21 @@ struct LoadReport {
     std::string path;    ///< the field's key path
     std::string source;  ///< the key it came from in the file
     Shape expected;      ///< the field's initial shape
-    Shape found;         ///< the file's shape
+    Shape found;         ///< the file's tensor in the module's layout (after the adapters)
+    Shape file_shape;    ///< the file's tensor as the file holds it
+  };
+  /// Something that loaded but looks wrong: an optional field left empty
+  /// while unused keys of the file end like it (a forgotten remap rule).
+  /// `LoadArgs::strict` makes warnings errors.
+  struct Warning {
+    std::string path;                  ///< the optional field's key path
+    std::vector<std::string> similar;  ///< unused keys that end like it, best first
+    /// A remap rule that would give `similar.front()` the field's name
+    /// (`LoadArgs::remap(remap_pattern, remap_replacement)`).
+    std::string remap_pattern;
+    std::string remap_replacement;  ///< see `remap_pattern`
+    std::size_t remap_covers = 0;   ///< unused keys the rule's pattern matches
+    std::string message;            ///< one line saying all of the above
   };
   /// One line of the debug listing.
   struct KeyLine {
@@ -57,11 +71,14 @@ struct LoadReport {
     std::uint64_t replicated_bytes = 0;  ///< of `file_bytes`, the tensors read whole
   };
 
-  std::string source;                 ///< the file
+  std::string source;                 ///< the file (the format, when loaded from a catalogue)
+  std::string format;                 ///< the file's format ("pytorch-zip", "safetensors", ...)
   std::vector<std::string> loaded;    ///< field paths filled from the file
   std::vector<Missing> missing;       ///< fields the file has no key for
   std::vector<std::string> unused;    ///< keys of the file no field consumed
   std::vector<Mismatch> mismatched;   ///< tensors whose shape differs from the field's
+  std::vector<std::string> absent;    ///< optional fields the file has no key for (left empty)
+  std::vector<Warning> warnings;      ///< loaded, but look wrong (see `Warning`)
   std::vector<KeyLine> keys;          ///< filled when LoadArgs::debug is set
   std::uint64_t tensors = 0;          ///< tensors loaded
   std::uint64_t elements = 0;         ///< their elements (parameters and buffers)
@@ -69,10 +86,12 @@ struct LoadReport {
   std::uint64_t zero_copy_bytes = 0;  ///< of which left in the mapped file
   std::optional<Shard> shard;         ///< set by a sharded load (`LoadArgs::shard`)
 
-  /// True when nothing is missing, unused or mismatched.
-  bool clean() const noexcept { return missing.empty() && unused.empty() && mismatched.empty(); }
+  /// True when nothing is missing, unused or mismatched, and no warning.
+  bool clean() const noexcept {
+    return missing.empty() && unused.empty() && mismatched.empty() && warnings.empty();
+  }
   /// A human summary: counts, then every missing field (with suggestions),
-  /// unused key and mismatch.
+  /// unused key, mismatch and warning.
   std::string summary() const;
   /// The debug listing: original key -> remapped key, dtype, shape.
   std::string key_listing() const;

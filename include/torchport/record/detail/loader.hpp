@@ -60,6 +60,8 @@ class Loader {
   std::optional<Value> scalar(const Value* node, const std::string& path, const std::string& type);
   /// Records a field the file lacks.
   void missing(const std::string& path, std::string type);
+  /// Records an optional field the file lacks (left empty).
+  void absent(const std::string& path);
 
   /// A loader that only checks (no conversion), reporting into `scratch`:
   /// used to find which alternative of an enum module the file matches.
@@ -195,6 +197,7 @@ void load_into(Loader& ld, const Value* node, const std::string& path, T& field)
     });
   } else if constexpr (is_optional<T>::value) {
     if (node == nullptr) {
+      ld.absent(path);
       field.reset();
       return;
     }
