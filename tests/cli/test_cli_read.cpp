@@ -165,6 +165,27 @@ TEST(CliRead, ExitStatusConvention) {
   EXPECT_EQ(run_command(tool() + " diff --help", &out), 0) << out;
 }
 
+// `-` reads standard input (into memory): inspect, scan, diff and convert
+// see the same checkpoint as from its path; two `-` are a usage error.
+TEST(CliRead, DashReadsStandardInput) {
+  const std::string ck = fixture("checkpoint.pt").string();
+  std::string out, from_path;
+  ASSERT_EQ(run_command(tool() + " inspect " + ck, &from_path), 0) << from_path;
+  ASSERT_EQ(run_command(tool() + " inspect - < " + ck, &out), 0) << out;
+  EXPECT_EQ(out.rfind("<stdin>: pytorch-zip", 0), 0u) << out;
+  // The listing after the first line is the same.
+  EXPECT_EQ(out.substr(out.find('\n')), from_path.substr(from_path.find('\n')));
+  EXPECT_EQ(run_command(tool() + " scan - < " + ck, &out), 0) << out;
+  EXPECT_NE(out.find("<stdin>: pytorch-zip"), std::string::npos) << out;
+  EXPECT_EQ(run_command(tool() + " diff - " + ck + " < " + ck, &out), 0) << out;
+  EXPECT_EQ(run_command(tool() + " diff - - < " + ck, &out), 2) << out;
+  EXPECT_NE(out.find("only one input can be '-'"), std::string::npos) << out;
+  EXPECT_EQ(run_command(tool() + " scan - - < " + ck, &out), 2) << out;
+  // Not a checkpoint on standard input: refused, named as <stdin>.
+  EXPECT_EQ(run_command(tool() + " inspect - < /dev/null", &out), 1) << out;
+  EXPECT_NE(out.find("<stdin>"), std::string::npos) << out;
+}
+
 // --verify recomputes every zip entry's CRC-32: two damaged storages are
 // named, and the file is refused (exit 1); without it the damage goes
 // unseen, as in torch (whose reader checks no CRC of a stored entry).

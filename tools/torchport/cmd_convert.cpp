@@ -13,6 +13,7 @@
 
 #include "commands.hpp"
 #include "format.hpp"
+#include "input.hpp"
 #include "progress.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/densify.hpp"
@@ -164,7 +165,7 @@ int run_convert(const ConvertArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   // The opened catalogue is a temporary: once transformed, only the result
   // holds the tensors, and save() releases each as it is written.
-  TensorCatalog opened = open(a.in);
+  TensorCatalog opened = open_input(a.in);
   if (!a.top_level_key.empty()) {  // selected here, so the check sees the sub-tree
     opened = opened.select(a.top_level_key);
     t.top_level_key.clear();
@@ -240,9 +241,10 @@ Command add_convert(CLI::App& app) {
       "Convert a checkpoint to safetensors or PyTorch format (streamed, written atomically)");
   sub->add_option(
          "in", args->in,
-         "Input: any checkpoint torchport reads (a file, an *.index.json or its directory)")
+         "Input: any checkpoint torchport reads (a file, an *.index.json or its directory; "
+         "'-': standard input)")
       ->required()
-      ->check(CLI::ExistingPath);
+      ->check(existing_path_or_stdin());
   sub->add_option(
          "out", args->out,
          "Output file (.safetensors; .pt/.pth/.bin for PyTorch; .mpk/.json/.tpb[.gz] for torchport "

@@ -18,6 +18,7 @@
 
 #include "commands.hpp"
 #include "format.hpp"
+#include "input.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/compare.hpp"
 #include "torchport/formats/open.hpp"
@@ -140,7 +141,9 @@ int run_diff(const DiffArgs& args) {
   } catch (const Error& e) {
     throw UsageError(e.message());
   }
-  const TensorCatalog a = open(args.a), b = open(args.b);
+  if (is_stdin(args.a) && is_stdin(args.b))
+    throw UsageError("only one input can be '-' (standard input is read once)");
+  const TensorCatalog a = open_input(args.a), b = open_input(args.b);
   const Comparison c = compare(a, b, options);
   if (args.quiet) return c.equal ? 0 : 1;
   if (args.json)
@@ -158,8 +161,10 @@ Command add_diff(CLI::App& app) {
       "diff", "Compare the tensors of two checkpoints (exit 0 equal, 1 different)");
   sub->add_option("a", args->a, "First checkpoint (any format torchport reads)")
       ->required()
-      ->check(CLI::ExistingPath);
-  sub->add_option("b", args->b, "Second checkpoint")->required()->check(CLI::ExistingPath);
+      ->check(existing_path_or_stdin());
+  sub->add_option("b", args->b, "Second checkpoint ('-': standard input)")
+      ->required()
+      ->check(existing_path_or_stdin());
   sub->add_option("--atol", args->atol, "Absolute tolerance (default 0: compare bitwise)");
   sub->add_option("--rtol", args->rtol, "Relative tolerance, times |b| (default 0)");
   sub->add_flag("--json", args->json, "Print one JSON object instead of text");

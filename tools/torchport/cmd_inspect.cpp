@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "format.hpp"
+#include "input.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/module_tree.hpp"
 #include "torchport/formats/open.hpp"
@@ -129,8 +130,9 @@ int run_shard(const TensorCatalog& cat, const InspectArgs& a) {
     fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
     return 0;
   }
-  fmt::print("{}: {}, {} tensors, {}; rank {} of {} by {} ({} rules)\n", a.file, cat.format(),
-             cat.size(), human_bytes(total), rank, world, a.plan, plan.rules().size());
+  fmt::print("{}: {}, {} tensors, {}; rank {} of {} by {} ({} rules)\n", display_name(a.file),
+             cat.format(), cat.size(), human_bytes(total), rank, world, a.plan,
+             plan.rules().size());
   std::size_t wname = 4, wshape = 5;
   for (const auto& l : lines) {
     wname = std::max(wname, l.key.size());
@@ -194,7 +196,7 @@ int run_inspect(const InspectArgs& a) {
   }
   OpenOptions options;
   options.verify_crc = a.verify;
-  TensorCatalog cat = open(a.file, options);
+  TensorCatalog cat = open_input(a.file, options);
   if (!a.top_level_key.empty()) cat = cat.select(a.top_level_key);
   if (a.quiet) return 0;  // it reads: the exit status says so
   if (!a.shard.empty()) return run_shard(cat, a);
@@ -243,8 +245,8 @@ int run_inspect(const InspectArgs& a) {
 
   std::uint64_t params = 0;
   for (const auto& t : cat.tensors()) params += static_cast<std::uint64_t>(t.tensor.numel());
-  fmt::print("{}: {}, {} tensors, {} ({} elements)\n", a.file, cat.format(), cat.size(),
-             human_bytes(cat.total_bytes()), grouped(params));
+  fmt::print("{}: {}, {} tensors, {} ({} elements)\n", display_name(a.file), cat.format(),
+             cat.size(), human_bytes(cat.total_bytes()), grouped(params));
   if (a.tree) {
     print_tree(cat, a.depth);
     return 0;
@@ -274,9 +276,10 @@ int run_inspect(const InspectArgs& a) {
 Command add_inspect(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* sub = app.add_subcommand("inspect", "List the tensors and values of a checkpoint");
-  sub->add_option("file", args->file, "Checkpoint file (any format torchport reads)")
+  sub->add_option("file", args->file,
+                  "Checkpoint file (any format torchport reads; '-': standard input)")
       ->required()
-      ->check(CLI::ExistingPath);
+      ->check(existing_path_or_stdin());
   sub->add_flag("--verify", args->verify,
                 "Check every zip entry's CRC-32 (torch's zip files carry them); a mismatch names "
                 "the entries");

@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "format.hpp"
+#include "input.hpp"
 #include "torchport/formats/open.hpp"
 
 namespace torchport::cli {
@@ -25,7 +26,7 @@ int run_load(const LoadArgs& a) {
   OpenOptions options;
   options.verify_crc = a.verify;
   const TensorCatalog loaded =
-      materialize(open(a.file, options), a.mmap ? Residence::mapped : Residence::owned, &st);
+      materialize(open_input(a.file, options), a.mmap ? Residence::mapped : Residence::owned, &st);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (a.quiet) return 0;
   fmt::print("{} tensors, {} in {:.4f} s, {:.2f} GB/s, {}\n", loaded.size(), human_bytes(st.bytes),
@@ -41,7 +42,9 @@ Command add_load(CLI::App& app) {
   auto args = std::make_shared<LoadArgs>();
   CLI::App* sub =
       app.add_subcommand("load", "Read every tensor of a checkpoint and report the speed");
-  sub->add_option("file", args->file, "Checkpoint file")->required()->check(CLI::ExistingPath);
+  sub->add_option("file", args->file, "Checkpoint file ('-': standard input)")
+      ->required()
+      ->check(existing_path_or_stdin());
   sub->add_flag("-q,--quiet", args->quiet, "Print nothing but errors: the exit status answers");
   sub->add_flag("--verify", args->verify,
                 "Check every zip entry's CRC-32 (torch's zip files carry them); a mismatch names "

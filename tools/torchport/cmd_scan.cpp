@@ -8,6 +8,7 @@
 // malformed, or a path is missing (trouble); else 0 (every file clean or not
 // a model file); 2 for usage errors. Reasons go to stderr.
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -16,6 +17,7 @@
 
 #include "commands.hpp"
 #include "format.hpp"
+#include "input.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/scan.hpp"
 
@@ -208,6 +210,11 @@ int run_scan(const ScanArgs& a) {
     std::fprintf(stderr, "torchport: %s\n", e.message().c_str());
     return 2;
   }
+  if (std::count(a.paths.begin(), a.paths.end(), std::string("-")) > 1) {
+    std::fprintf(stderr,
+                 "torchport: error: only one path can be '-' (standard input is read once)\n");
+    return 2;
+  }
   const ScanFilter filter{a.include, a.exclude};
   // Per path: its reports (a directory: one per file), or the error that
   // kept it from being scanned.
@@ -223,6 +230,11 @@ int run_scan(const ScanArgs& a) {
     s.path = path;
     std::error_code ec;
     try {
+      if (is_stdin(path)) {  // read into memory, within Limits::max_stdin_bytes
+        s.reports.push_back(scan(read_stdin(options.limits), options));
+        scanned.push_back(std::move(s));
+        continue;
+      }
       if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
         throw Error(ErrorCode::io, "no such file or directory", {}, std::nullopt, path);
       // A directory holding an *.index.json is still walked file by file:
@@ -295,7 +307,8 @@ Command add_scan(CLI::App& app) {
                                      "(globals, calls, code), loading nothing");
   sub->add_option(
          "path", args->paths,
-         "checkpoint file, *.index.json, or directory (every file in it is scanned by content)")
+         "checkpoint file, *.index.json, or directory (every file in it is scanned by content); "
+         "'-': standard input")
       ->required();
   sub->add_flag("--json", args->json, "print JSON (schema: docs/guide/8-cli.md)");
   sub->add_flag("-q,--quiet", args->quiet,

@@ -75,6 +75,9 @@ struct Limits {
   /// Archives inside archives (or compressed files) `scan()` follows; a
   /// member nested deeper is `unscannable`.
   std::uint32_t max_scan_depth = 4;
+  /// Bytes read from standard input (the tool's `-`), which is held in
+  /// memory: a pipe cannot be mapped.
+  std::uint64_t max_stdin_bytes = 4ull << 30;
 };
 
 }  // namespace torchport
