@@ -202,6 +202,20 @@ AtomicFile::AtomicFile(std::filesystem::path target) : target_(std::move(target)
   buffer_.reserve(kBufferBytes);
 }
 
+AtomicFile AtomicFile::stream(int fd, std::string name) {
+  AtomicFile f;
+  f.target_ = std::move(name);
+  f.fd_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (f.fd_ < 0) {
+    const int e = errno;
+    throw Error(ErrorCode::io, std::string("cannot write to it: ") + std::strerror(e), {},
+                std::nullopt, f.target_.string());
+  }
+  f.stream_ = true;
+  f.buffer_.reserve(kBufferBytes);
+  return f;
+}
+
 AtomicFile::~AtomicFile() {
   discard();
 }
@@ -213,6 +227,7 @@ AtomicFile::AtomicFile(AtomicFile&& o) noexcept
       size_(o.size_),
       buffer_(std::move(o.buffer_)),
       committed_(o.committed_),
+      stream_(o.stream_),
       slot_(o.slot_) {
   o.fd_ = -1;
   o.temp_.clear();
@@ -228,6 +243,7 @@ AtomicFile& AtomicFile::operator=(AtomicFile&& o) noexcept {
     size_ = o.size_;
     buffer_ = std::move(o.buffer_);
     committed_ = o.committed_;
+    stream_ = o.stream_;
     slot_ = o.slot_;
     o.fd_ = -1;
     o.temp_.clear();
@@ -247,8 +263,10 @@ void AtomicFile::discard() noexcept {
 }
 
 void AtomicFile::fail(const char* what, int err) {
-  throw Error(ErrorCode::io, std::string(what) + " '" + temp_.string() + "': " + std::strerror(err),
-              {}, size_, target_.string());
+  throw Error(
+      ErrorCode::io,
+      std::string(what) + " '" + (stream_ ? target_ : temp_).string() + "': " + std::strerror(err),
+      {}, size_, target_.string());
 }
 
 void AtomicFile::write_fd(const std::byte* data, std::size_t n) {
@@ -291,6 +309,11 @@ void AtomicFile::write_at(std::uint64_t offset, std::span<const std::byte> bytes
   if (fd_ < 0)
     throw Error(ErrorCode::invalid_argument, "write to a file that was committed or discarded", {},
                 std::nullopt, target_.string());
+  if (stream_)
+    throw Error(ErrorCode::unsupported,
+                "this output must be patched after it is written, which a stream cannot do: "
+                "write it to a file",
+                {}, offset, target_.string());
   if (offset > size_ || bytes.size() > size_ - offset)
     throw Error(ErrorCode::invalid_argument,
                 "write_at [" + std::to_string(offset) + ", +" + std::to_string(bytes.size()) +
@@ -314,6 +337,14 @@ void AtomicFile::commit() {
   if (committed_ || fd_ < 0)
     throw Error(ErrorCode::invalid_argument, "commit of a file that was committed or discarded", {},
                 std::nullopt, target_.string());
+  if (stream_) {
+    flush();
+    const int fd = fd_;
+    fd_ = -1;
+    committed_ = true;
+    if (::close(fd) != 0) fail("cannot close", errno);
+    return;
+  }
   try {
     flush();
     if (::fchmod(fd_, target_mode(target_)) != 0) fail("cannot set the permissions of", errno);

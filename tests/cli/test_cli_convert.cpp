@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <limits>
 
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include "support/fixtures.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/formats/save.hpp"
+#include "torchport/io/atomic_file.hpp"
 
 namespace fs = std::filesystem;
 using namespace torchport;
@@ -63,6 +65,51 @@ TEST_F(CliConvert, PytorchToSafetensorsAndBackIsBitExact) {
   ASSERT_EQ(tool("convert " + p("out.safetensors") + " " + p("back.pth"), &out), 0) << out;
   ASSERT_EQ(tool("diff " + p("in.pt") + " " + p("back.pth"), &out), 0) << out;
   EXPECT_NE(out.find("equal:"), std::string::npos) << out;
+}
+
+// `-` as output streams safetensors to standard output (the summary goes
+// to standard error): the same bytes as written to a file. A PyTorch file
+// (patched after each entry), shards, or a terminal are refused.
+TEST_F(CliConvert, DashStreamsSafetensorsToStandardOutput) {
+  write("in.pt", test::views_and_ties(), SaveFormat::pytorch);
+  std::string out;
+  ASSERT_EQ(tool("convert " + p("in.pt") + " " + p("file.safetensors"), &out), 0) << out;
+  ASSERT_EQ(run_command("( " + std::string(TORCHPORT_TOOL) + " convert " + p("in.pt") + " - > " +
+                            p("piped.safetensors") + " )",
+                        &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("wrote <stdout> (safetensors)"), std::string::npos) << out;  // on stderr
+  auto bytes = [&](const std::string& name) {
+    std::ifstream f(dir_ / name, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  EXPECT_EQ(bytes("piped.safetensors"), bytes("file.safetensors"));
+  // Standard input to standard output.
+  ASSERT_EQ(run_command("( " + std::string(TORCHPORT_TOOL) + " convert - - -q < " + p("in.pt") +
+                            " > " + p("both.safetensors") + " )",
+                        &out),
+            0)
+      << out;
+  EXPECT_EQ(bytes("both.safetensors"), bytes("file.safetensors"));
+  EXPECT_EQ(tool("convert " + p("in.pt") + " - --format pytorch", &out), 2) << out;
+  EXPECT_NE(out.find("cannot be written to standard output"), std::string::npos) << out;
+  EXPECT_EQ(tool("convert " + p("in.pt") + " - --max-shard-size 1MB", &out), 2) << out;
+}
+
+// The library's stream: no temporary, in order; what must be patched
+// afterwards (a PyTorch zip) is refused.
+TEST_F(CliConvert, SaveStreamRefusesWhatMustBePatched) {
+  try {
+    save_stream(TensorCatalog::from_tensors("t", test::views_and_ties()), 1, "<stdout>",
+                SaveFormat::pytorch);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported) << e.what();
+  }
+  AtomicFile s = AtomicFile::stream(1, "<stdout>");
+  EXPECT_TRUE(s.is_stream());
+  EXPECT_THROW(s.write_at(0, {}), Error);
 }
 
 TEST_F(CliConvert, SelectFilterRemapAndCast) {

@@ -2,6 +2,8 @@
 //   [--remap PATTERN REPLACEMENT]... [--include RE]... [--exclude RE]...
 //   [--max-shard-size S] [--max-materialized-bytes S] [--dequantize | --keep-quantized] [--densify]
 
+#include <unistd.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -107,10 +109,26 @@ int run_convert(const ConvertArgs& a) {
   TransformOptions t;
   SaveOptions s;
   std::shared_ptr<KeyFilter> filter;
+  const bool to_stdout = a.out == "-";
   usage_checked([&] {
     if (!a.format.empty()) format = parse_save_format(a.format);
     std::error_code ec;
-    if (fs::is_directory(out, ec)) {
+    if (to_stdout) {
+      // Streamed: safetensors only (a PyTorch zip is patched after each
+      // entry), one file, never to a terminal (as gzip refuses).
+      if (!format) format = SaveFormat::safetensors;
+      if (*format == SaveFormat::pytorch)
+        throw Error(ErrorCode::invalid_argument,
+                    "a PyTorch file cannot be written to standard output (its zip entries are "
+                    "patched once written): name a file, or stream --format safetensors");
+      if (!a.max_shard_size.empty())
+        throw Error(ErrorCode::invalid_argument,
+                    "--max-shard-size needs files: standard output is one stream");
+      if (::isatty(STDOUT_FILENO))
+        throw Error(ErrorCode::invalid_argument,
+                    "standard output is a terminal: redirect it (> FILE, | COMMAND) to write "
+                    "binary data there");
+    } else if (fs::is_directory(out, ec)) {
       // Like save_pretrained: a directory gets Hugging Face's file names,
       // said on stderr, and never written over a file there unless --force.
       if (!format) format = SaveFormat::safetensors;
@@ -126,7 +144,7 @@ int run_convert(const ConvertArgs& a) {
     }
     // Outputs are regular files: a symlink, FIFO, device or socket of that
     // name is refused, never replaced.
-    check_output_path(out);
+    if (!to_stdout) check_output_path(out);
     if (!format) format = save_format_for_path(out);
     // Our own record formats, by extension (.mpk, .json, .tpb, each maybe .gz).
     if (!format) recorder = recorder_for_path(out);
@@ -216,7 +234,9 @@ int run_convert(const ConvertArgs& a) {
   ProgressBar bar("writing");
   if (!a.quiet)
     s.progress = [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
-  const SaveResult r = save(std::move(cat), out, *format, s);
+  const SaveResult r = to_stdout
+                           ? save_stream(std::move(cat), STDOUT_FILENO, "<stdout>", *format, s)
+                           : save(std::move(cat), out, *format, s);
   bar.finish();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -224,9 +244,10 @@ int run_convert(const ConvertArgs& a) {
   const std::string what = r.index.empty()
                                ? fmt::format("{}", r.files.front().string())
                                : fmt::format("{} shards + {}", r.files.size(), r.index.string());
+  // Standard output holds the data: the summary goes to standard error.
   fmt::print(
-      "wrote {} ({}): {} tensors, {} in {:.2f} s ({}/s)\n", what, save_format_name(*format), count,
-      human_bytes(r.tensor_bytes), secs,
+      to_stdout ? stderr : stdout, "wrote {} ({}): {} tensors, {} in {:.2f} s ({}/s)\n", what,
+      save_format_name(*format), count, human_bytes(r.tensor_bytes), secs,
       human_bytes(secs > 0 ? static_cast<std::uint64_t>(static_cast<double>(r.tensor_bytes) / secs)
                            : 0));
   return 0;
@@ -248,7 +269,7 @@ Command add_convert(CLI::App& app) {
   sub->add_option(
          "out", args->out,
          "Output file (.safetensors; .pt/.pth/.bin for PyTorch; .mpk/.json/.tpb[.gz] for torchport "
-         "records), or an existing directory")
+         "records), an existing directory, or '-': safetensors to standard output")
       ->required();
   sub->add_option("--format", args->format, "Output format when the name does not tell")
       ->check(CLI::IsMember({"safetensors", "pytorch"}));

@@ -109,6 +109,15 @@ struct SaveResult {
 SaveResult save(TensorCatalog catalog, const std::filesystem::path& path, SaveFormat format,
                 const SaveOptions& options = {});
 
+/// Writes `catalog`'s tensors to the open descriptor `fd` (standard output,
+/// a pipe) as one safetensors file, in order, as `save` writes it; `name`
+/// names the stream in errors. Not atomic: a failure leaves what was
+/// written. \throws Error(unsupported) for SaveFormat::pytorch (its zip is
+/// patched after each entry, which a stream cannot do),
+/// Error(invalid_argument) with a `max_shard_size`; else as `save`.
+SaveResult save_stream(TensorCatalog catalog, int fd, const std::string& name, SaveFormat format,
+                       const SaveOptions& options = {});
+
 /// Parses a size as Hugging Face's `max_shard_size` does: a number of
 /// bytes with an optional unit, decimal (`kB`, `MB`, `GB`, `TB`: powers of
 /// 1000) or binary (`KiB`, `MiB`, `GiB`, `TiB`: powers of 1024), case-

@@ -43,6 +43,12 @@ class AtomicFile {
   /// Error(invalid_argument) when `target` exists and is not a regular file
   /// (`check_output_path`).
   explicit AtomicFile(std::filesystem::path target);
+  /// A stream to `fd` (standard output, a pipe), named `name` in messages:
+  /// no temporary and no rename, so not atomic. Writes go to a duplicate
+  /// of `fd` in order; `write_at` is an Error(unsupported) (a stream cannot
+  /// seek back); `commit()` flushes; `discard()` leaves what was written.
+  /// \throws Error(io) when `fd` cannot be duplicated.
+  static AtomicFile stream(int fd, std::string name);
   /// Unlinks the temporary file unless committed. Never throws.
   ~AtomicFile();
   /// Takes over `other`'s temporary file; `other` is left empty (its
@@ -72,6 +78,8 @@ class AtomicFile {
   void discard() noexcept;
   /// True once `commit()` succeeded.
   bool committed() const noexcept { return committed_; }
+  /// True for a `stream()`.
+  bool is_stream() const noexcept { return stream_; }
 
   /// Unlinks the temporary file of every AtomicFile of the process not yet
   /// committed or discarded. Async-signal-safe: for a signal handler of the
@@ -103,7 +111,10 @@ class AtomicFile {
   std::uint64_t size_ = 0;
   std::vector<std::byte> buffer_;
   bool committed_ = false;
+  bool stream_ = false;
   std::size_t slot_ = SIZE_MAX;  // in the table remove_temporaries() reads
+
+  AtomicFile() = default;  // for stream()
 };
 
 }  // namespace torchport

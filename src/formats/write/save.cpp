@@ -130,15 +130,19 @@ std::optional<SaveFormat> save_format_for_path(const fs::path& path) {
   return std::nullopt;
 }
 
-SaveResult save(TensorCatalog catalog, const fs::path& path, SaveFormat format,
-                const SaveOptions& options) try {
-  // Take the tensors out and drop the catalogue (its root holds them too),
-  // so each tensor dies as soon as the writer is done with it.
+namespace {
+
+// The tensors and metadata of `catalog`, checked for `format`; the
+// catalogue is dropped (its root holds the tensors too), so each tensor
+// dies as soon as the writer is done with it.
+std::vector<NamedTensor> tensors_to_write(TensorCatalog& catalog, SaveFormat format,
+                                          std::map<std::string, std::string>& metadata,
+                                          const SaveOptions& options, const std::string& where) {
   if (format == SaveFormat::safetensors) refuse_quantized(catalog, "safetensors");
   if (format == SaveFormat::safetensors) refuse_sparse(catalog, "safetensors");
   if (format == SaveFormat::safetensors) refuse_meta(catalog, "safetensors");
   std::vector<NamedTensor> tensors = catalog.tensors();
-  const std::map<std::string, std::string> metadata = catalog.metadata();
+  metadata = catalog.metadata();
   catalog = TensorCatalog();
 
   if (format == SaveFormat::safetensors) {
@@ -151,8 +155,18 @@ SaveResult save(TensorCatalog catalog, const fs::path& path, SaveFormat format,
     }
     formats::check_materialized(
         whole, distinct, options.limits,
-        "tensors written whole (safetensors has no views; a .pt file keeps them)", path.string());
+        "tensors written whole (safetensors has no views; a .pt file keeps them)", where);
   }
+  return tensors;
+}
+
+}  // namespace
+
+SaveResult save(TensorCatalog catalog, const fs::path& path, SaveFormat format,
+                const SaveOptions& options) try {
+  std::map<std::string, std::string> metadata;
+  std::vector<NamedTensor> tensors =
+      tensors_to_write(catalog, format, metadata, options, path.string());
   std::vector<Shard> shards = split(std::move(tensors), format, options.max_shard_size);
   std::uint64_t total = 0;
   for (const auto& s : shards) total += data_bytes(s.tensors, format);
@@ -194,6 +208,32 @@ SaveResult save(TensorCatalog catalog, const fs::path& path, SaveFormat format,
   return result;
 } catch (...) {
   rethrow_as_error("save", path.string());  // no bare std:: exception leaves the library
+}
+
+SaveResult save_stream(TensorCatalog catalog, int fd, const std::string& name, SaveFormat format,
+                       const SaveOptions& options) try {
+  if (format == SaveFormat::pytorch)
+    throw Error(ErrorCode::unsupported,
+                "a PyTorch file cannot be streamed: its zip entries are patched once written "
+                "(sizes and CRC-32 in each local header); write it to a file, or stream "
+                "safetensors",
+                {}, std::nullopt, name);
+  if (options.max_shard_size != 0)
+    throw Error(ErrorCode::invalid_argument, "a stream is one file: it cannot be sharded", {},
+                std::nullopt, name);
+  std::map<std::string, std::string> metadata;
+  std::vector<NamedTensor> tensors = tensors_to_write(catalog, format, metadata, options, name);
+  DataStreamer data(options, data_bytes(tensors, format));
+  SaveResult result;
+  result.tensor_bytes = data.total();
+  AtomicFile out = AtomicFile::stream(fd, name);
+  write_file(tensors, metadata, format, out, data);
+  result.file_bytes = out.size();
+  out.commit();
+  result.files.push_back(name);
+  return result;
+} catch (...) {
+  rethrow_as_error("save", name);  // no bare std:: exception leaves the library
 }
 
 std::uint64_t parse_byte_size(std::string_view text) {
