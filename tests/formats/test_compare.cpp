@@ -77,6 +77,21 @@ TEST(Compare, CatalogsByName) {
   EXPECT_EQ(reshaped.b.description(), "F32[4]");
 }
 
+// The progress callback sees A's bytes compared (of the names B has too),
+// rising to the total.
+TEST(Compare, ProgressCountsTheBytesCompared) {
+  const Tensor w = Tensor::from<float>({1, 2, 3, 4}, {2, 2});
+  const TensorCatalog a = catalog({{"x", w}, {"y", w}, {"only_a", w}});
+  const TensorCatalog b = catalog({{"x", w}, {"y", w}});
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
+  CompareOptions o;
+  o.progress = [&](std::uint64_t done, std::uint64_t total) { calls.emplace_back(done, total); };
+  const Comparison c = compare(a, b, o);
+  EXPECT_TRUE(c.only_in_a.size() == 1 && !c.options.progress);
+  const std::vector<std::pair<std::uint64_t, std::uint64_t>> want = {{0, 32}, {16, 32}, {32, 32}};
+  EXPECT_EQ(calls, want);
+}
+
 TEST(Compare, EqualCatalogsAndEmptyOnes) {
   const TensorCatalog a = catalog({{"x", Tensor::from<float>({1, 2}, {2})}});
   const Comparison c = compare(a, a);

@@ -377,8 +377,20 @@ TEST(Scan, DirectoryWalkSniffsContent) {
   std::ofstream(dir / "LICENSE") << "License text (a LONG opcode would read this line)\n";
   std::ofstream(dir / "config.json") << R"({"hidden_size": 4})";
   std::ofstream(dir / "empty");
-  std::vector<ScanReport> rs = scan_directory(dir);
+  std::uint64_t last_done = 0, last_total = 1, calls = 0;
+  std::vector<ScanReport> rs =
+      scan_directory(dir, {}, {}, [&](std::uint64_t done, std::uint64_t total) {
+        EXPECT_LE(done, total);
+        EXPECT_GE(done, last_done);  // never goes back
+        last_done = done;
+        last_total = total;
+        ++calls;
+      });
   ASSERT_EQ(rs.size(), 6u);
+  EXPECT_EQ(calls, 7u);  // before each of the 6 files, and at the end
+  EXPECT_EQ(last_done, last_total);
+  EXPECT_EQ(last_total, std::filesystem::file_size(fixture("checkpoint.pt")) +
+                            std::filesystem::file_size(fixture("legacy.pt")) + 23 + 50 + 18);
   for (const auto& r : rs) {
     const std::string name = std::filesystem::path(r.path).filename().string();
     if (name == "pytorch_model.bin" || name == "weights.txt") {

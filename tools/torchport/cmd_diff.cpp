@@ -19,6 +19,7 @@
 #include "commands.hpp"
 #include "format.hpp"
 #include "input.hpp"
+#include "progress.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/compare.hpp"
 #include "torchport/formats/open.hpp"
@@ -144,7 +145,11 @@ int run_diff(const DiffArgs& args) {
   if (is_stdin(args.a) && is_stdin(args.b))
     throw UsageError("only one input can be '-' (standard input is read once)");
   const TensorCatalog a = open_input(args.a), b = open_input(args.b);
+  ProgressBar bar("comparing");  // on a terminal, once the work takes more than a second
+  if (!args.quiet)
+    options.progress = [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
   const Comparison c = compare(a, b, options);
+  bar.finish();
   if (args.quiet) return c.equal ? 0 : 1;
   if (args.json)
     print_json(args, c);

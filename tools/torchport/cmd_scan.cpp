@@ -18,6 +18,7 @@
 #include "commands.hpp"
 #include "format.hpp"
 #include "input.hpp"
+#include "progress.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/scan.hpp"
 
@@ -241,7 +242,12 @@ int run_scan(const ScanArgs& a) {
       // every file of a model repository, whatever the index names.
       if (std::filesystem::is_directory(path, ec)) {
         s.directory = true;
-        s.reports = scan_directory(path, options, filter);
+        ProgressBar bar("scanning");  // on a terminal, once it takes more than a second
+        s.reports =
+            scan_directory(path, options, filter, [&](std::uint64_t done, std::uint64_t total) {
+              if (!a.quiet) bar.update(done, total);
+            });
+        bar.finish();
       } else {
         s.reports.push_back(scan(std::filesystem::path(path), options));
       }

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,9 @@ struct CompareOptions {
   double atol = 0;                         ///< absolute tolerance, >= 0
   double rtol = 0;                         ///< relative tolerance, times |b|, >= 0
   NanEquality nan = NanEquality::bitwise;  ///< how NaNs compare
+  /// Called by `compare` before each pair and at the end, with the bytes of
+  /// A's tensors compared so far and in all (those B has too).
+  std::function<void(std::uint64_t done, std::uint64_t total)> progress;
 
   /// True when both tolerances are 0: the comparison is bitwise.
   bool exact() const noexcept { return atol == 0 && rtol == 0; }

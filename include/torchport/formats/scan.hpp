@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -239,9 +240,12 @@ struct ScanFilter {
 /// and not read. A file that cannot be read is reported malformed.
 /// \throws Error(io) when `dir` cannot be listed;
 ///         Error(invalid_argument) for a malformed allow or glob pattern.
-std::vector<ScanReport> scan_directory(const std::filesystem::path& dir,
-                                       const OpenOptions& options = {},
-                                       const ScanFilter& filter = {});
+/// `progress`, when set, is called after each file with the bytes of the
+/// files scanned so far and of all the files selected.
+std::vector<ScanReport> scan_directory(
+    const std::filesystem::path& dir, const OpenOptions& options = {},
+    const ScanFilter& filter = {},
+    const std::function<void(std::uint64_t done, std::uint64_t total)>& progress = {});
 
 /// True when the glob `pattern` matches `path` (a relative path with '/'
 /// separators): `*` and `?` match within one folder name, `**` any number

@@ -169,15 +169,25 @@ Comparison compare(const TensorCatalog& a, const TensorCatalog& b,
   options.validate();
   Comparison out;
   out.options = options;
+  out.options.progress = nullptr;  // the result does not keep the caller's callback
+  std::uint64_t total = 0, done = 0;
+  if (options.progress)
+    for (const auto& [name, t] : a.tensors())
+      if (b.find(name) != nullptr) total += t.nbytes();
   for (const auto& [name, t] : a.tensors()) {
     const Tensor* other = b.find(name);
     if (other == nullptr) {
       out.only_in_a.push_back(name);
       continue;
     }
+    if (options.progress) {
+      options.progress(done, total);
+      done += t.nbytes();
+    }
     out.tensors.push_back(compare_tensors(name, t, *other, options));
     if (!out.tensors.back().equal) ++out.unequal;
   }
+  if (options.progress) options.progress(total, total);
   for (const auto& [name, t] : b.tensors())
     if (a.find(name) == nullptr) out.only_in_b.push_back(name);
   out.equal = out.only_in_a.empty() && out.only_in_b.empty() && out.unequal == 0;

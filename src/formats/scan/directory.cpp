@@ -88,8 +88,9 @@ bool glob_matches(std::string_view pattern, std::string_view path) noexcept {
   return match(pattern, path);
 }
 
-std::vector<ScanReport> scan_directory(const fs::path& dir, const OpenOptions& options,
-                                       const ScanFilter& filter) try {
+std::vector<ScanReport> scan_directory(
+    const fs::path& dir, const OpenOptions& options, const ScanFilter& filter,
+    const std::function<void(std::uint64_t done, std::uint64_t total)>& progress) try {
   pickle::validate_allow_patterns(options.allow);
   const fs::path root = formats::shard_root(dir);
   std::error_code ec;
@@ -160,8 +161,21 @@ std::vector<ScanReport> scan_directory(const fs::path& dir, const OpenOptions& o
     const std::string rel = fs::relative(path, dir, ec).generic_string();
     if (selected(ec ? path.filename().string() : rel)) out.push_back(refused(path, why));
   }
+  std::uint64_t total = 0, done = 0;
+  auto size_of = [](const fs::path& p) {
+    std::error_code sec;
+    const std::uintmax_t n = fs::file_size(p, sec);
+    return sec ? std::uint64_t{0} : static_cast<std::uint64_t>(n);
+  };
+  if (progress)
+    for (const auto& [path, rel] : files)
+      if (selected(rel)) total += size_of(path);
   for (const auto& [path, rel] : files) {
     if (!selected(rel)) continue;
+    if (progress) {
+      progress(done, total);
+      done += size_of(path);
+    }
     OpenOptions o = options;
     o.format.clear();
     try {
@@ -174,6 +188,7 @@ std::vector<ScanReport> scan_directory(const fs::path& dir, const OpenOptions& o
       out.push_back(refused(path, e.what()));
     }
   }
+  if (progress) progress(total, total);
   std::sort(out.begin(), out.end(),
             [](const ScanReport& a, const ScanReport& b) { return a.path < b.path; });
   return out;
