@@ -153,7 +153,7 @@ class CostPerTensor : public ::testing::Test {
 fs::path* CostPerTensor::dir_ = nullptr;
 
 // The budgets (allocations a tensor at 16k tensors) are twice what each
-// step needed when they were set (open .pt 26, .safetensors 36, owned load
+// step needed when they were set (open .pt 26, .safetensors 17, owned load
 // 30, scan 28, to_json 27, convert to .safetensors 31, to .pt 54, to shards
 // 46): a new per-tensor allocation in a hot path shows up.
 TEST_F(CostPerTensor, OpenPt) {
@@ -161,7 +161,7 @@ TEST_F(CostPerTensor, OpenPt) {
 }
 
 TEST_F(CostPerTensor, OpenSafetensors) {
-  check("open .safetensors", 72, [](int i) { (void)open(file(i, ".safetensors")); });
+  check("open .safetensors", 34, [](int i) { (void)open(file(i, ".safetensors")); });
 }
 
 TEST_F(CostPerTensor, LoadOwned) {

@@ -184,22 +184,24 @@ TensorCatalog read_safetensors(const Source& source, const OpenOptions& options,
     throw Error(ErrorCode::corrupt, "safetensors header does not start with '{'", {}, 8, where);
 
   // Top object (1), tensor entry (2), shape / offsets array (3).
-  const json root = parse_strict_json(header, "safetensors header", 8, where, 3, limits.max_nodes);
+  // Each entry is checked as it is parsed and its JSON dropped: the header
+  // is never held as one tree of every entry.
   const HeaderReader reader(header, source, limits);
-
   std::map<std::string, std::string> metadata;
   std::vector<Entry> entries;
-  for (const auto& [k, v] : root.items()) {
-    if (k == "__metadata__") {
-      metadata = reader.metadata(v);
-      continue;
-    }
-    if (entries.size() >= limits.max_tensors)
-      throw Error(ErrorCode::limit_exceeded,
-                  "more tensors than Limits::max_tensors = " + std::to_string(limits.max_tensors),
-                  {}, 8, where);
-    entries.push_back(reader.entry(k, v));
-  }
+  parse_strict_json_members(header, "safetensors header", 8, where, 3, limits.max_nodes,
+                            [&](const std::string& k, json&& v) {
+                              if (k == "__metadata__") {
+                                metadata = reader.metadata(v);
+                                return;
+                              }
+                              if (entries.size() >= limits.max_tensors)
+                                throw Error(ErrorCode::limit_exceeded,
+                                            "more tensors than Limits::max_tensors = " +
+                                                std::to_string(limits.max_tensors),
+                                            {}, 8, where);
+                              entries.push_back(reader.entry(k, v));
+                            });
 
   // The offsets must tile the data region exactly (safetensors' validate).
   const std::uint64_t data_start = 8 + n;

@@ -4,6 +4,7 @@
 // file could say two things about one tensor) and bounds the nesting depth.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,17 @@ namespace torchport::formats {
 nlohmann::ordered_json parse_strict_json(std::string_view text, std::string_view what,
                                          std::uint64_t base, const std::string& where,
                                          int max_depth, std::uint64_t max_values);
+
+/// As `parse_strict_json` for a `text` that is one object, but hands each
+/// member of that object to `member` as soon as it is complete and keeps
+/// none: a header of n entries never holds n JSON trees at once. Members
+/// arrive in file order, so `member` may see (and refuse) some before a
+/// later syntax error is found. \throws as `parse_strict_json`, and
+/// Error(corrupt) when `text` is not an object.
+void parse_strict_json_members(
+    std::string_view text, std::string_view what, std::uint64_t base, const std::string& where,
+    int max_depth, std::uint64_t max_values,
+    const std::function<void(const std::string& key, nlohmann::ordered_json&& value)>& member);
 
 /// File offset of the first `"key"` at or after `from` in `text`, written
 /// the way a JSON encoder writes it (no escapes beyond the required ones),
