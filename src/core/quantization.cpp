@@ -121,13 +121,13 @@ Tensor Tensor::packed_quantized(std::shared_ptr<Storage> packed, Shape shape,
   Shape strides = contiguous_strides(shape);
   Tensor t(DType::U8, std::move(shape), std::move(strides), 0, unpacked(packed, numel, q->bits));
   Tensor out = t.with_quantization(std::move(q));
-  out.file_storage_ = std::move(packed);
+  out.set_file_storage(std::move(packed));
   return out;
 }
 
 Tensor Tensor::with_quantization(std::shared_ptr<const Quantization> q) const {
   Tensor t = *this;
-  t.file_storage_.reset();  // a packed storage belongs to its quantizer
+  t.set_file_storage(nullptr);  // a packed storage belongs to its quantizer
   if (q) {
     if (!int_repr_dtype(dtype_))
       throw Error(ErrorCode::invalid_argument,
@@ -143,7 +143,7 @@ Tensor Tensor::with_quantization(std::shared_ptr<const Quantization> q) const {
         throw Error(ErrorCode::invalid_argument,
                     "a " + std::string(Quantization::qdtype_name(dtype_, q->bits)) +
                         " tensor is contiguous from its storage's start (torch packs it so)");
-      t.file_storage_ = packed(storage_, numel_, q->bits);
+      t.set_file_storage(packed(storage_, numel_, q->bits));
     }
     if (q->scheme != Quantization::Scheme::per_tensor_affine) {
       if (q->axis < 0 || q->axis >= dim())
@@ -159,14 +159,14 @@ Tensor Tensor::with_quantization(std::shared_ptr<const Quantization> q) const {
                         shape_to_string(shape_) + ")");
     }
   }
-  t.quant_ = std::move(q);
+  t.set_quantization(std::move(q));
   return t;
 }
 
 Tensor Tensor::dequantize() const {
-  if (!quant_)
+  if (!is_quantized())
     throw Error(ErrorCode::invalid_argument, "dequantize() of a tensor that is not quantized");
-  const Quantization& q = *quant_;
+  const Quantization& q = *quantization();
   const Tensor src = contiguous();
   Tensor out = empty(DType::F32, shape_);
   const auto in = src.bytes();

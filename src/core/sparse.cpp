@@ -120,13 +120,13 @@ Tensor Tensor::sparse_tensor(std::shared_ptr<const SparseParts> parts) {
     throw Error(ErrorCode::unsupported, "the elements of a sparse tensor are read with to_dense()");
   });
   Tensor t(d, parts->size, Shape(parts->size.size(), 0), 0, std::move(none));
-  t.sparse_ = std::move(parts);
+  t.set_sparse(std::move(parts));
   return t;
 }
 
 Tensor Tensor::to_dense() const {
-  if (!sparse_) return *this;
-  const SparseParts& p = *sparse_;
+  if (!is_sparse()) return *this;
+  const SparseParts& p = *sparse();
   const Tensor values = p.values.contiguous();
   Tensor out = zeros(dtype_, shape_);
   auto dst = out.mutable_bytes();

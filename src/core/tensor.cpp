@@ -405,12 +405,36 @@ std::shared_ptr<Storage> resolved_storage(const std::shared_ptr<Storage>& raw, D
 
 }  // namespace
 
+void Tensor::set_quantization(std::shared_ptr<const Quantization> q) {
+  if (!q && !is_quantized()) return;
+  auto e = extras_ ? std::make_shared<detail::TensorExtras>(*extras_)
+                   : std::make_shared<detail::TensorExtras>();
+  e->quant = std::move(q);
+  extras_ = std::move(e);
+}
+
+void Tensor::set_sparse(std::shared_ptr<const SparseParts> parts) {
+  if (!parts && !is_sparse()) return;
+  auto e = extras_ ? std::make_shared<detail::TensorExtras>(*extras_)
+                   : std::make_shared<detail::TensorExtras>();
+  e->sparse = std::move(parts);
+  extras_ = std::move(e);
+}
+
+void Tensor::set_file_storage(std::shared_ptr<Storage> storage) {
+  if (!storage && !(extras_ && extras_->file_storage)) return;
+  auto e = extras_ ? std::make_shared<detail::TensorExtras>(*extras_)
+                   : std::make_shared<detail::TensorExtras>();
+  e->file_storage = std::move(storage);
+  extras_ = std::move(e);
+}
+
 Tensor Tensor::with_view_bits(bool conj, bool neg) const {
   if (!conj && !neg) {
     if (view_bits_ == 0) return *this;
     Tensor t = *this;  // the bits replace any the view had: none
-    t.storage_ = file_storage_;
-    t.file_storage_.reset();
+    t.storage_ = file_storage();
+    t.set_file_storage(nullptr);
     t.view_bits_ = 0;
     return t;
   }
@@ -430,7 +454,7 @@ Tensor Tensor::with_view_bits(bool conj, bool neg) const {
   Tensor t = *this;
   const std::shared_ptr<Storage> raw = file_storage();
   const DType d = dtype_;
-  t.file_storage_ = raw;
+  t.set_file_storage(raw);
   t.view_bits_ = static_cast<std::uint8_t>((conj ? 1u : 0u) | (neg ? 2u : 0u));
   t.storage_ = resolved_storage(raw, d, conj, neg);
   return t;

@@ -70,6 +70,18 @@ std::string shape_to_string(std::span<const std::int64_t> shape);
 struct Quantization;  // defined after Tensor
 struct SparseParts;   // defined after Tensor
 
+namespace detail {
+/// What few tensors have (a quantizer, sparse parts, the storage as the file
+/// holds it), in one block a tensor shares with its copies.
+struct TensorExtras {
+  std::shared_ptr<const Quantization> quant;
+  std::shared_ptr<const SparseParts> sparse;
+  std::shared_ptr<Storage> file_storage;
+};
+inline const std::shared_ptr<const Quantization> kNoQuantization{};
+inline const std::shared_ptr<const SparseParts> kNoSparseParts{};
+}  // namespace detail
+
 /// A typed, strided view of a `Storage` (torch's tensor without autograd).
 ///
 /// A `Tensor` is a small value: copying it copies the view, not the bytes; the
@@ -210,9 +222,11 @@ class Tensor {
   /// `file_storage()` is the packed storage, as torch holds and writes it.
 
   /// The quantizer, or null for a tensor that is not quantized.
-  const std::shared_ptr<const Quantization>& quantization() const noexcept { return quant_; }
+  const std::shared_ptr<const Quantization>& quantization() const noexcept {
+    return extras_ ? extras_->quant : detail::kNoQuantization;
+  }
   /// True when `quantization()` is set.
-  bool is_quantized() const noexcept { return quant_ != nullptr; }
+  bool is_quantized() const noexcept { return extras_ && extras_->quant; }
   /// This view with quantizer `q` (null removes it). \throws Error(invalid_argument)
   /// when the dtype is not I8, U8 or I32, or a per-channel quantizer's axis
   /// or parameter counts do not fit the shape. A 4- or 2-bit quantizer needs
@@ -241,9 +255,11 @@ class Tensor {
   ///@{
 
   /// The parts of a sparse tensor, or null for a dense one.
-  const std::shared_ptr<const SparseParts>& sparse() const noexcept { return sparse_; }
+  const std::shared_ptr<const SparseParts>& sparse() const noexcept {
+    return extras_ ? extras_->sparse : detail::kNoSparseParts;
+  }
   /// True when `sparse()` is set.
-  bool is_sparse() const noexcept { return sparse_ != nullptr; }
+  bool is_sparse() const noexcept { return extras_ && extras_->sparse; }
   /// The sparse tensor of `parts` (checked when `to_dense()` reads them).
   /// \throws Error(invalid_argument) when `parts` has no values.
   static Tensor sparse_tensor(std::shared_ptr<const SparseParts> parts);
@@ -288,7 +304,7 @@ class Tensor {
   /// The storage as the file holds it: before the bits are applied, packed
   /// for a 4- or 2-bit quantized tensor (the storage itself for others).
   const std::shared_ptr<Storage>& file_storage() const noexcept {
-    return file_storage_ ? file_storage_ : storage_;
+    return extras_ && extras_->file_storage ? extras_->file_storage : storage_;
   }
   ///@}
 
@@ -302,17 +318,24 @@ class Tensor {
   Tensor view_of(Shape shape, Shape strides, std::int64_t offset) const;
   [[noreturn]] static void fail_count(std::size_t got, std::int64_t want);
 
+  // The rarely set parts, changed copy-on-write (copies share the block).
+  void set_quantization(std::shared_ptr<const Quantization> q);
+  void set_sparse(std::shared_ptr<const SparseParts> parts);
+  void set_file_storage(std::shared_ptr<Storage> storage);
+
   DType dtype_ = DType::F32;
+  bool meta_ = false;
+  std::uint8_t view_bits_ = 0;  // 1 conj, 2 neg
   Shape shape_;
   Shape strides_;
   std::int64_t offset_ = 0;
   std::int64_t numel_ = 0;
   std::shared_ptr<Storage> storage_;
-  std::shared_ptr<const Quantization> quant_;
-  std::shared_ptr<const SparseParts> sparse_;
-  bool meta_ = false;
-  std::uint8_t view_bits_ = 0;             // 1 conj, 2 neg
-  std::shared_ptr<Storage> file_storage_;  // before the bits, or packed, when set
+  // Quantizer, sparse parts, and the storage before the view bits (or
+  // packed): one pointer, null for almost every tensor, which keeps a plain
+  // tensor 40 bytes smaller than three pointers would (checkpoints hold
+  // tens of thousands, each listed in a tree and a catalogue).
+  std::shared_ptr<const detail::TensorExtras> extras_;
 };
 
 /// torch's affine quantizers (`Tensor::quantization()`).
