@@ -229,8 +229,10 @@ std::string regex_escape(std::string_view s) {
 // least two, or all of a one-component path), a key's last one or two
 // components dropped when it names the field's children (an optional
 // module). The rule suggested renames the best one's differing prefix.
-std::optional<LoadReport::Warning> look_alike(const std::string& field,
-                                              const std::vector<std::string>& unused) {
+// `parts[i]` is `components(unused[i])`, split once for every field.
+std::optional<LoadReport::Warning> look_alike(
+    const std::string& field, const std::vector<std::string>& unused,
+    const std::vector<std::vector<std::string_view>>& parts) {
   const auto f = components(field);
   const std::size_t need = std::min<std::size_t>(2, f.size());
   struct Best {
@@ -239,8 +241,9 @@ std::optional<LoadReport::Warning> look_alike(const std::string& field,
     std::vector<std::string_view> parts;
   } best;
   std::vector<const std::string*> similar;
-  for (const auto& key : unused) {
-    auto k = components(key);
+  for (std::size_t u = 0; u < unused.size(); ++u) {
+    const std::string& key = unused[u];
+    const auto& k = parts[u];
     for (std::size_t drop = 0; drop <= 2 && drop < k.size(); ++drop) {
       const std::size_t m = k.size() - drop;
       std::size_t c = 0;
@@ -609,8 +612,13 @@ LoadReport finish_load(PreparedLoad& p, const LoadArgs& args, const std::string&
   };
   // Optional fields left empty that unused keys look like (the first few:
   // each costs a pass over the unused keys).
-  for (std::size_t i = 0; i < r.absent.size() && i < kSuggested && !r.unused.empty(); ++i)
-    if (auto w = look_alike(r.absent[i], r.unused)) r.warnings.push_back(std::move(*w));
+  if (!r.absent.empty() && !r.unused.empty()) {
+    std::vector<std::vector<std::string_view>> parts;
+    parts.reserve(r.unused.size());
+    for (const auto& u : r.unused) parts.push_back(components(u));
+    for (std::size_t i = 0; i < r.absent.size() && i < kSuggested; ++i)
+      if (auto w = look_alike(r.absent[i], r.unused, parts)) r.warnings.push_back(std::move(*w));
+  }
 
   if (!r.mismatched.empty()) {
     // Both names, and the file's shape as the file holds it (the module's
