@@ -187,7 +187,7 @@ TEST(CliRead, DashReadsStandardInput) {
 }
 
 // --verify recomputes every zip entry's CRC-32: two damaged storages are
-// named, and the file is refused (exit 1); without it the damage goes
+// named with their tensors, and the file is refused (exit 1); without it the damage goes
 // unseen, as in torch (whose reader checks no CRC of a stored entry).
 TEST(CliRead, VerifyNamesEveryDamagedEntry) {
   const auto dir = torchport::test::temp_dir("cli_verify");
@@ -216,7 +216,9 @@ TEST(CliRead, VerifyNamesEveryDamagedEntry) {
   EXPECT_EQ(run_command(tool() + " inspect -q " + copy.string(), &out), 0) << out;
   EXPECT_EQ(run_command(tool() + " inspect --verify " + copy.string(), &out), 1) << out;
   EXPECT_NE(out.find("CRC-32 mismatch in 2 of"), std::string::npos) << out;
-  for (const auto& name : damaged) EXPECT_NE(out.find(name), std::string::npos) << name << out;
+  // Each entry with the tensor over it: "'.../data/0' (model_state_dict....)".
+  for (const auto& name : damaged)
+    EXPECT_NE(out.find("'" + name + "' (model_state_dict."), std::string::npos) << name << out;
   EXPECT_EQ(run_command(tool() + " load --verify " + copy.string(), &out), 1) << out;
   EXPECT_EQ(run_command(tool() + " load --verify " + fixture("checkpoint.pt").string(), &out), 0)
       << out;

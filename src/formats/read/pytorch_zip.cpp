@@ -301,26 +301,50 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
                   "record '" + e.name + "' is not in the archive's folder '" + archive->prefix +
                       "' (case counts); torch's reader refuses such archives",
                   e.name, e.header_offset, source.name());
+  // Every entry checked, and every mismatch named (the first eight in the
+  // message). Damaged storage records are refused once the pickle has
+  // named their tensors; any other damaged record at once.
+  std::vector<const ZipEntry*> bad;
+  const auto damaged = [&](const TensorCatalog* cat) {
+    // The tensors over a damaged record: those whose mapped storage lies in
+    // its bytes (torch stores storages uncompressed and aligned, so mapped).
+    std::map<const ZipEntry*, std::vector<std::string>> tensors_of;
+    if (cat != nullptr) {
+      const std::byte* base = source.bytes().data();
+      for (const auto& [name, t] : cat->tensors()) {
+        const auto& st = t.file_storage();
+        if (!st || !st->file_backed() || st->nbytes() == 0) continue;
+        const std::byte* p = st->bytes().data();
+        for (const ZipEntry* e : bad)
+          if (p >= base + e->data_offset && p < base + e->data_offset + e->size)
+            tensors_of[e].push_back(name);
+      }
+    }
+    std::string names;
+    for (std::size_t i = 0; i < bad.size() && i < 8; ++i) {
+      names += (i ? ", '" : "'") + bad[i]->name + "'";
+      const auto it = tensors_of.find(bad[i]);
+      if (it == tensors_of.end()) continue;
+      names += " (" + it->second.front();
+      if (it->second.size() > 1) names += " and " + std::to_string(it->second.size() - 1) + " more";
+      names += ")";
+    }
+    if (bad.size() > 8) names += ", ...";
+    return Error(ErrorCode::corrupt,
+                 "CRC-32 mismatch in " + std::to_string(bad.size()) + " of " +
+                     std::to_string(entries.size()) + " entries (" + names +
+                     "): their data was altered or damaged",
+                 bad.front()->name, bad.front()->data_offset, source.name());
+  };
   if (options.verify_crc) {
-    // Every entry, and every mismatch named (the first eight in the message).
-    std::vector<const ZipEntry*> bad;
     for (const auto& e : entries) try {
         archive->zip.verify_crc(e);
       } catch (const Error& x) {
         if (x.code() != ErrorCode::corrupt) throw;
         bad.push_back(&e);
       }
-    if (!bad.empty()) {
-      std::string names;
-      for (std::size_t i = 0; i < bad.size() && i < 8; ++i)
-        names += (i ? ", '" : "'") + bad[i]->name + "'";
-      if (bad.size() > 8) names += ", ...";
-      throw Error(ErrorCode::corrupt,
-                  "CRC-32 mismatch in " + std::to_string(bad.size()) + " of " +
-                      std::to_string(entries.size()) + " entries (" + names +
-                      "): their data was altered or damaged",
-                  bad.front()->name, bad.front()->data_offset, source.name());
-    }
+    for (const ZipEntry* e : bad)
+      if (record_kind(e->name) != Kind::storage) throw damaged(nullptr);
   }
 
   // As torch 2.x's _load: the record says exactly "little" or "big"
@@ -377,11 +401,18 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
         walker.part(member_part(a, entries[i], PartRole::member));
   };
   const char* format = torchscript ? "torchscript" : "pytorch-zip";
-  TensorCatalog cat = TensorCatalog::from_value(
-      format, read_pickle(a, *data, "data/", options, walker, named), options.limits, metadata);
+  TensorCatalog cat;
+  try {
+    cat = TensorCatalog::from_value(format, read_pickle(a, *data, "data/", options, walker, named),
+                                    options.limits, metadata);
+  } catch (const Error&) {
+    if (!bad.empty()) throw damaged(nullptr);  // the damage explains what failed
+    throw;
+  }
   if (!torchscript) {
     unread_storages();
     check_version();
+    if (!bad.empty()) throw damaged(&cat);
     return cat;
   }
   // Constants are tensors baked into the TorchScript code; a frozen module
@@ -390,10 +421,13 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
       format, read_pickle(a, *constants, "constants/", options, walker, named), options.limits);
   unread_storages();
   check_version();
-  if (consts.empty()) return cat;
   std::vector<NamedTensor> all = cat.tensors();
   for (const auto& t : consts.tensors()) all.push_back({"constants." + t.name, t.tensor});
-  return TensorCatalog::from_tensors(format, std::move(all), cat.metadata(), cat.root());
+  TensorCatalog whole = consts.empty() ? std::move(cat)
+                                       : TensorCatalog::from_tensors(format, std::move(all),
+                                                                     cat.metadata(), cat.root());
+  if (!bad.empty()) throw damaged(&whole);
+  return whole;
 }
 
 }  // namespace torchport::formats
