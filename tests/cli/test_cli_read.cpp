@@ -175,6 +175,10 @@ TEST(CliRead, DashReadsStandardInput) {
   EXPECT_EQ(out.rfind("<stdin>: pytorch-zip", 0), 0u) << out;
   // The listing after the first line is the same.
   EXPECT_EQ(out.substr(out.find('\n')), from_path.substr(from_path.find('\n')));
+  // From a pipe (read into memory) as from a redirected file (mapped).
+  std::string piped;
+  ASSERT_EQ(run_command("cat " + ck + " | " + tool() + " inspect -", &piped), 0) << piped;
+  EXPECT_EQ(piped, out);
   EXPECT_EQ(run_command(tool() + " scan - < " + ck, &out), 0) << out;
   EXPECT_NE(out.find("<stdin>: pytorch-zip"), std::string::npos) << out;
   EXPECT_EQ(run_command(tool() + " diff - " + ck + " < " + ck, &out), 0) << out;
