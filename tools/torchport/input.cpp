@@ -31,10 +31,10 @@ CLI::Validator existing_path_or_stdin() {
 }
 
 Source read_stdin(const Limits& limits) {
-  // Redirected from a file (`< model.pt`): mapped, as a named file is.
+  // Redirected from a file (`< model.pt`): mapped, as a named file is (no
+  // memory of its own, so no limit beyond a named file's).
   struct stat st {};
   if (::fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode)) {
-    if (static_cast<std::uint64_t>(st.st_size) > limits.max_stdin_bytes) too_large(limits);
     const Source mapped = Source::map_file("/proc/self/fd/0");
     return mapped.slice(0, mapped.size(), "<stdin>");
   }

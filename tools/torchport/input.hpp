@@ -1,6 +1,7 @@
 #pragma once
-// Inputs of the tool's commands: a path, or `-` for standard input (read
-// into memory within Limits::max_stdin_bytes: a pipe cannot be mapped).
+// Inputs of the tool's commands: a path, or `-` for standard input (mapped
+// when redirected from a file; a pipe is read into memory, within
+// Limits::max_stdin_bytes).
 
 #include <string>
 
@@ -20,8 +21,10 @@ inline bool is_stdin(const std::string& path) {
 inline std::string display_name(const std::string& path) {
   return is_stdin(path) ? "<stdin>" : path;
 }
-/// Standard input's bytes, named "<stdin>". \throws Error(limit_exceeded)
-/// past `limits.max_stdin_bytes`, Error(io) when it cannot be read.
+/// Standard input's bytes, named "<stdin>": mapped when it is redirected
+/// from a file, else read into memory. \throws Error(limit_exceeded) when a
+/// pipe brings more than `limits.max_stdin_bytes`, Error(io) when it cannot
+/// be read.
 Source read_stdin(const Limits& limits);
 /// `open(path)`, or for `-` the catalogue of standard input's bytes.
 TensorCatalog open_input(const std::string& path, const OpenOptions& options = {});
