@@ -405,28 +405,31 @@ std::shared_ptr<Storage> resolved_storage(const std::shared_ptr<Storage>& raw, D
 
 }  // namespace
 
+// The rarely set parts are changed on a copy of the shared block (other
+// tensors may share it); a block left with nothing in it is dropped.
+void Tensor::set_extras(detail::TensorExtras e) {
+  if (!e.quant && !e.sparse && !e.file_storage)
+    extras_.reset();
+  else
+    extras_ = std::make_shared<const detail::TensorExtras>(std::move(e));
+}
+
 void Tensor::set_quantization(std::shared_ptr<const Quantization> q) {
-  if (!q && !is_quantized()) return;
-  auto e = extras_ ? std::make_shared<detail::TensorExtras>(*extras_)
-                   : std::make_shared<detail::TensorExtras>();
-  e->quant = std::move(q);
-  extras_ = std::move(e);
+  detail::TensorExtras e = extras_ ? *extras_ : detail::TensorExtras{};
+  e.quant = std::move(q);
+  set_extras(std::move(e));
 }
 
 void Tensor::set_sparse(std::shared_ptr<const SparseParts> parts) {
-  if (!parts && !is_sparse()) return;
-  auto e = extras_ ? std::make_shared<detail::TensorExtras>(*extras_)
-                   : std::make_shared<detail::TensorExtras>();
-  e->sparse = std::move(parts);
-  extras_ = std::move(e);
+  detail::TensorExtras e = extras_ ? *extras_ : detail::TensorExtras{};
+  e.sparse = std::move(parts);
+  set_extras(std::move(e));
 }
 
 void Tensor::set_file_storage(std::shared_ptr<Storage> storage) {
-  if (!storage && !(extras_ && extras_->file_storage)) return;
-  auto e = extras_ ? std::make_shared<detail::TensorExtras>(*extras_)
-                   : std::make_shared<detail::TensorExtras>();
-  e->file_storage = std::move(storage);
-  extras_ = std::move(e);
+  detail::TensorExtras e = extras_ ? *extras_ : detail::TensorExtras{};
+  e.file_storage = std::move(storage);
+  set_extras(std::move(e));
 }
 
 Tensor Tensor::with_view_bits(bool conj, bool neg) const {

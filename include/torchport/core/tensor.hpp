@@ -319,6 +319,7 @@ class Tensor {
   [[noreturn]] static void fail_count(std::size_t got, std::int64_t want);
 
   // The rarely set parts, changed copy-on-write (copies share the block).
+  void set_extras(detail::TensorExtras e);
   void set_quantization(std::shared_ptr<const Quantization> q);
   void set_sparse(std::shared_ptr<const SparseParts> parts);
   void set_file_storage(std::shared_ptr<Storage> storage);
