@@ -129,34 +129,34 @@ Tensor Tensor::with_quantization(std::shared_ptr<const Quantization> q) const {
   Tensor t = *this;
   t.set_file_storage(nullptr);  // a packed storage belongs to its quantizer
   if (q) {
-    if (!int_repr_dtype(dtype_))
+    if (!int_repr_dtype(body().dtype))
       throw Error(ErrorCode::invalid_argument,
                   "a quantized tensor's integer representation is I8, U8 or I32, not " +
-                      std::string(dtype_name(dtype_)));
+                      std::string(dtype_name(body().dtype)));
     if (q->bits != 8) {
-      if (dtype_ != DType::U8 || (q->bits != 4 && q->bits != 2))
+      if (body().dtype != DType::U8 || (q->bits != 4 && q->bits != 2))
         throw Error(ErrorCode::invalid_argument,
                     "a sub-byte quantized tensor is U8 with 4 or 2 bits per value (quint4x2, "
                     "quint2x4), not " +
-                        std::string(dtype_name(dtype_)) + " with " + std::to_string(q->bits));
-      if (!is_contiguous() || offset_ != 0)
+                        std::string(dtype_name(body().dtype)) + " with " + std::to_string(q->bits));
+      if (!is_contiguous() || body().offset != 0)
         throw Error(ErrorCode::invalid_argument,
-                    "a " + std::string(Quantization::qdtype_name(dtype_, q->bits)) +
+                    "a " + std::string(Quantization::qdtype_name(body().dtype, q->bits)) +
                         " tensor is contiguous from its storage's start (torch packs it so)");
-      t.set_file_storage(packed(storage_, numel_, q->bits));
+      t.set_file_storage(packed(body().storage, body().numel, q->bits));
     }
     if (q->scheme != Quantization::Scheme::per_tensor_affine) {
       if (q->axis < 0 || q->axis >= dim())
         throw Error(ErrorCode::invalid_argument, "per-channel quantizer axis " +
                                                      std::to_string(q->axis) + " of a tensor of " +
                                                      std::to_string(dim()) + " dimensions");
-      const std::int64_t n = shape_[static_cast<std::size_t>(q->axis)];
+      const std::int64_t n = body().shape[static_cast<std::size_t>(q->axis)];
       if (!q->scales.defined() || !q->zero_points.defined() || q->scales.dim() != 1 ||
           q->zero_points.dim() != 1 || q->scales.numel() != n || q->zero_points.numel() != n)
         throw Error(ErrorCode::invalid_argument,
                     "per-channel quantizer needs " + std::to_string(n) +
                         " scales and zero points (axis " + std::to_string(q->axis) + " of " +
-                        shape_to_string(shape_) + ")");
+                        shape_to_string(body().shape) + ")");
     }
   }
   t.set_quantization(std::move(q));
@@ -168,21 +168,21 @@ Tensor Tensor::dequantize() const {
     throw Error(ErrorCode::invalid_argument, "dequantize() of a tensor that is not quantized");
   const Quantization& q = *quantization();
   const Tensor src = contiguous();
-  Tensor out = empty(DType::F32, shape_);
+  Tensor out = empty(DType::F32, body().shape);
   const auto in = src.bytes();
   float* o = out.mutable_data<float>();
-  const std::size_t n = static_cast<std::size_t>(numel_);
+  const std::size_t n = static_cast<std::size_t>(body().numel);
   if (q.scheme == Quantization::Scheme::per_tensor_affine) {
     const float scale = static_cast<float>(q.scale);
     for (std::size_t i = 0; i < n; ++i)
-      o[i] = static_cast<float>(int_at(in.data(), dtype_, i) - q.zero_point) * scale;
+      o[i] = static_cast<float>(int_at(in.data(), body().dtype, i) - q.zero_point) * scale;
     return out;
   }
   const auto axis = static_cast<std::size_t>(q.axis);
   std::size_t inner = 1;
-  for (std::size_t d = axis + 1; d < shape_.size(); ++d)
-    inner *= static_cast<std::size_t>(shape_[d]);
-  const std::size_t channels = static_cast<std::size_t>(shape_[axis]);
+  for (std::size_t d = axis + 1; d < body().shape.size(); ++d)
+    inner *= static_cast<std::size_t>(body().shape[d]);
+  const std::size_t channels = static_cast<std::size_t>(body().shape[axis]);
   const Tensor scales = q.scales.to(DType::F64);
   const auto s = scales.span<double>();
   if (q.scheme == Quantization::Scheme::per_channel_affine_float_qparams) {
@@ -190,7 +190,7 @@ Tensor Tensor::dequantize() const {
     const auto z = zps.span<double>();
     for (std::size_t i = 0; i < n; ++i) {
       const std::size_t c = (i / inner) % channels;
-      o[i] = (static_cast<float>(int_at(in.data(), dtype_, i)) - static_cast<float>(z[c])) *
+      o[i] = (static_cast<float>(int_at(in.data(), body().dtype, i)) - static_cast<float>(z[c])) *
              static_cast<float>(s[c]);
     }
     return out;
@@ -199,7 +199,8 @@ Tensor Tensor::dequantize() const {
   const auto z = zps.span<std::int64_t>();
   for (std::size_t i = 0; i < n; ++i) {
     const std::size_t c = (i / inner) % channels;
-    o[i] = static_cast<float>(static_cast<double>(int_at(in.data(), dtype_, i) - z[c]) * s[c]);
+    o[i] =
+        static_cast<float>(static_cast<double>(int_at(in.data(), body().dtype, i) - z[c]) * s[c]);
   }
   return out;
 }

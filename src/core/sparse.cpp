@@ -128,16 +128,16 @@ Tensor Tensor::to_dense() const {
   if (!is_sparse()) return *this;
   const SparseParts& p = *sparse();
   const Tensor values = p.values.contiguous();
-  Tensor out = zeros(dtype_, shape_);
+  Tensor out = zeros(body().dtype, body().shape);
   auto dst = out.mutable_bytes();
   const auto src = values.bytes();
-  const std::size_t es = dtype_size(dtype_);
-  const Shape st = contiguous_strides(shape_);
-  const auto nd = shape_.size();
+  const std::size_t es = dtype_size(body().dtype);
+  const Shape st = contiguous_strides(body().shape);
+  const auto nd = body().shape.size();
   auto scatter = [&](std::int64_t dense_at, std::size_t value_at, std::size_t count) {
     for (std::size_t k = 0; k < count; ++k)
       add_element(dst.data() + (static_cast<std::size_t>(dense_at) + k) * es,
-                  src.data() + (value_at + k) * es, dtype_);
+                  src.data() + (value_at + k) * es, body().dtype);
   };
   if (p.layout == SparseParts::Layout::coo) {
     // indices [sparse_dim, nnz]; values [nnz, dense dims...]
@@ -147,20 +147,21 @@ Tensor Tensor::to_dense() const {
     if (sd > nd || values.dim() < 1 || static_cast<std::size_t>(values.size(0)) != nnz ||
         static_cast<std::size_t>(values.dim()) != 1 + nd - sd)
       corrupt("COO indices " + shape_to_string(p.indices.shape()) + " and values " +
-              shape_to_string(values.shape()) + " do not fit the size " + shape_to_string(shape_));
+              shape_to_string(values.shape()) + " do not fit the size " +
+              shape_to_string(body().shape));
     for (std::size_t d = 1; d < static_cast<std::size_t>(values.dim()); ++d)
-      if (values.shape()[d] != shape_[sd + d - 1])
+      if (values.shape()[d] != body().shape[sd + d - 1])
         corrupt("COO values " + shape_to_string(values.shape()) + " vs size " +
-                shape_to_string(shape_));
+                shape_to_string(body().shape));
     const std::size_t block = nnz == 0 ? 0 : static_cast<std::size_t>(values.numel()) / nnz;
     const auto idx = longs(p.indices, "COO indices");
     for (std::size_t i = 0; i < nnz; ++i) {
       std::int64_t at = 0;
       for (std::size_t d = 0; d < sd; ++d) {
         const std::int64_t x = idx[d * nnz + i];
-        if (x < 0 || x >= shape_[d])
+        if (x < 0 || x >= body().shape[d])
           corrupt("COO index " + std::to_string(x) + " outside dimension " + std::to_string(d) +
-                  " of " + shape_to_string(shape_));
+                  " of " + shape_to_string(body().shape));
         at += x * st[d];
       }
       scatter(at, i * block, block);
@@ -185,12 +186,12 @@ Tensor Tensor::to_dense() const {
   } else if (values.dim() != 1) {
     corrupt("values of shape " + shape_to_string(values.shape()) + " (1-D expected)");
   }
-  if (bh <= 0 || bw <= 0 || shape_[0] % bh != 0 || shape_[1] % bw != 0 ||
+  if (bh <= 0 || bw <= 0 || body().shape[0] % bh != 0 || body().shape[1] % bw != 0 ||
       static_cast<std::size_t>(values.size(0)) != nnz)
     corrupt("values " + shape_to_string(values.shape()) + " do not fit the size " +
-            shape_to_string(shape_));
-  const std::int64_t ncomp = rows ? shape_[0] / bh : shape_[1] / bw;
-  const std::int64_t nplain = rows ? shape_[1] / bw : shape_[0] / bh;
+            shape_to_string(body().shape));
+  const std::int64_t ncomp = rows ? body().shape[0] / bh : body().shape[1] / bw;
+  const std::int64_t nplain = rows ? body().shape[1] / bw : body().shape[0] / bh;
   if (static_cast<std::int64_t>(comp.size()) != ncomp + 1 || comp.front() != 0 ||
       comp.back() != static_cast<std::int64_t>(nnz))
     corrupt("compressed indices of length " + std::to_string(comp.size()) + " for " +

@@ -111,37 +111,41 @@ std::string shape_to_string(std::span<const std::int64_t> shape) {
 
 Tensor::Tensor(DType dtype, Shape shape, Shape strides, std::int64_t storage_offset,
                std::shared_ptr<Storage> storage)
-    : dtype_(dtype),
-      shape_(std::move(shape)),
-      strides_(std::move(strides)),
-      offset_(storage_offset),
-      storage_(std::move(storage)) {
-  if (!storage_) throw Error(ErrorCode::invalid_argument, "tensor without storage");
-  if (shape_.size() != strides_.size())
-    throw Error(ErrorCode::corrupt, "shape " + join(shape_) + " and strides " + join(strides_) +
-                                        " have different lengths");
-  numel_ = shape_numel(shape_);
-  if (offset_ < 0)
-    throw Error(ErrorCode::corrupt, "negative storage offset " + std::to_string(offset_));
-  for (std::int64_t s : strides_)
-    if (s < 0) throw Error(ErrorCode::corrupt, "negative stride in " + join(strides_));
-  if (numel_ == 0) return;  // an empty view reaches no element
+    : body_(std::make_shared<Body>()) {
+  Body& w = *body_;
+  w.dtype = dtype;
+  w.shape = std::move(shape);
+  w.strides = std::move(strides);
+  w.offset = storage_offset;
+  w.storage = std::move(storage);
+  if (!w.storage) throw Error(ErrorCode::invalid_argument, "tensor without storage");
+  if (body().shape.size() != body().strides.size())
+    throw Error(ErrorCode::corrupt, "shape " + join(body().shape) + " and strides " +
+                                        join(body().strides) + " have different lengths");
+  w.numel = shape_numel(w.shape);
+  if (w.offset < 0)
+    throw Error(ErrorCode::corrupt, "negative storage offset " + std::to_string(body().offset));
+  for (std::int64_t s : body().strides)
+    if (s < 0) throw Error(ErrorCode::corrupt, "negative stride in " + join(body().strides));
+  if (body().numel == 0) return;  // an empty view reaches no element
   // The last element the view can reach: offset + sum((size-1) * stride).
-  std::int64_t last = offset_;
-  for (std::size_t i = 0; i < shape_.size(); ++i) {
+  std::int64_t last = body().offset;
+  for (std::size_t i = 0; i < body().shape.size(); ++i) {
     std::int64_t step;
-    if (!detail::mul_ok(shape_[i] - 1, strides_[i], step) || !detail::add_ok(last, step, last))
-      throw Error(ErrorCode::corrupt, "view sizes " + join(shape_) + " strides " + join(strides_) +
-                                          " overflow 64 bits");
+    if (!detail::mul_ok(body().shape[i] - 1, body().strides[i], step) ||
+        !detail::add_ok(last, step, last))
+      throw Error(ErrorCode::corrupt, "view sizes " + join(body().shape) + " strides " +
+                                          join(body().strides) + " overflow 64 bits");
   }
   std::uint64_t need;
-  if (!detail::mul_ok(static_cast<std::uint64_t>(last) + 1, dtype_size(dtype_), need) ||
-      need > storage_->nbytes())
+  if (!detail::mul_ok(static_cast<std::uint64_t>(last) + 1, dtype_size(body().dtype), need) ||
+      need > body().storage->nbytes())
     throw Error(ErrorCode::corrupt,
-                "view of " + std::string(dtype_name(dtype_)) + join(shape_) + " with strides " +
-                    join(strides_) + " at offset " + std::to_string(offset_) + " needs " +
+                "view of " + std::string(dtype_name(body().dtype)) + join(body().shape) +
+                    " with strides " + join(body().strides) + " at offset " +
+                    std::to_string(body().offset) + " needs " +
                     std::to_string(static_cast<std::uint64_t>(last) + 1) +
-                    " elements but its storage has " + std::to_string(storage_->nbytes()) +
+                    " elements but its storage has " + std::to_string(body().storage->nbytes()) +
                     " bytes; truncated or corrupt file?");
 }
 
@@ -168,53 +172,53 @@ std::int64_t Tensor::size(std::int64_t d) const {
     throw Error(ErrorCode::invalid_argument, "dimension " + std::to_string(d) +
                                                  " out of range for a " + std::to_string(n) +
                                                  "-d tensor");
-  return shape_[static_cast<std::size_t>(i)];
+  return body().shape[static_cast<std::size_t>(i)];
 }
 
 std::uint64_t Tensor::nbytes() const noexcept {
-  return static_cast<std::uint64_t>(numel_) * dtype_size(dtype_);
+  return static_cast<std::uint64_t>(body().numel) * dtype_size(body().dtype);
 }
 
 bool Tensor::is_contiguous() const noexcept {
   std::int64_t expected = 1;
-  for (std::size_t i = shape_.size(); i-- > 0;) {
-    if (shape_[i] == 1) continue;
-    if (shape_[i] == 0) return true;
-    if (strides_[i] != expected) return false;
-    expected *= shape_[i];
+  for (std::size_t i = body().shape.size(); i-- > 0;) {
+    if (body().shape[i] == 1) continue;
+    if (body().shape[i] == 0) return true;
+    if (body().strides[i] != expected) return false;
+    expected *= body().shape[i];
   }
   return true;
 }
 
 std::span<const std::byte> Tensor::bytes() const& {
   if (!defined()) throw Error(ErrorCode::invalid_argument, "undefined tensor");
-  if (meta_) no_data(*this);
+  if (body().meta) no_data(*this);
   if (!is_contiguous())
     throw Error(ErrorCode::invalid_argument,
                 "bytes() of a non-contiguous view " + description() + "; call contiguous() first");
-  if (numel_ == 0) return {};
-  auto all = storage_->bytes();
-  return all.subspan(static_cast<std::size_t>(offset_) * dtype_size(dtype_),
+  if (body().numel == 0) return {};
+  auto all = body().storage->bytes();
+  return all.subspan(static_cast<std::size_t>(body().offset) * dtype_size(body().dtype),
                      static_cast<std::size_t>(nbytes()));
 }
 
 std::span<std::byte> Tensor::mutable_bytes() {
   if (!defined()) throw Error(ErrorCode::invalid_argument, "undefined tensor");
-  if (meta_) no_data(*this);
+  if (body().meta) no_data(*this);
   if (!is_contiguous())
     throw Error(ErrorCode::invalid_argument, "mutable_bytes() of a non-contiguous view");
-  auto all = storage_->mutable_bytes();
-  if (numel_ == 0) return {};
-  return all.subspan(static_cast<std::size_t>(offset_) * dtype_size(dtype_),
+  auto all = body().storage->mutable_bytes();
+  if (body().numel == 0) return {};
+  return all.subspan(static_cast<std::size_t>(body().offset) * dtype_size(body().dtype),
                      static_cast<std::size_t>(nbytes()));
 }
 
 void Tensor::check_access(DType expected, std::size_t elem_size) const {
   if (!defined()) throw Error(ErrorCode::invalid_argument, "undefined tensor");
-  if (expected != dtype_ &&
-      !(elem_size == dtype_size(dtype_) && elem_size == 2 && (expected == DType::U16) &&
-        (dtype_ == DType::F16 || dtype_ == DType::BF16)))
-    throw Error(ErrorCode::dtype_mismatch, "tensor is " + std::string(dtype_name(dtype_)) +
+  if (expected != body().dtype &&
+      !(elem_size == dtype_size(body().dtype) && elem_size == 2 && (expected == DType::U16) &&
+        (body().dtype == DType::F16 || body().dtype == DType::BF16)))
+    throw Error(ErrorCode::dtype_mismatch, "tensor is " + std::string(dtype_name(body().dtype)) +
                                                ", accessed as " +
                                                std::string(dtype_name(expected)));
 }
@@ -225,20 +229,21 @@ void Tensor::fail_count(std::size_t got, std::int64_t want) {
 }
 
 void Tensor::copy_to(std::span<std::byte> out) const {
-  if (meta_) no_data(*this);
+  if (body().meta) no_data(*this);
   if (out.size() != nbytes())
     throw Error(ErrorCode::invalid_argument, "copy_to: destination has " +
                                                  std::to_string(out.size()) + " bytes, tensor " +
                                                  std::to_string(nbytes()));
-  if (numel_ == 0) return;
+  if (body().numel == 0) return;
   if (is_contiguous()) {
-    storage_->read_into(static_cast<std::uint64_t>(offset_) * dtype_size(dtype_), out);
+    body().storage->read_into(static_cast<std::uint64_t>(body().offset) * dtype_size(body().dtype),
+                              out);
     return;
   }
-  const auto all = storage_->bytes();
-  const std::size_t elem = dtype_size(dtype_);
-  strided_copy(all.data() + offset_ * static_cast<std::int64_t>(elem), elem, shape_, strides_,
-               out.data());
+  const auto all = body().storage->bytes();
+  const std::size_t elem = dtype_size(body().dtype);
+  strided_copy(all.data() + body().offset * static_cast<std::int64_t>(elem), elem, body().shape,
+               body().strides, out.data());
 }
 
 Tensor Tensor::contiguous() const {
@@ -248,20 +253,20 @@ Tensor Tensor::contiguous() const {
 
 Tensor Tensor::clone() const {
   if (!defined()) return *this;
-  Tensor t = empty(dtype_, shape_);
+  Tensor t = empty(body().dtype, body().shape);
   copy_to(t.mutable_bytes());
   return t;
 }
 
 Tensor Tensor::to(DType dtype) const {
   if (!defined()) throw Error(ErrorCode::invalid_argument, "undefined tensor");
-  if (dtype == dtype_) return contiguous();
-  if (!convertible(dtype_, dtype))
-    convert_elements(nullptr, dtype_, nullptr, dtype, 0);  // throws the explanation
+  if (dtype == body().dtype) return contiguous();
+  if (!convertible(body().dtype, dtype))
+    convert_elements(nullptr, body().dtype, nullptr, dtype, 0);  // throws the explanation
   const Tensor src = contiguous();
-  Tensor t = empty(dtype, shape_);
-  convert_elements(src.bytes().data(), dtype_, t.mutable_bytes().data(), dtype,
-                   static_cast<std::size_t>(numel_));
+  Tensor t = empty(dtype, body().shape);
+  convert_elements(src.bytes().data(), body().dtype, t.mutable_bytes().data(), dtype,
+                   static_cast<std::size_t>(body().numel));
   return t;
 }
 
@@ -278,14 +283,14 @@ Tensor Tensor::reshape(Shape shape) const {
       known *= shape[i];
     }
   }
-  if (infer >= 0 && known > 0 && numel_ % known == 0)
-    shape[static_cast<std::size_t>(infer)] = numel_ / known;
-  if (shape_numel(shape) != numel_)
-    throw Error(ErrorCode::shape_mismatch, "cannot reshape " + join(shape_) + " (" +
-                                               std::to_string(numel_) + " elements) to " +
+  if (infer >= 0 && known > 0 && body().numel % known == 0)
+    shape[static_cast<std::size_t>(infer)] = body().numel / known;
+  if (shape_numel(shape) != body().numel)
+    throw Error(ErrorCode::shape_mismatch, "cannot reshape " + join(body().shape) + " (" +
+                                               std::to_string(body().numel) + " elements) to " +
                                                join(shape));
   Shape st = contiguous_strides(shape);
-  return view_of(std::move(shape), std::move(st), offset_);
+  return view_of(std::move(shape), std::move(st), body().offset);
 }
 
 Tensor Tensor::transpose(std::int64_t a, std::int64_t b) const {
@@ -294,14 +299,14 @@ Tensor Tensor::transpose(std::int64_t a, std::int64_t b) const {
   if (b < 0) b += n;
   if (a < 0 || b < 0 || a >= n || b >= n)
     throw Error(ErrorCode::invalid_argument, "transpose: dimension out of range");
-  Shape sh = shape_, st = strides_;
+  Shape sh = body().shape, st = body().strides;
   std::swap(sh[static_cast<std::size_t>(a)], sh[static_cast<std::size_t>(b)]);
   std::swap(st[static_cast<std::size_t>(a)], st[static_cast<std::size_t>(b)]);
-  return view_of(std::move(sh), std::move(st), offset_);
+  return view_of(std::move(sh), std::move(st), body().offset);
 }
 
 Tensor Tensor::permute(std::span<const std::int64_t> order) const {
-  const std::size_t n = shape_.size();
+  const std::size_t n = body().shape.size();
   if (order.size() != n)
     throw Error(ErrorCode::invalid_argument,
                 "permute: order " + join(order) + " for a " + std::to_string(n) + "-d tensor");
@@ -313,10 +318,10 @@ Tensor Tensor::permute(std::span<const std::int64_t> order) const {
       throw Error(ErrorCode::invalid_argument,
                   "permute: order " + join(order) + " is not a permutation");
     seen[static_cast<std::size_t>(d)] = true;
-    sh[i] = shape_[static_cast<std::size_t>(d)];
-    st[i] = strides_[static_cast<std::size_t>(d)];
+    sh[i] = body().shape[static_cast<std::size_t>(d)];
+    st[i] = body().strides[static_cast<std::size_t>(d)];
   }
-  return view_of(std::move(sh), std::move(st), offset_);
+  return view_of(std::move(sh), std::move(st), body().offset);
 }
 
 Tensor Tensor::narrow(std::int64_t d, std::int64_t start, std::int64_t length) const {
@@ -326,15 +331,15 @@ Tensor Tensor::narrow(std::int64_t d, std::int64_t start, std::int64_t length) c
     throw Error(ErrorCode::invalid_argument, "narrow: [" + std::to_string(start) + ", +" +
                                                  std::to_string(length) + ") out of size " +
                                                  std::to_string(n));
-  Shape sh = shape_;
+  Shape sh = body().shape;
   sh[i] = length;
-  return view_of(std::move(sh), strides_, offset_ + start * strides_[i]);
+  return view_of(std::move(sh), body().strides, body().offset + start * body().strides[i]);
 }
 
 bool Tensor::equal(const Tensor& other) const {
   if (defined() != other.defined()) return false;
   if (!defined()) return true;
-  if (dtype_ != other.dtype_ || shape_ != other.shape_) return false;
+  if (body().dtype != other.body().dtype || body().shape != other.body().shape) return false;
   const Tensor a = contiguous(), b = other.contiguous();
   const auto x = a.bytes(), y = b.bytes();
   return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size()) == 0);
@@ -342,7 +347,7 @@ bool Tensor::equal(const Tensor& other) const {
 
 std::string Tensor::description() const {
   if (!defined()) return "undefined";
-  return std::string(dtype_name(dtype_)) + join(shape_) + (meta_ ? " meta" : "") +
+  return std::string(dtype_name(body().dtype)) + join(body().shape) + (body().meta ? " meta" : "") +
          (is_conj() ? " conj" : "") + (is_neg() ? " neg" : "");
 }
 
@@ -409,64 +414,80 @@ std::shared_ptr<Storage> resolved_storage(const std::shared_ptr<Storage>& raw, D
 // tensors may share it); a block left with nothing in it is dropped.
 void Tensor::set_extras(detail::TensorExtras e) {
   if (!e.quant && !e.sparse && !e.file_storage)
-    extras_.reset();
+    mut().extras.reset();
   else
-    extras_ = std::make_shared<const detail::TensorExtras>(std::move(e));
+    mut().extras = std::make_shared<const detail::TensorExtras>(std::move(e));
+}
+
+const Tensor::Body& Tensor::empty_body() noexcept {
+  static const Body empty;
+  return empty;
+}
+
+// A body is shared by the copies of a tensor: one that changes gets its
+// own first. Only this tensor can add owners, so a count of one stays one.
+Tensor::Body& Tensor::mut() {
+  if (!body_)
+    body_ = std::make_shared<Body>();
+  else if (body_.use_count() != 1)
+    body_ = std::make_shared<Body>(*body_);
+  return *body_;
 }
 
 void Tensor::set_quantization(std::shared_ptr<const Quantization> q) {
-  detail::TensorExtras e = extras_ ? *extras_ : detail::TensorExtras{};
+  detail::TensorExtras e = body().extras ? *body().extras : detail::TensorExtras{};
   e.quant = std::move(q);
   set_extras(std::move(e));
 }
 
 void Tensor::set_sparse(std::shared_ptr<const SparseParts> parts) {
-  detail::TensorExtras e = extras_ ? *extras_ : detail::TensorExtras{};
+  detail::TensorExtras e = body().extras ? *body().extras : detail::TensorExtras{};
   e.sparse = std::move(parts);
   set_extras(std::move(e));
 }
 
 void Tensor::set_file_storage(std::shared_ptr<Storage> storage) {
-  detail::TensorExtras e = extras_ ? *extras_ : detail::TensorExtras{};
+  detail::TensorExtras e = body().extras ? *body().extras : detail::TensorExtras{};
   e.file_storage = std::move(storage);
   set_extras(std::move(e));
 }
 
 Tensor Tensor::with_view_bits(bool conj, bool neg) const {
   if (!conj && !neg) {
-    if (view_bits_ == 0) return *this;
+    if (body().view_bits == 0) return *this;
     Tensor t = *this;  // the bits replace any the view had: none
-    t.storage_ = file_storage();
+    t.mut().storage = file_storage();
     t.set_file_storage(nullptr);
-    t.view_bits_ = 0;
+    t.mut().view_bits = 0;
     return t;
   }
-  if (conj && !is_complex(dtype_))
+  if (conj && !is_complex(body().dtype))
     throw Error(ErrorCode::unsupported,
-                "a conjugate view of a " + std::string(dtype_name(dtype_)) +
+                "a conjugate view of a " + std::string(dtype_name(body().dtype)) +
                     " tensor (torch sets the conj bit on complex tensors only)");
-  if (neg && (dtype_ == DType::BOOL || is_bits(dtype_) ||
-              (is_floating(dtype_) && dtype_size(dtype_) == 1)))
+  if (neg && (body().dtype == DType::BOOL || is_bits(body().dtype) ||
+              (is_floating(body().dtype) && dtype_size(body().dtype) == 1)))
     throw Error(ErrorCode::unsupported,
-                "a negative view of a " + std::string(dtype_name(dtype_)) +
+                "a negative view of a " + std::string(dtype_name(body().dtype)) +
                     " tensor (torch sets the neg bit on numbers it negates)");
-  if (meta_ || is_quantized() || is_sparse())
+  if (body().meta || is_quantized() || is_sparse())
     throw Error(ErrorCode::unsupported,
                 "conjugate or negative view bits on a meta, quantized or sparse tensor");
   // The bits replace any the view had: they apply to the file's storage.
   Tensor t = *this;
   const std::shared_ptr<Storage> raw = file_storage();
-  const DType d = dtype_;
+  const DType d = body().dtype;
   t.set_file_storage(raw);
-  t.view_bits_ = static_cast<std::uint8_t>((conj ? 1u : 0u) | (neg ? 2u : 0u));
-  t.storage_ = resolved_storage(raw, d, conj, neg);
+  t.mut().view_bits = static_cast<std::uint8_t>((conj ? 1u : 0u) | (neg ? 2u : 0u));
+  t.mut().storage = resolved_storage(raw, d, conj, neg);
   return t;
 }
 
 Tensor Tensor::view_of(Shape shape, Shape strides, std::int64_t offset) const {
-  if (!meta_) return Tensor(dtype_, std::move(shape), std::move(strides), offset, storage_);
-  Tensor t = meta(dtype_, std::move(shape), std::move(strides));  // a view of nothing
-  t.offset_ = offset;
+  if (!body().meta)
+    return Tensor(body().dtype, std::move(shape), std::move(strides), offset, body().storage);
+  Tensor t = meta(body().dtype, std::move(shape), std::move(strides));  // a view of nothing
+  t.mut().offset = offset;
   return t;
 }
 
@@ -498,12 +519,13 @@ Tensor Tensor::meta(DType dtype, Shape shape, Shape strides) {
         "a meta tensor has no data (torch saved it from device 'meta': dtype and shape only)");
   });
   Tensor t;
-  t.dtype_ = dtype;
-  t.shape_ = std::move(shape);
-  t.strides_ = std::move(strides);
-  t.numel_ = numel;
-  t.storage_ = std::move(none);
-  t.meta_ = true;
+  Body& w = t.mut();
+  w.dtype = dtype;
+  w.shape = std::move(shape);
+  w.strides = std::move(strides);
+  w.numel = numel;
+  w.storage = std::move(none);
+  w.meta = true;
   return t;
 }
 

@@ -578,6 +578,11 @@ const ZipEntry* ZipArchive::find(std::string_view name) const {
   return nullptr;
 }
 
+void ZipArchive::release_directory() noexcept {
+  std::vector<ZipEntry>().swap(entries_);
+  std::vector<std::size_t>().swap(slots_);
+}
+
 namespace {
 
 std::shared_ptr<Storage> inflate_entry(const Source& src, const ZipEntry& e, const Limits& limits) {

@@ -123,21 +123,23 @@ class Tensor {
   }
 
   /// False for a default-constructed tensor (no storage).
-  bool defined() const noexcept { return storage_ != nullptr; }
-  DType dtype() const noexcept { return dtype_; }             ///< the element type
-  const Shape& shape() const noexcept { return shape_; }      ///< sizes, one per dimension
-  const Shape& strides() const noexcept { return strides_; }  ///< strides, in elements
+  bool defined() const noexcept { return body_ && body_->storage != nullptr; }
+  DType dtype() const noexcept { return body().dtype; }             ///< the element type
+  const Shape& shape() const noexcept { return body().shape; }      ///< sizes, one per dimension
+  const Shape& strides() const noexcept { return body().strides; }  ///< strides, in elements
   /// Index of the first element in the storage, in elements.
-  std::int64_t storage_offset() const noexcept { return offset_; }
+  std::int64_t storage_offset() const noexcept { return body().offset; }
   /// Number of dimensions (0 for a scalar).
-  std::int64_t dim() const noexcept { return static_cast<std::int64_t>(shape_.size()); }
+  std::int64_t dim() const noexcept { return static_cast<std::int64_t>(body().shape.size()); }
   /// Size of dimension `d` (negative counts from the end). \throws Error(invalid_argument).
   std::int64_t size(std::int64_t d) const;
-  std::int64_t numel() const noexcept { return numel_; }  ///< number of elements (1 for a scalar)
+  std::int64_t numel() const noexcept {
+    return body().numel;
+  }  ///< number of elements (1 for a scalar)
   /// Bytes of the elements this view holds (numel × element size).
   std::uint64_t nbytes() const noexcept;
   /// The storage viewed (null for an undefined tensor).
-  const std::shared_ptr<Storage>& storage() const noexcept { return storage_; }
+  const std::shared_ptr<Storage>& storage() const noexcept { return body().storage; }
   /// True when the elements are densely laid out in C order (0- and
   /// 1-element tensors always are).
   bool is_contiguous() const noexcept;
@@ -155,7 +157,7 @@ class Tensor {
   std::span<const T> span() const& {
     check_access(dtype_of<T>(), sizeof(T));
     auto b = bytes();
-    return {reinterpret_cast<const T*>(b.data()), static_cast<std::size_t>(numel_)};
+    return {reinterpret_cast<const T*>(b.data()), static_cast<std::size_t>(numel())};
   }
   template <class T>
   std::span<const T> span() const&& = delete;  // would dangle
@@ -166,7 +168,7 @@ class Tensor {
   std::span<T> mutable_span() {
     check_access(dtype_of<T>(), sizeof(T));
     auto b = mutable_bytes();
-    return {reinterpret_cast<T*>(b.data()), static_cast<std::size_t>(numel_)};
+    return {reinterpret_cast<T*>(b.data()), static_cast<std::size_t>(numel())};
   }
   /// The first element of `span<T>()`; same requirements.
   template <class T>
@@ -223,10 +225,10 @@ class Tensor {
 
   /// The quantizer, or null for a tensor that is not quantized.
   const std::shared_ptr<const Quantization>& quantization() const noexcept {
-    return extras_ ? extras_->quant : detail::kNoQuantization;
+    return body().extras ? body().extras->quant : detail::kNoQuantization;
   }
   /// True when `quantization()` is set.
-  bool is_quantized() const noexcept { return extras_ && extras_->quant; }
+  bool is_quantized() const noexcept { return body().extras && body().extras->quant; }
   /// This view with quantizer `q` (null removes it). \throws Error(invalid_argument)
   /// when the dtype is not I8, U8 or I32, or a per-channel quantizer's axis
   /// or parameter counts do not fit the shape. A 4- or 2-bit quantizer needs
@@ -256,10 +258,10 @@ class Tensor {
 
   /// The parts of a sparse tensor, or null for a dense one.
   const std::shared_ptr<const SparseParts>& sparse() const noexcept {
-    return extras_ ? extras_->sparse : detail::kNoSparseParts;
+    return body().extras ? body().extras->sparse : detail::kNoSparseParts;
   }
   /// True when `sparse()` is set.
-  bool is_sparse() const noexcept { return extras_ && extras_->sparse; }
+  bool is_sparse() const noexcept { return body().extras && body().extras->sparse; }
   /// The sparse tensor of `parts` (checked when `to_dense()` reads them).
   /// \throws Error(invalid_argument) when `parts` has no values.
   static Tensor sparse_tensor(std::shared_ptr<const SparseParts> parts);
@@ -281,7 +283,7 @@ class Tensor {
   /// or an extent that overflows 64 bits.
   static Tensor meta(DType dtype, Shape shape, Shape strides);
   /// True for a meta tensor (no data).
-  bool is_meta() const noexcept { return meta_; }
+  bool is_meta() const noexcept { return body().meta; }
   ///@}
 
   /// \name Conjugate and negative views
@@ -299,12 +301,13 @@ class Tensor {
   /// \throws Error(unsupported) for a conj bit on a non-complex dtype, a
   /// neg bit on bool, bits or float8 (torch sets neither there).
   Tensor with_view_bits(bool conj, bool neg) const;
-  bool is_conj() const noexcept { return (view_bits_ & 1u) != 0; }  ///< torch's conj bit
-  bool is_neg() const noexcept { return (view_bits_ & 2u) != 0; }   ///< torch's neg bit
+  bool is_conj() const noexcept { return (body().view_bits & 1u) != 0; }  ///< torch's conj bit
+  bool is_neg() const noexcept { return (body().view_bits & 2u) != 0; }   ///< torch's neg bit
   /// The storage as the file holds it: before the bits are applied, packed
   /// for a 4- or 2-bit quantized tensor (the storage itself for others).
   const std::shared_ptr<Storage>& file_storage() const noexcept {
-    return extras_ && extras_->file_storage ? extras_->file_storage : storage_;
+    return body().extras && body().extras->file_storage ? body().extras->file_storage
+                                                        : body().storage;
   }
   ///@}
 
@@ -324,19 +327,27 @@ class Tensor {
   void set_sparse(std::shared_ptr<const SparseParts> parts);
   void set_file_storage(std::shared_ptr<Storage> storage);
 
-  DType dtype_ = DType::F32;
-  bool meta_ = false;
-  std::uint8_t view_bits_ = 0;  // 1 conj, 2 neg
-  Shape shape_;
-  Shape strides_;
-  std::int64_t offset_ = 0;
-  std::int64_t numel_ = 0;
-  std::shared_ptr<Storage> storage_;
-  // Quantizer, sparse parts, and the storage before the view bits (or
-  // packed): one pointer, null for almost every tensor, which keeps a plain
-  // tensor 40 bytes smaller than three pointers would (checkpoints hold
-  // tens of thousands, each listed in a tree and a catalogue).
-  std::shared_ptr<const detail::TensorExtras> extras_;
+  // What a tensor is, shared by its copies and changed copy-on-write: a
+  // copy costs one reference, not two shape vectors (checkpoints hold tens
+  // of thousands of tensors, each listed in a tree and in a catalogue).
+  struct Body {
+    DType dtype = DType::F32;
+    bool meta = false;
+    std::uint8_t view_bits = 0;  // 1 conj, 2 neg
+    Shape shape;
+    Shape strides;
+    std::int64_t offset = 0;
+    std::int64_t numel = 0;
+    std::shared_ptr<Storage> storage;
+    // Quantizer, sparse parts, and the storage before the view bits (or
+    // packed): null for almost every tensor.
+    std::shared_ptr<const detail::TensorExtras> extras;
+  };
+  static const Body& empty_body() noexcept;
+  const Body& body() const noexcept { return body_ ? *body_ : empty_body(); }
+  Body& mut();  // this tensor's own body (copied first when shared)
+
+  std::shared_ptr<Body> body_;
 };
 
 /// torch's affine quantizers (`Tensor::quantization()`).

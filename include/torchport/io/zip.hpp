@@ -73,6 +73,10 @@ class ZipArchive {
   /// Recomputes the CRC-32 of an entry's data and compares it with the directory.
   /// \throws Error(corrupt) on a mismatch.
   void verify_crc(const ZipEntry& entry) const;
+  /// Frees the directory (entries and name index) once a reader has found
+  /// what it needs: `entries()` is then empty and `find` finds nothing, while
+  /// `read`, `storage` and `verify_crc` of entries copied before still work.
+  void release_directory() noexcept;
 
  private:
   void index_names();

@@ -115,7 +115,8 @@ class StorageResolver {
         name_(a_->prefix + dir),
         dir_len_(name_.size()),
         walker_(walker),
-        named_(named) {}
+        named_(named),
+        cache_(a_->zip.entries().size()) {}
 
   Value operator()(const Value& pid, std::uint64_t) {
     const StorageRef ref = parse_storage_ref(pid);
@@ -124,9 +125,6 @@ class StorageResolver {
     // whatever dtype and size they declare.
     // The cache keeps the storage, not its value: a value lives only as long
     // as the pickle holds it (a tensor built over it keeps the Storage).
-    if (auto it = cache_.find(ref.key); it != cache_.end())
-      return storage_value(it->second.dtype, it->second.numel, it->second.storage,
-                           it->second.packed_bits);
     name_.resize(dir_len_);
     name_ += ref.key;
     const std::string& name = name_;
@@ -135,6 +133,14 @@ class StorageResolver {
       throw Error(ErrorCode::corrupt, "the pickle refers to storage '" + ref.key +
                                           "' but the archive has no record '" + name +
                                           "'; truncated or corrupt archive?");
+    // torch's cache is by key; two keys find one record only when they
+    // differ in case (the directory ignores it, as miniz does), and each
+    // then builds its own storage, as in torch.
+    Cached& cached = e->name == name
+                         ? cache_[static_cast<std::size_t>(e - a_->zip.entries().data())]
+                         : other_case_[ref.key];
+    if (cached.storage)
+      return storage_value(cached.dtype, cached.numel, cached.storage, cached.packed_bits);
     // The record must hold exactly what the pickle declares: a storage
     // declared larger than its record is how CVE-2026-24747 corrupted memory.
     if (e->size != ref.nbytes)
@@ -162,7 +168,7 @@ class StorageResolver {
         return s;
       });
     }
-    cache_.emplace(ref.key, Cached{st, ref.dtype, ref.numel, ref.packed_bits});
+    cached = Cached{st, ref.dtype, ref.numel, ref.packed_bits};
     return storage_value(ref.dtype, ref.numel, std::move(st), ref.packed_bits);
   }
 
@@ -172,14 +178,17 @@ class StorageResolver {
   std::size_t dir_len_;
   Walker& walker_;
   std::vector<std::string>* named_;
-  // key -> the typed storage its first reference built
+  // By directory entry: the typed storage its first reference built (a
+  // vector, not a map by key: 32 bytes a record instead of a node and a key
+  // string each, for files of many small tensors).
   struct Cached {
     std::shared_ptr<Storage> storage;
-    DType dtype;
-    std::uint64_t numel;
-    int packed_bits;
+    DType dtype = DType::U8;
+    std::uint64_t numel = 0;
+    int packed_bits = 0;
   };
-  std::unordered_map<std::string, Cached> cache_;
+  std::vector<Cached> cache_;
+  std::unordered_map<std::string, Cached> other_case_;  // keys spelt unlike their record
 };
 
 Value read_pickle(const std::shared_ptr<const Archive>& a, const ZipEntry& entry,
@@ -401,26 +410,36 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
         walker.part(member_part(a, entries[i], PartRole::member));
   };
   const char* format = torchscript ? "torchscript" : "pytorch-zip";
-  TensorCatalog cat;
+  Value tree, consts_tree;
   try {
-    cat = TensorCatalog::from_value(format, read_pickle(a, *data, "data/", options, walker, named),
-                                    options.limits, metadata);
+    tree = read_pickle(a, *data, "data/", options, walker, named);
+    // Constants are tensors baked into the TorchScript code; a frozen module
+    // keeps all of its weights there. They follow the module's own tensors.
+    if (torchscript) consts_tree = read_pickle(a, *constants, "constants/", options, walker, named);
   } catch (const Error&) {
     if (!bad.empty()) throw damaged(nullptr);  // the damage explains what failed
     throw;
   }
+  unread_storages();
+  check_version();
+  // Every record the catalogue needs is resolved: the directory (about 140
+  // bytes an entry, as much as the catalogue's own bookkeeping for a file of
+  // many small tensors) goes before the catalogue is built. Damage reports
+  // and listed parts still point into it.
+  if (!parts && bad.empty()) archive->zip.release_directory();
+  TensorCatalog cat;
+  try {
+    cat = TensorCatalog::from_value(format, std::move(tree), options.limits, metadata);
+  } catch (const Error&) {
+    if (!bad.empty()) throw damaged(nullptr);
+    throw;
+  }
   if (!torchscript) {
-    unread_storages();
-    check_version();
     if (!bad.empty()) throw damaged(&cat);
     return cat;
   }
-  // Constants are tensors baked into the TorchScript code; a frozen module
-  // keeps all of its weights there. They follow the module's own tensors.
-  const TensorCatalog consts = TensorCatalog::from_value(
-      format, read_pickle(a, *constants, "constants/", options, walker, named), options.limits);
-  unread_storages();
-  check_version();
+  const TensorCatalog consts =
+      TensorCatalog::from_value(format, std::move(consts_tree), options.limits);
   std::vector<NamedTensor> all = cat.tensors();
   for (const auto& t : consts.tensors()) all.push_back({"constants." + t.name, t.tensor});
   TensorCatalog whole = consts.empty() ? std::move(cat)
