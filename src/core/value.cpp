@@ -20,6 +20,7 @@ struct Value::Node {
   virtual ~Node() = default;
   mutable bool sealed = false;
   bool storage = false;  // a tensor node made by Value::storage()
+  bool ordered = false;  // a dict made by Value::ordered_dict()
   // The key hash of a sealed node, computed at most once (0: not yet).
   mutable std::atomic<std::uint64_t> hash{0};
   std::uint32_t depth = 0;
@@ -302,6 +303,11 @@ Value Value::dict(Pairs pairs) {
   for (auto& [k, x] : pairs) v.insert(std::move(k), std::move(x));
   return v;
 }
+Value Value::ordered_dict() {
+  Value v = dict();
+  v.node_->ordered = true;
+  return v;
+}
 Value Value::global(std::string module, std::string name) {
   Value v;
   v.kind_ = Kind::Global;
@@ -337,6 +343,9 @@ Value Value::storage(Tensor t) {
   return v;
 }
 
+bool Value::is_ordered_dict() const noexcept {
+  return kind_ == Kind::Dict && node_->ordered;
+}
 bool Value::is_storage() const noexcept {
   return kind_ == Kind::Tensor && node_->storage;
 }

@@ -153,6 +153,7 @@ class Machine {
   // (8,003 entries for ResNet-152) but reads seven, so the argument tuples
   // of its calls are freed as soon as they are used instead of living to
   // the end. When the scan cannot finish, every value is kept.
+  static constexpr std::uint64_t kMaxSparseMemo = 1u << 20;
   bool memo_mark(std::uint64_t index) {
     const std::uint64_t word = index / 64, bit = std::uint64_t{1} << (index % 64);
     if (word < memo_bits_.size() && (memo_bits_[word] & bit)) return false;
@@ -165,6 +166,12 @@ class Machine {
     } else {
       if (memo_sparse_.count(index)) return false;
       if (memo_count_ >= limits_.max_memo) limit("max_memo", limits_.max_memo);
+      // Tens of bytes each, unlike a bit: bounded on their own.
+      if (memo_sparse_.size() >= kMaxSparseMemo)
+        fail(ErrorCode::limit_exceeded,
+             "more than " + std::to_string(kMaxSparseMemo) +
+                 " memo entries numbered out of order (only a hand-made pickle numbers them so; "
+                 "Limits::max_memo bounds those numbered in order)");
       memo_sparse_.insert(index);
     }
     ++memo_count_;
@@ -332,7 +339,7 @@ void Machine::call(Value callable, Value args) {
   const auto& a = args.items();
   // Pure data constructors: build the data, run nothing.
   if (g.is("collections", "OrderedDict")) {
-    Value d = Value::dict();
+    Value d = Value::ordered_dict();
     if (a.size() == 1 && (a[0].is(Value::Kind::List) || a[0].is(Value::Kind::Tuple))) {
       for (const auto& kv : a[0].items()) {
         if (!(kv.is(Value::Kind::List) || kv.is(Value::Kind::Tuple)) || kv.size() != 2)

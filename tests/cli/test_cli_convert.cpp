@@ -426,24 +426,40 @@ TEST(CliOutputs, AreRegularFiles) {
 }
 
 // Nothing dropped silently: a checkpoint with values besides its tensors
-// (epoch, loss, an optimizer's param_groups) converts only with
-// --tensors-only; the refusal names the first values and their count.
+// (epoch, loss, an optimizer's param_groups) keeps them in a .pt (the whole
+// object, as torch.load returns it); a tensor format refuses it without
+// --tensors-only, naming the first values and their count.
 TEST(CliOutputs, ValuesAreNotDroppedSilently) {
   const std::string tool = TORCHPORT_TOOL;
   const std::string in = test::fixture("checkpoint.pt").string();
   const fs::path dir = torchport::test::temp_dir("cli_values");
   std::string out;
-  for (const char* target : {"out.safetensors", "out.pt"}) {
-    EXPECT_EQ(run_command(tool + " convert " + in + " " + (dir / target).string(), &out), 1) << out;
-    EXPECT_NE(out.find("31 value(s) besides tensors"), std::string::npos) << out;
-    EXPECT_NE(out.find("epoch (3)"), std::string::npos) << out;
-    EXPECT_NE(out.find("--tensors-only"), std::string::npos) << out;
-    EXPECT_FALSE(fs::exists(dir / target));
-    EXPECT_EQ(
-        run_command(tool + " convert --tensors-only " + in + " " + (dir / target).string(), &out),
-        0)
-        << out;
+  const std::string st = (dir / "out.safetensors").string();
+  EXPECT_EQ(run_command(tool + " convert " + in + " " + st, &out), 1) << out;
+  EXPECT_NE(out.find("31 value(s) besides tensors"), std::string::npos) << out;
+  EXPECT_NE(out.find("epoch (3)"), std::string::npos) << out;
+  EXPECT_NE(out.find("--tensors-only"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(st));
+  EXPECT_EQ(run_command(tool + " convert --tensors-only " + in + " " + st, &out), 0) << out;
+
+  // A .pt holds the same object: every value and tensor where it was.
+  const std::string pt = (dir / "out.pt").string();
+  EXPECT_EQ(run_command(tool + " convert " + in + " " + pt, &out), 0) << out;
+  const TensorCatalog a = open(in), b = open(pt);
+  EXPECT_EQ(to_json(a.root(), 1), to_json(b.root(), 1));
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a.tensors()[i].name, b.tensors()[i].name);
+    EXPECT_TRUE(a.tensors()[i].tensor.equal(b.tensors()[i].tensor)) << a.tensors()[i].name;
   }
+  // ... unless an option would change its tensors under it.
+  EXPECT_EQ(run_command(tool + " convert --exclude epoch " + in + " " + pt + ".2.pt", &out), 1)
+      << out;
+  EXPECT_NE(out.find("need --tensors-only"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(pt + ".2.pt"));
+  EXPECT_EQ(run_command(tool + " convert --tensors-only " + in + " " + pt, &out), 0) << out;
+  EXPECT_EQ(open(pt).root().find("epoch"), nullptr);
+
   // A sub-tree of tensors alone needs nothing; values the filters exclude are dropped by the user.
   EXPECT_EQ(run_command(tool + " convert --top-level-key model_state_dict " + in + " " +
                             (dir / "m.safetensors").string(),

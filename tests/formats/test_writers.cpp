@@ -618,4 +618,41 @@ TEST_F(Writers, CastThenSaveStreams) {
   for (const auto& [n, t] : got.tensors()) EXPECT_EQ(t.dtype(), DType::F16);
 }
 
+// --- the whole object in a .pt ---------------------------------------------
+
+// keep_tree writes the tree as it is: values, shared references, and
+// objects of classes on the allow-list; others (code torch would import to
+// load the file) are refused before a byte is written, unless allowed.
+TEST_F(Writers, WholeObjectKeepsValuesAndRefusesUnknownClasses) {
+  const Tensor w = Tensor::from<float>({1, 2, 3, 4}, {2, 2});
+  const Value args = Value::dict({{Value::str("lr"), Value::real(0.5)}});
+  Value obj = Value::object(Global{"argparse", "Namespace"}, Value::tuple());
+  obj.set_state(Value::dict({{Value::str("seed"), Value::integer(3)}}));
+  const auto tree = [&](const Value& extra) {
+    return Value::dict({{Value::str("w"), Value::tensor(w)},
+                        {Value::str("w_view"), Value::tensor(w.narrow(0, 1, 1))},
+                        {Value::str("args"), args},
+                        {Value::str("again"), args},
+                        {Value::str("big"), Value::big_integer(std::string(40, '\x7f'))},
+                        {Value::str("raw"), Value::bytes(std::string("\x00\xff", 2))},
+                        {Value::str("extra"), extra}});
+  };
+  SaveOptions o;
+  o.keep_tree = true;
+  const fs::path out = dir_ / "tree.pt";
+  save(TensorCatalog::from_value("test", tree(Value::integer(1))), out, SaveFormat::pytorch, o);
+  const TensorCatalog back = open(out);
+  EXPECT_EQ(to_json(back.root()), to_json(tree(Value::integer(1))));
+  EXPECT_EQ(back.root().find("args")->identity(), back.root().find("again")->identity());
+  EXPECT_EQ(back.find("w_view")->storage().get(), back.find("w")->storage().get());
+
+  expect_error(
+      [&] { save(TensorCatalog::from_value("test", tree(obj)), out, SaveFormat::pytorch, o); },
+      ErrorCode::unsupported, {"argparse.Namespace"});
+  EXPECT_EQ(to_json(open(out).root()), to_json(tree(Value::integer(1))));  // the old file stays
+  o.allow = {"argparse.*"};
+  save(TensorCatalog::from_value("test", tree(obj)), out, SaveFormat::pytorch, o);
+  EXPECT_EQ(to_json(open(out).root()), to_json(tree(obj)));
+}
+
 }  // namespace

@@ -162,6 +162,43 @@ def check_zip(path, align):
                 z.read(info)
 
 
+def same_tree(a, b, path="(root)"):
+    # What torch.load gives for each: types (OrderedDict is not dict), keys
+    # in order, values, and tensors bit for bit with their strides.
+    if type(a) is not type(b):
+        fail(f"{path}: {type(a).__name__} became {type(b).__name__}")
+    if isinstance(a, torch.Tensor):
+        if a.dtype != b.dtype or a.shape != b.shape or a.stride() != b.stride():
+            fail(f"{path}: {a.dtype}{list(a.shape)} became {b.dtype}{list(b.shape)}")
+        same_bits(path, a, b)
+    elif isinstance(a, dict):
+        if list(a) != list(b):
+            fail(f"{path}: keys {list(a)} became {list(b)}")
+        for k in a:
+            same_tree(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple)):
+        if len(a) != len(b):
+            fail(f"{path}: {len(a)} items became {len(b)}")
+        for i, (x, y) in enumerate(zip(a, b)):
+            same_tree(x, y, f"{path}.{i}")
+    elif a != b:
+        fail(f"{path}: {a!r} became {b!r}")
+
+
+def check_tree(ref_path, out_path):
+    ref = torch.load(ref_path, weights_only=False)
+    # As users load it: torch 2.6's default is weights_only=True; 1.13's is
+    # False, and its weights_only loader knows no BINFLOAT (any float value:
+    # it refuses torch.save's own checkpoints of an optimizer too).
+    out = torch.load(out_path, weights_only=not torch.__version__.startswith("1."))
+    same_tree(ref, out)
+    if out["again"] is not out["args"]:
+        fail("a shared reference became two objects")
+    views = out["views"]
+    if views[1].storage_offset() != 2 or views[0].data_ptr() + 8 != views[1].data_ptr():
+        fail("views of one storage became copies")
+
+
 def main():
     rest, opts = args(sys.argv[1:])
     what = rest[0]
@@ -171,6 +208,8 @@ def main():
         check_safetensors(rest[1], rest[2], opts["--key"], opts["--cast"], opts["--exclude"])
     elif what == "shards":
         check_shards(rest[1], rest[2])
+    elif what == "tree":
+        check_tree(rest[1], rest[2])
     elif what == "zip":
         check_zip(rest[1], int(rest[2]) if len(rest) > 2 else 64)
     else:

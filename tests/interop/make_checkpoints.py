@@ -42,6 +42,22 @@ sd["empty_long"] = torch.zeros(0, dtype=torch.int64)
 torch.save(sd, os.path.join(out, "state.pt"))
 torch.save({"state_dict": sd, "epoch": 3, "lr": 0.1}, os.path.join(out, "ckpt.pt"))
 torch.save(sd, os.path.join(out, "legacy.pt"), _use_new_zipfile_serialization=False)
+
+# A training checkpoint: a model, an optimizer's state and values of every
+# kind a pickle holds, with shared references and views of one storage.
+torch.manual_seed(1)
+net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+net(torch.randn(5, 4)).sum().backward()
+opt.step()
+shared = torch.arange(6.0)
+train = {"model": net.state_dict(), "optimizer": opt.state_dict(), "epoch": 7, "loss": 0.125,
+         "args": {"lr": 1e-3, "name": "run-1", "layers": [4, 3], "flags": (True, False, None)},
+         "big": 2**100, "negative": -2**70, "complex": complex(1.5, -2), "raw": b"\x00\xff abc",
+         "tags": {1, 2, 3}, "views": [shared, shared[2:], shared.view(2, 3)], "empty": {},
+         "ordered": collections.OrderedDict(a=1), "unicode": "h\u00e9llo \u2603"}
+train["again"] = train["args"]
+torch.save(train, os.path.join(out, "train.pt"))
 torch.save(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2)),
            os.path.join(out, "module.pt"))
 

@@ -64,6 +64,15 @@ TEST_F(Interop, NestedCheckpointTopLevelKey) {
                     "torch " + p("ckpt.pt") + " " + p("ckpt_out.pth") + " --key state_dict");
 }
 
+// A training checkpoint converted to .pt is the same object to torch: the
+// model, the optimizer's state and param_groups, numbers, strings, bytes,
+// sets, big integers, OrderedDicts, shared references and views of one
+// storage (loaded with weights_only=True in torch 2.6).
+TEST_F(Interop, TrainingCheckpointKeepsEveryValue) {
+  convert_and_check(p("train.pt") + " " + p("train_out.pt"),
+                    "tree " + p("train.pt") + " " + p("train_out.pt"));
+}
+
 TEST_F(Interop, LegacyFormatAndWholeModule) {
   convert_and_check(p("legacy.pt") + " " + p("legacy_out.pt"),
                     "torch " + p("state.pt") + " " + p("legacy_out.pt"));

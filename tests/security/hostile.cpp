@@ -473,8 +473,19 @@ std::vector<HostileCase> hostile_cases() {
       "malformed");
   add("pickle_dup_flood", Pk().op(']').raw(repeat("2", 1000000)).stop(), "limit_exceeded",
       "max_stack", "malformed");
-  add("pickle_memo_flood", Pk().op('N').raw(repeat("\x94", 2000000)).stop(), "limit_exceeded",
+  add("pickle_memo_flood", Pk().op('N').raw(repeat("\x94", 8500000)).stop(), "limit_exceeded",
       "max_memo", "malformed");
+  {
+    // LONG_BINPUT far past the count: each a set entry, bounded on its own.
+    std::string puts;
+    for (std::uint32_t k = 0; k < 1100000; ++k) {
+      const std::uint32_t index = 0x40000000u + 3 * k;
+      puts += 'r';
+      for (int b = 0; b < 4; ++b) puts += static_cast<char>((index >> (8 * b)) & 0xFF);
+    }
+    add("pickle_memo_sparse_flood", Pk().op('N').raw(puts).stop(), "limit_exceeded",
+        "numbered out of order", "malformed");
+  }
   add("pickle_binunicode_2_32", Pk().op('X').u32(0xffffffffu).raw("abc").stop(), "limit_exceeded",
       "max_string_bytes", "malformed");
   add("pickle_binunicode8_2_64", Pk(4).op('\x8d').u64(~0ull).raw("abc").stop(), "limit_exceeded",

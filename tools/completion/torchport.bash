@@ -24,7 +24,7 @@ _torchport() {
   case $sub in
     inspect) opts="--json --tree --depth --top-level-key --shard --plan --quiet --verify --help" ;;
     load) opts="--mmap --quiet --verify --help" ;;
-    convert) opts="--format --dtype --top-level-key --remap --include --exclude --max-shard-size --max-materialized-bytes --dequantize --keep-quantized --densify --force --quiet --tensors-only --help" ;;
+    convert) opts="--format --dtype --top-level-key --remap --include --exclude --max-shard-size --max-materialized-bytes --dequantize --keep-quantized --densify --force --quiet --tensors-only --allow --help" ;;
     diff) opts="--atol --rtol --json --quiet --help" ;;
     scan) opts="--json --quiet --allow --include --exclude --help" ;;
   esac

@@ -41,6 +41,7 @@ complete -c torchport -n '__fish_seen_subcommand_from convert' -l densify
 complete -c torchport -n '__fish_seen_subcommand_from convert' -l force
 complete -c torchport -n '__fish_seen_subcommand_from convert' -l quiet
 complete -c torchport -n '__fish_seen_subcommand_from convert' -l tensors-only
+complete -c torchport -n '__fish_seen_subcommand_from convert' -l allow
 complete -c torchport -n '__fish_seen_subcommand_from convert' -l help
 complete -c torchport -n '__fish_seen_subcommand_from diff' -F
 complete -c torchport -n '__fish_seen_subcommand_from diff' -l atol

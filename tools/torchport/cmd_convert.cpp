@@ -25,6 +25,7 @@
 #include "torchport/formats/save.hpp"
 #include "torchport/formats/transform.hpp"
 #include "torchport/io/atomic_file.hpp"
+#include "torchport/pickle/unpickler.hpp"
 #include "torchport/record/remap.hpp"
 
 namespace torchport::cli {
@@ -49,6 +50,7 @@ struct ConvertArgs {
   bool force = false;
   bool quiet = false;
   bool tensors_only = false;
+  std::vector<std::string> allow;
 };
 
 // The values (not tensors) of `root` a tensor file would drop, named as the
@@ -157,6 +159,7 @@ int run_convert(const ConvertArgs& a) {
     if (recorder && !a.max_shard_size.empty())
       throw Error(ErrorCode::invalid_argument,
                   "--max-shard-size applies to safetensors and PyTorch output only");
+    pickle::validate_allow_patterns(a.allow);
     if (a.dequantize && a.keep_quantized)
       throw Error(ErrorCode::invalid_argument,
                   "--dequantize and --keep-quantized exclude each other");
@@ -189,12 +192,30 @@ int run_convert(const ConvertArgs& a) {
     t.top_level_key.clear();
   }
   if (!a.tensors_only) {
-    // Nothing dropped silently: values a tensor file cannot hold refuse the
-    // convert (a .pt written by torchport holds tensors only, too).
+    // Nothing dropped silently: a .pt keeps the whole object (its values
+    // where they were); values a tensor file cannot hold refuse the convert.
     std::vector<std::string> names;
     std::size_t count = 0;
     std::string name;
     dropped_values(opened.root(), name, filter->empty() ? nullptr : filter.get(), names, count);
+    const bool changes_tensors = !a.remaps.empty() || !filter->empty() || !a.dtype.empty() ||
+                                 a.dequantize || a.keep_quantized || a.densify;
+    if (count > 0 && format == SaveFormat::pytorch) {
+      // The tree is written as it is: options that rename, drop or change
+      // its tensors would leave it describing other tensors.
+      if (changes_tensors)
+        throw Error(ErrorCode::invalid_argument,
+                    "the input holds " + std::to_string(count) + " value(s) besides tensors (" +
+                        fmt::format("{}", fmt::join(names, ", ")) +
+                        (count > names.size() ? ", ..." : "") +
+                        "), which a .pt keeps only as the whole object, with its tensors "
+                        "unchanged: --remap, --include, --exclude, --dtype, --dequantize, "
+                        "--keep-quantized and --densify need --tensors-only (or --top-level-key "
+                        "to convert one sub-tree)");
+      s.keep_tree = true;
+      s.allow = a.allow;
+      count = 0;
+    }
     if (count > 0)
       throw Error(ErrorCode::invalid_argument,
                   "the input holds " + std::to_string(count) +
@@ -204,7 +225,7 @@ int run_convert(const ConvertArgs& a) {
                       "; pass --tensors-only to write the tensors alone (or --top-level-key to "
                       "convert one sub-tree)");
   }
-  TensorCatalog cat = transform(opened, t);
+  TensorCatalog cat = s.keep_tree ? std::move(opened) : transform(opened, t);
   opened = TensorCatalog();  // only the result holds the tensors now
   if (a.densify)
     cat = densify_tensors(cat);
@@ -301,9 +322,14 @@ Command add_convert(CLI::App& app) {
       "Write quantized tensors as their integers plus NAME.q_scale/.q_zero_point (per channel: "
       ".q_per_channel_scales/_zero_points/_axis) tensors");
   sub->add_flag("-q,--quiet", args->quiet, "Print nothing but errors and warnings");
+  sub->add_option("--allow", args->allow,
+                  "A .pt keeping the input's values may name this global or class beyond the "
+                  "allow-list: an exact module.name or module.* (repeatable; e.g. "
+                  "argparse.Namespace)");
   sub->add_flag("--tensors-only", args->tensors_only,
                 "Write the tensors alone, dropping the input's other values (epoch, args, an "
-                "optimizer's param_groups); without it such an input is refused, naming them");
+                "optimizer's param_groups); without it a .pt keeps the whole object, and other "
+                "outputs refuse such an input, naming the values");
   sub->add_flag("--force", args->force,
                 "With a directory as output: replace the file whose name torchport chose there");
   sub->add_flag("--densify", args->densify,

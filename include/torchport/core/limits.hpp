@@ -17,8 +17,11 @@ struct Limits {
   /// Values a pickle may hold on its stack (all marks together). Picklers
   /// batch containers 1,000 items at a time, so real pickles stay tiny here.
   std::uint64_t max_stack = 1u << 18;
-  /// Entries in a pickle's memo.
-  std::uint64_t max_memo = 1u << 20;
+  /// Entries in a pickle's memo. torch.save memoizes 3 to 4 entries a
+  /// tensor (320,000 tensors need 1.2 million); an entry costs one bit, or,
+  /// numbered out of order (only a hand-made pickle does that), a set entry,
+  /// of which at most 2^20 are kept whatever this says.
+  std::uint64_t max_memo = 1u << 23;
   /// Values a pickle may create, counting each shared reference as often as
   /// it is reachable (this is what stops "billion laughs" memo expansion).
   std::uint64_t max_nodes = 1u << 22;

@@ -83,6 +83,9 @@ class Value {
   static Value tuple(Items items = {});        ///< a Tuple of `items`
   static Value dict(Pairs pairs = {});         ///< a Dict; a repeated key keeps the last value
   static Value set(Items items = {});          ///< a Set of `items`, in the order given
+  /// An empty Dict that a pickle made as collections.OrderedDict (a writer
+  /// gives it back as one; it is a Dict in every other way).
+  static Value ordered_dict();
   /// A Global reference to `module.name`, never resolved.
   static Value global(std::string module, std::string name);
   /// An Object of class `cls` made with `args` (a tuple), without state;
@@ -149,6 +152,8 @@ class Value {
   /// Address of the shared node (nullptr for scalars): equal for two handles
   /// of the same Python object.
   const void* identity() const noexcept { return node_.get(); }
+  /// True for a Dict made by `ordered_dict()` (and its handles).
+  bool is_ordered_dict() const noexcept;
   /// True for a value made by `storage()` (and its handles).
   bool is_storage() const noexcept;
 

@@ -56,6 +56,16 @@ struct SaveOptions {
   /// total at most the ratio times the distinct storage bytes plus the floor
   /// (a `.pt` file keeps one storage and its views, as torch does).
   Limits limits;
+  /// SaveFormat::pytorch: write the catalogue's whole object (`root()`: its
+  /// nesting, numbers, strings, optimizer state and tensors) as torch.load
+  /// returns it, not a state dict of its tensors. One file (no shards).
+  /// Every global and object class in it must be on the allow-list or match
+  /// `allow` (a file naming others makes torch import and run them); a
+  /// pickled nn.Module is refused.
+  bool keep_tree = false;
+  /// Patterns trusted beyond the allow-list for `keep_tree` (as
+  /// `OpenOptions::allow`: an exact `module.name` or `module.*`).
+  std::vector<std::string> allow;
 };
 
 /// What `save` wrote.

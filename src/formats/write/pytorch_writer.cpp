@@ -19,11 +19,14 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <span>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "formats/write/writers.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/io/zip_writer.hpp"
+#include "torchport/pickle/unpickler.hpp"
 
 namespace torchport::formats {
 namespace {
@@ -55,6 +58,9 @@ constexpr char kSetItem = 's';
 constexpr char kBinFloat = 'G';
 constexpr char kSetItems = 'u';
 constexpr char kStop = '.';
+constexpr char kNone = 'N';
+constexpr char kEmptyList = ']';
+constexpr char kAppends = 'e';
 
 // pickle.Pickler batches SETITEMS 1,000 pairs at a time.
 constexpr std::size_t kBatch = 1000;
@@ -77,9 +83,29 @@ class Pickler {
     op(kGlobal);
     out_ += key;
     out_.push_back('\n');
-    const std::uint32_t id = static_cast<std::uint32_t>(memo_.size());
+    const std::uint32_t id = put();
     memo_.emplace(key, id);
+  }
+
+  // Memoizes the object on top of the stack; returns its memo index.
+  std::uint32_t put() {
+    const std::uint32_t id = next_id_++;
     memo_ref(id, kBinPut, kLongBinPut);
+    return id;
+  }
+  // Pushes the object memoized as `id`.
+  void get(std::uint32_t id) { memo_ref(id, kBinGet, kLongBinGet); }
+
+  // LONG1 (LONG4 past 255 bytes) of little-endian two's complement bytes.
+  void big_integer(std::string_view le_bytes) {
+    if (le_bytes.size() < 256) {
+      op(kLong1);
+      out_.push_back(static_cast<char>(le_bytes.size()));
+    } else {
+      op('\x8b');  // LONG4
+      le(le_bytes.size(), 4);
+    }
+    out_ += le_bytes;
   }
 
   void integer(std::int64_t v) {
@@ -170,6 +196,7 @@ class Pickler {
 
   std::string out_;
   std::unordered_map<std::string, std::uint32_t> memo_;
+  std::uint32_t next_id_ = 0;
 };
 
 // One `data/<key>` record.
@@ -429,6 +456,53 @@ void nested_tensor(Pickler& p, const Nested& g, const std::vector<Record>& recor
   p.op(kReduce);
 }
 
+// The archive around a pickle: data.pkl, byteorder, each record (released
+// once written), version and serialization_id, as torch 2.x orders them.
+void write_archive(const std::string& pkl, std::vector<Record>& records, AtomicFile& out,
+                   DataStreamer& data) {
+  const std::string prefix = archive_name(out.target()) + "/";
+  ZipWriter zip(out);
+  zip.add_entry(prefix + "data.pkl", std::as_bytes(std::span<const char>(pkl.data(), pkl.size())));
+  const std::string_view order = "little";
+  zip.add_entry(prefix + "byteorder",
+                std::as_bytes(std::span<const char>(order.data(), order.size())));
+  const ByteSink sink = [&zip](std::span<const std::byte> b) { zip.write(b); };
+  for (Record& r : records) {
+    zip.begin_entry(prefix + "data/" + r.key, r.storage->nbytes());
+    try {
+      data.write_storage(*r.storage, sink);
+    } catch (const Error& e) {
+      throw e.in("storage '" + r.key + "'");
+    }
+    zip.end_entry();
+    r.storage.reset();  // release it (and whatever it made) now
+  }
+  const std::string_view version = "3\n";
+  zip.add_entry(prefix + "version",
+                std::as_bytes(std::span<const char>(version.data(), version.size())));
+  // torch >= 2.1 ends with .data/serialization_id: 20 digits of a hash of
+  // the record names, then 20 of the combined CRC-32 of their data
+  // (PyTorchStreamWriter::writeSerializationId). torch hashes the names with
+  // its C++ library's std::hash, which no file format fixes; ours is
+  // FNV-1a. No reader checks it; it tells saves apart.
+  std::uint64_t names = 0xcbf29ce484222325u;
+  const auto mix = [&names](std::string_view n) {
+    for (const char c : n) names = (names ^ static_cast<unsigned char>(c)) * 0x100000001b3u;
+  };
+  mix(prefix + "data.pkl");
+  mix(prefix + "byteorder");
+  for (const Record& r : records) mix(prefix + "data/" + r.key);
+  mix(prefix + "version");
+  char id_text[48];
+  const int id_len = std::snprintf(id_text, sizeof id_text, "%020llu%020llu",
+                                   static_cast<unsigned long long>(names),
+                                   static_cast<unsigned long long>(zip.combined_crc32()));
+  const std::string id(id_text, static_cast<std::size_t>(id_len));
+  zip.add_entry(prefix + ".data/serialization_id",
+                std::as_bytes(std::span<const char>(id.data(), id.size())));
+  zip.finish();
+}
+
 }  // namespace
 
 std::uint64_t pytorch_data_bytes(const std::vector<NamedTensor>& tensors) {
@@ -552,48 +626,268 @@ void write_pytorch(std::vector<NamedTensor>& tensors,
   // Only the storages are needed from here on.
   tensors.clear();
 
-  const std::string prefix = archive_name(out.target()) + "/";
-  ZipWriter zip(out);
-  const std::string& pkl = p.bytes();
-  zip.add_entry(prefix + "data.pkl", std::as_bytes(std::span<const char>(pkl.data(), pkl.size())));
-  const std::string_view order = "little";
-  zip.add_entry(prefix + "byteorder",
-                std::as_bytes(std::span<const char>(order.data(), order.size())));
-  const ByteSink sink = [&zip](std::span<const std::byte> b) { zip.write(b); };
-  for (Record& r : records) {
-    zip.begin_entry(prefix + "data/" + r.key, r.storage->nbytes());
-    try {
-      data.write_storage(*r.storage, sink);
-    } catch (const Error& e) {
-      throw e.in("storage '" + r.key + "'");
+  write_archive(p.bytes(), records, out, data);
+}
+
+}  // namespace torchport::formats
+
+namespace torchport::formats {
+namespace {
+
+// Python's pickle at protocol 2 (torch.save's), for an inert tree: each
+// container, object and tensor once, later references by memo, so a tree
+// whose shared references would expand exponentially writes in linear time.
+class TreeWriter {
+ public:
+  TreeWriter(std::span<const std::string> allow, const std::string& where)
+      : allow_(allow), where_(where) {}
+
+  // Pass 1: every record, in the order pass 2 refers to them (torch numbers
+  // storages in first use), and every refusal before a byte is written.
+  void collect(const Value& v, std::string& path) {
+    if (v.identity() != nullptr && !seen_.insert(v.identity()).second) return;
+    const std::size_t n = path.size();
+    const auto child = [&](const std::string& key, const Value& x) {
+      if (!path.empty()) path += '.';
+      path += key;
+      collect(x, path);
+      path.resize(n);
+    };
+    switch (v.kind()) {
+      case Value::Kind::List:
+      case Value::Kind::Tuple:
+      case Value::Kind::Set: {
+        std::size_t i = 0;
+        for (const Value& x : v.items()) child(std::to_string(i++), x);
+        return;
+      }
+      case Value::Kind::Dict:
+        for (const auto& [k, x] : v.pairs()) {
+          collect(k, path);
+          child(k.is(Value::Kind::Str) ? k.as_str() : k.repr(2), x);
+        }
+        return;
+      case Value::Kind::Global:
+        check_global(v.as_global(), path);
+        return;
+      case Value::Kind::Object: {
+        const Object& o = v.as_object();
+        const Value& state = o.state;
+        if (o.cls.is("torch._utils", "_rebuild_nested_tensor"))
+          refuse(path,
+                 "is a nested tensor inside other values, which torchport writes back only "
+                 "in a state dict of tensors");
+        if (state.is(Value::Kind::Dict) && state.find("_parameters") && state.find("_modules"))
+          refuse(path, "is a pickled torch.nn module (" + o.cls.qualified() +
+                           "): a .pt holding it makes torch import and run its class");
+        check_global(o.cls, path);
+        collect(o.args, path);
+        collect(state, path);
+        return;
+      }
+      case Value::Kind::Tensor:
+        if (v.is_storage()) refuse(path, "is a bare storage, which torchport does not write");
+        tensor_records(v.as_tensor(), path);
+        return;
+      default:
+        return;
     }
-    zip.end_entry();
-    r.storage.reset();  // release it (and whatever it made) now
   }
-  const std::string_view version = "3\n";
-  zip.add_entry(prefix + "version",
-                std::as_bytes(std::span<const char>(version.data(), version.size())));
-  // torch >= 2.1 ends with .data/serialization_id: 20 digits of a hash of
-  // the record names, then 20 of the combined CRC-32 of their data
-  // (PyTorchStreamWriter::writeSerializationId). torch hashes the names with
-  // its C++ library's std::hash, which no file format fixes; ours is
-  // FNV-1a. No reader checks it; it tells saves apart.
-  std::uint64_t names = 0xcbf29ce484222325u;
-  const auto mix = [&names](std::string_view n) {
-    for (const char c : n) names = (names ^ static_cast<unsigned char>(c)) * 0x100000001b3u;
-  };
-  mix(prefix + "data.pkl");
-  mix(prefix + "byteorder");
-  for (const Record& r : records) mix(prefix + "data/" + r.key);
-  mix(prefix + "version");
-  char id_text[48];
-  const int id_len = std::snprintf(id_text, sizeof id_text, "%020llu%020llu",
-                                   static_cast<unsigned long long>(names),
-                                   static_cast<unsigned long long>(zip.combined_crc32()));
-  const std::string id(id_text, static_cast<std::size_t>(id_len));
-  zip.add_entry(prefix + ".data/serialization_id",
-                std::as_bytes(std::span<const char>(id.data(), id.size())));
-  zip.finish();
+
+  // Pass 2: the pickle.
+  void write(const Value& v) {
+    if (v.identity() != nullptr)
+      if (const auto it = memo_.find(v.identity()); it != memo_.end()) return p_.get(it->second);
+    switch (v.kind()) {
+      case Value::Kind::None:
+        return p_.op(kNone);
+      case Value::Kind::Bool:
+        return p_.op(v.as_bool() ? kNewTrue : kNewFalse);
+      case Value::Kind::Int:
+        return p_.integer(v.as_int());
+      case Value::Kind::BigInt:
+        return p_.big_integer(v.as_bytes());
+      case Value::Kind::Float:
+        return p_.real(v.as_float());
+      case Value::Kind::Complex: {
+        const auto [re, im] = v.as_complex();
+        p_.global("builtins", "complex");
+        p_.real(re);
+        p_.real(im);
+        p_.op(kTuple2);
+        return p_.op(kReduce);
+      }
+      case Value::Kind::Str:
+        return p_.str(v.as_str());
+      case Value::Kind::Bytes: {
+        // Protocol 2 has no bytes opcode: Python writes
+        // _codecs.encode(the bytes as latin-1 text, 'latin1').
+        std::string text;
+        for (const char c : v.as_bytes()) {
+          const auto b = static_cast<unsigned char>(c);
+          if (b < 0x80) {
+            text.push_back(c);
+          } else {
+            text.push_back(static_cast<char>(0xC0 | (b >> 6)));
+            text.push_back(static_cast<char>(0x80 | (b & 0x3F)));
+          }
+        }
+        p_.global("_codecs", "encode");
+        p_.str(text);
+        p_.str("latin1");
+        p_.op(kTuple2);
+        p_.op(kReduce);
+        return memoize(v);
+      }
+      case Value::Kind::List:
+        p_.op(kEmptyList);
+        memoize(v);
+        return batches(v.items(), kAppends);
+      case Value::Kind::Tuple:
+        p_.op(kMark);
+        for (const Value& x : v.items()) write(x);
+        p_.op(kTuple);
+        return memoize(v);
+      case Value::Kind::Set:
+        p_.global("builtins", "set");
+        p_.op(kEmptyList);
+        batches(v.items(), kAppends);
+        p_.op(kTuple1);
+        p_.op(kReduce);
+        return memoize(v);
+      case Value::Kind::Dict:
+        if (v.is_ordered_dict())
+          p_.ordered_dict();
+        else
+          p_.op(kEmptyDict);
+        memoize(v);
+        for (std::size_t start = 0; start < v.pairs().size(); start += kBatch) {
+          p_.op(kMark);
+          for (std::size_t i = start; i < std::min(v.pairs().size(), start + kBatch); ++i) {
+            write(v.pairs()[i].first);
+            write(v.pairs()[i].second);
+          }
+          p_.op(kSetItems);
+        }
+        return;
+      case Value::Kind::Global:
+        p_.global(v.as_global().module, v.as_global().name);
+        return;
+      case Value::Kind::Object: {
+        // cls(*args), then BUILD with the state: what Python's REDUCE and
+        // BUILD made it from (NEWOBJ makes the same objects of the classes
+        // the allow-list holds).
+        const Object& o = v.as_object();
+        p_.global(o.cls.module, o.cls.name);
+        write(o.args);
+        p_.op(kReduce);
+        memoize(v);
+        if (!o.state.is_none()) {
+          write(o.state);
+          p_.op('b');  // BUILD
+        }
+        return;
+      }
+      case Value::Kind::Tensor: {
+        const Tensor& t = v.as_tensor();
+        if (t.is_meta())
+          meta_tensor(p_, t);
+        else if (t.is_sparse())
+          sparse_tensor(p_, t, records_, record_of_);
+        else if (t.is_quantized())
+          quantized_tensor(p_, t, records_[record_of_.at(t.file_storage().get())], records_,
+                           record_of_);
+        else
+          plain_tensor(p_, t, records_[record_of_.at(t.file_storage().get())]);
+        return memoize(v);
+      }
+    }
+  }
+
+  std::vector<Record>& finish_records() {
+    for (Record& r : records_)
+      r.typed = r.typed && !legacy_storage_class(r.dtype).empty() &&
+                r.storage->nbytes() % dtype_size(r.dtype) == 0;
+    return records_;
+  }
+  Pickler& pickler() { return p_; }
+
+ private:
+  [[noreturn]] void refuse(const std::string& path, const std::string& what) const {
+    throw Error(ErrorCode::unsupported,
+                std::string(path.empty() ? "the whole object " : "the value ") + what, path,
+                std::nullopt, where_);
+  }
+  void check_global(const Global& g, const std::string& path) const {
+    if (pickle::classify_global(g.module, g.name, allow_) != pickle::GlobalClass::allowed)
+      refuse(path, "names " + g.qualified() +
+                       ", which is not on the allow-list: a .pt naming it would make torch "
+                       "import and run it (trust it with --allow " +
+                       g.qualified() + ")");
+  }
+  std::size_t record_for(const Tensor& t) {
+    auto [it, fresh] = record_of_.emplace(t.file_storage().get(), records_.size());
+    if (fresh)
+      records_.push_back({t.file_storage(), std::to_string(records_.size()), t.dtype(), true});
+    Record& r = records_[it->second];
+    if (r.dtype != t.dtype()) r.typed = false;  // one storage, two dtypes: untyped (v3)
+    return it->second;
+  }
+  void tensor_records(const Tensor& t, const std::string& path) {
+    if (!t.defined()) refuse(path, "is an undefined tensor");
+    if (t.is_meta()) return;
+    if (t.is_sparse()) {
+      const SparseParts& sp = *t.sparse();
+      for (const Tensor* part :
+           {&sp.indices, &sp.compressed_indices, &sp.plain_indices, &sp.values})
+        if (part->defined()) record_for(*part);
+      return;
+    }
+    Record& r = records_[record_for(t)];
+    if (t.is_quantized()) {
+      r.quantized = true;
+      if (t.quantization()->scheme != Quantization::Scheme::per_tensor_affine) {
+        record_for(t.quantization()->scales);
+        record_for(t.quantization()->zero_points);
+      }
+    } else if (r.quantized) {
+      refuse(path, "shares its storage with a quantized tensor; torch cannot save that");
+    }
+  }
+  void memoize(const Value& v) {
+    if (v.identity() != nullptr) memo_.emplace(v.identity(), p_.put());
+  }
+  void batches(const Value::Items& items, char op) {
+    for (std::size_t start = 0; start < items.size(); start += kBatch) {
+      p_.op(kMark);
+      for (std::size_t i = start; i < std::min(items.size(), start + kBatch); ++i) write(items[i]);
+      p_.op(op);
+    }
+  }
+
+  std::span<const std::string> allow_;
+  const std::string& where_;
+  Pickler p_;
+  std::vector<Record> records_;
+  std::unordered_map<const Storage*, std::size_t> record_of_;
+  std::unordered_set<const void*> seen_;
+  std::unordered_map<const void*, std::uint32_t> memo_;
+};
+
+}  // namespace
+
+void write_pytorch_tree(const Value& root, std::span<const std::string> allow, AtomicFile& out,
+                        DataStreamer& data) {
+  const std::string where = out.target().string();
+  TreeWriter w(allow, where);
+  std::string path;
+  w.collect(root, path);
+  std::vector<Record>& records = w.finish_records();
+  Pickler& p = w.pickler();
+  p.proto2();
+  w.write(root);
+  p.op(kStop);
+  write_archive(p.bytes(), records, out, data);
 }
 
 }  // namespace torchport::formats

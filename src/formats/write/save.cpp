@@ -164,6 +164,28 @@ std::vector<NamedTensor> tensors_to_write(TensorCatalog& catalog, SaveFormat for
 
 SaveResult save(TensorCatalog catalog, const fs::path& path, SaveFormat format,
                 const SaveOptions& options) try {
+  if (options.keep_tree && format == SaveFormat::pytorch) {
+    // The whole object: one file (a tree has no shards), its tensors where
+    // the tree holds them.
+    const Value root = catalog.root();
+    const std::uint64_t total = data_bytes(catalog.tensors(), format);
+    if (options.max_shard_size != 0 && total > options.max_shard_size)
+      throw Error(ErrorCode::invalid_argument,
+                  "a checkpoint written with its values is one file: its tensors cannot be "
+                  "split into shards",
+                  {}, std::nullopt, path.string());
+    catalog = TensorCatalog();
+    DataStreamer data(options, total);
+    AtomicFile out(path);
+    formats::write_pytorch_tree(root, options.allow, out, data);
+    SaveResult result;
+    result.tensor_bytes = total;
+    result.file_bytes = out.size();
+    out.commit();
+    result.files.push_back(path);
+    remove_stale(path, result.files, false);
+    return result;
+  }
   std::map<std::string, std::string> metadata;
   std::vector<NamedTensor> tensors =
       tensors_to_write(catalog, format, metadata, options, path.string());

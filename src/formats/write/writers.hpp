@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,5 +34,13 @@ std::uint64_t pytorch_data_bytes(const std::vector<NamedTensor>& tensors);
 void write_pytorch(std::vector<NamedTensor>& tensors,
                    const std::map<std::string, std::string>& metadata, AtomicFile& out,
                    DataStreamer& data);
+
+/// Writes one torch.save zip archive of the whole tree `root` (`save` with
+/// `SaveOptions::keep_tree`): containers, numbers, strings, objects and
+/// tensors as torch.load returns them. Refuses, before writing a byte, a
+/// global or object class that is not on the allow-list (nor matched by
+/// `allow`), a pickled nn.Module, and nested tensors inside other values.
+void write_pytorch_tree(const Value& root, std::span<const std::string> allow, AtomicFile& out,
+                        DataStreamer& data);
 
 }  // namespace torchport::formats
