@@ -193,6 +193,20 @@ constexpr std::string_view kAllowedExact[] = {
     "numpy._core.multiarray._reconstruct",
     "numpy._core.multiarray.scalar",
     "numpy._core.numeric._frombuffer",
+    // A distributed checkpoint's .metadata (torch.distributed.checkpoint):
+    // dataclasses of plain fields (TensorProperties' __setstate__ only sets
+    // them), an Enum by value, and the checkpoint's path.
+    "torch.distributed.checkpoint.metadata.Metadata",
+    "torch.distributed.checkpoint.metadata.TensorStorageMetadata",
+    "torch.distributed.checkpoint.metadata.TensorProperties",
+    "torch.distributed.checkpoint.metadata.ChunkStorageMetadata",
+    "torch.distributed.checkpoint.metadata.BytesStorageMetadata",
+    "torch.distributed.checkpoint.metadata.MetadataIndex",
+    "torch.distributed.checkpoint.metadata.StorageMeta",
+    "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING",
+    "torch.distributed.checkpoint.filesystem._StorageInfo",
+    "pathlib.PosixPath",
+    "pathlib._local.PosixPath",
     // layouts (_get_layout only maps a layout's name to the layout object)
     "torch.strided",
     "torch.sparse_coo",

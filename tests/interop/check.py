@@ -199,6 +199,22 @@ def check_tree(ref_path, out_path):
         fail("views of one storage became copies")
 
 
+def check_dcp(folder, out_path):
+    # torch's own reassembly of a distributed checkpoint against our .pt.
+    try:
+        from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    except ImportError:
+        print("skipped: this torch has no dcp_to_torch_save")
+        return
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        ref_path = os.path.join(tmp, "ref.pt")
+        dcp_to_torch_save(folder, ref_path)
+        ref = torch.load(ref_path, weights_only=False)
+    out = torch.load(out_path, weights_only=False)
+    same_tree(ref, out)
+
+
 def main():
     rest, opts = args(sys.argv[1:])
     what = rest[0]
@@ -208,6 +224,8 @@ def main():
         check_safetensors(rest[1], rest[2], opts["--key"], opts["--cast"], opts["--exclude"])
     elif what == "shards":
         check_shards(rest[1], rest[2])
+    elif what == "dcp":
+        check_dcp(rest[1], rest[2])
     elif what == "tree":
         check_tree(rest[1], rest[2])
     elif what == "zip":

@@ -24,7 +24,8 @@ struct Limits {
   std::uint64_t max_memo = 1u << 23;
   /// Values a pickle may create, counting each shared reference as often as
   /// it is reachable (this is what stops "billion laughs" memo expansion).
-  std::uint64_t max_nodes = 1u << 22;
+  /// torch.save creates about 15 a tensor: this fits `max_tensors` twice.
+  std::uint64_t max_nodes = 1u << 25;
   /// Items and pairs put into containers by one pickle, all containers
   /// together (what bounds the building work; real pickles hold a few
   /// hundred thousand at most).

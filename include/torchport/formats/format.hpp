@@ -24,6 +24,7 @@ enum class Format {
   sharded_safetensors,  ///< a sharded checkpoint of safetensors shards (a path):
                         ///< "sharded-safetensors"
   sharded_pytorch,      ///< a sharded checkpoint with PyTorch shards (a path): "sharded-pytorch"
+  dcp,                  ///< a torch.distributed.checkpoint folder (a path): "dcp"
   torchport_record,     ///< one of our records: "torchport" ("torchport-mpk", "-json", "-bin", each
                         ///< maybe ".gz")
   value,                ///< a catalogue made from an in-memory value tree: "value"

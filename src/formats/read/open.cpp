@@ -156,18 +156,18 @@ TensorCatalog walk(const Source& source, const OpenOptions& options, Walker& wal
   if (!format) throw Error(ErrorCode::invalid_argument, "unknown format '" + options.format + "'");
   const Reader& r = open_detail::reader(*format);
   if (r.read == nullptr)
-    throw Error(
-        ErrorCode::invalid_argument,
-        "format '" + options.format +
-            (is_sharded(*format)
-                 ? "' is read from a path (an *.index.json or its directory), not from bytes"
-                 : "' is not read from a file"),
-        {}, std::nullopt, source.name());
+    throw Error(ErrorCode::invalid_argument,
+                "format '" + options.format +
+                    (is_sharded(*format) || *format == Format::dcp
+                         ? "' is read from a path (an *.index.json, a folder), not from bytes"
+                         : "' is not read from a file"),
+                {}, std::nullopt, source.name());
   return r.read(source, options, walker);
 }
 
 TensorCatalog walk_sharded(const std::filesystem::path& path, const OpenOptions& options,
                            Walker& walker) {
+  if (is_dcp_path(path)) return read_dcp(path, options, walker);
   return read_sharded(path, options, walker);
 }
 
@@ -183,6 +183,8 @@ TensorCatalog open(const Source& source, const OpenOptions& options) try {
 TensorCatalog open(const std::filesystem::path& path, const OpenOptions& options) try {
   const auto format = options.format.empty() ? std::nullopt : parse_format(options.format);
   formats::LoadWalker walker(options);
+  if (options.format.empty() ? formats::is_dcp_path(path) : options.format == "dcp")
+    return formats::read_dcp(path, options, walker);
   if ((options.format.empty() && formats::is_sharded_path(path)) || (format && is_sharded(*format)))
     return formats::read_sharded(path, options, walker);
   return formats::walk(Source::map_file(path, options.map), options, walker);

@@ -40,5 +40,10 @@ TensorCatalog read_npz(const ZipArchive& zip, const OpenOptions& options, Walker
 /// True when `open(path)` should read `path` as a sharded checkpoint: a
 /// directory, or a file named `*.index.json`.
 bool is_sharded_path(const std::filesystem::path& path);
+/// A torch.distributed.checkpoint folder (or its .metadata file).
+TensorCatalog read_dcp(const std::filesystem::path& path, const OpenOptions& options,
+                       Walker& walker);
+/// True for a folder holding a .metadata file, or that file itself.
+bool is_dcp_path(const std::filesystem::path& path);
 
 }  // namespace torchport::formats

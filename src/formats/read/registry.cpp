@@ -84,6 +84,7 @@ constexpr Reader kReaders[] = {
     {Format::numpy, "numpy", sniff_npy, formats::read_numpy},
     {Format::sharded_safetensors, "sharded-safetensors", nullptr, nullptr},
     {Format::sharded_pytorch, "sharded-pytorch", nullptr, nullptr},
+    {Format::dcp, "dcp", nullptr, nullptr},
     {Format::torchport_record, "torchport", sniff_record, read_record_catalog},
     {Format::value, "value", nullptr, nullptr},
 };

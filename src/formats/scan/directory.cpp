@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <set>
 
+#include "formats/read/readers.hpp"
 #include "formats/read/shards.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/scan.hpp"
@@ -179,6 +180,18 @@ std::vector<ScanReport> scan_directory(
     OpenOptions o = options;
     o.format.clear();
     try {
+      // A distributed checkpoint is one unit: its .metadata names the
+      // blobs in its .distcp files that a loader unpickles (a .distcp is
+      // zips back to back, no file of its own); each is judged there.
+      if (formats::is_dcp_path(path.parent_path())) {
+        if (path.extension() == ".distcp") continue;
+        if (path.filename() == ".metadata") {
+          ScanReport r = scan(path.parent_path(), o);
+          r.path = path.parent_path().string();
+          out.push_back(std::move(r));
+          continue;
+        }
+      }
       // Each file by its content: an *.index.json is JSON here, and its
       // shards files of their own.
       ScanReport r = scan(Source::map_file(path, o.map), o);

@@ -821,7 +821,7 @@ void FileScan::walk_file(const std::string& forced_format) {
 }
 
 void FileScan::run_sharded(const std::filesystem::path& path) {
-  r_.format = "sharded";
+  r_.format = formats::is_dcp_path(path) ? "dcp" : "sharded";
   try {
     const TensorCatalog cat = formats::walk_sharded(path, s_.options(), *this);
     r_.reading = "ok";
@@ -892,7 +892,8 @@ ScanReport scan(const std::filesystem::path& path, const OpenOptions& options) t
   pickle::validate_allow_patterns(options.allow);
   const std::optional<Format> format = parse_format(options.format);
   const bool sharded =
-      (options.format.empty() && formats::is_sharded_path(path)) || (format && is_sharded(*format));
+      (options.format.empty() && (formats::is_sharded_path(path) || formats::is_dcp_path(path))) ||
+      (format && (is_sharded(*format) || *format == Format::dcp));
   Scanner s(options);
   if (!sharded) {
     ScanReport r = s.file(Source::map_file(path, options.map), path.string(), 0, options.format);

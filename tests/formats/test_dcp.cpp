@@ -1,0 +1,118 @@
+// torch.distributed.checkpoint folders saved by torch 2.6
+// (tests/fixtures/dcp/make_dcp_fixtures.py): by one process, by 2 and 4
+// ranks with DTensor shards (uneven, empty, 2-D meshes, replicas), and with
+// an optimizer's state. Each must list what torch's own reassembly
+// (dcp_to_torch_save) gives, bit for bit; the bad folders are refused.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "support/fixtures.hpp"
+#include "torchport/core/error.hpp"
+#include "torchport/formats/open.hpp"
+#include "torchport/formats/scan.hpp"
+
+namespace fs = std::filesystem;
+using namespace torchport;
+
+namespace {
+
+const Value* at_path(const Value& root, const std::string& dotted) {
+  // Keys may hold dots themselves ("conf.a.b" is conf -> "a.b"): try the
+  // longest key first.
+  if (dotted.empty()) return &root;
+  for (std::size_t end = dotted.size();; end = dotted.rfind('.', end - 1)) {
+    const std::string head = dotted.substr(0, end);
+    const Value* child = nullptr;
+    if (root.is(Value::Kind::Dict)) {
+      child = root.find(head);
+    } else if (root.is(Value::Kind::List) || root.is(Value::Kind::Tuple)) {
+      char* stop = nullptr;
+      const unsigned long i = std::strtoul(head.c_str(), &stop, 10);
+      if (*stop == '\0' && i < root.size()) child = &root.items()[i];
+    }
+    if (child != nullptr) {
+      if (end == dotted.size()) return child;
+      if (const Value* v = at_path(*child, dotted.substr(end + 1))) return v;
+    }
+    if (end == 0 || end == std::string::npos) return nullptr;
+  }
+}
+
+class Dcp : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Dcp, ListsWhatTorchReassembles) {
+  const fs::path dir = test::fixture("dcp/" + GetParam());
+  const auto want = test::read_json(dir / "expected.json");
+  const TensorCatalog cat = open(dir);
+  EXPECT_EQ(cat.format(), "dcp");
+  for (const auto& w : want["tensors"]) {
+    const std::string name = w["name"];
+    SCOPED_TRACE(name);
+    const Tensor* t = cat.find(name);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(dtype_name(t->dtype()), w["dtype"].get<std::string>());
+    EXPECT_EQ(t->shape(), w["shape"].get<Shape>());
+    EXPECT_EQ(test::tensor_sha256(*t), w["sha256"].get<std::string>());
+  }
+  for (const auto& [key, value] : want["values"].items()) {
+    SCOPED_TRACE(key);
+    const Value* v = at_path(cat.root(), key);
+    ASSERT_NE(v, nullptr);
+    if (value.is_null()) {
+      EXPECT_TRUE(v->is_none());
+    } else if (value.is_boolean()) {
+      EXPECT_EQ(v->as_bool(), value.get<bool>());
+    } else if (value.is_number_integer()) {
+      EXPECT_EQ(v->as_int(), value.get<std::int64_t>());
+    } else if (value.is_number_float()) {
+      EXPECT_DOUBLE_EQ(v->as_float(), value.get<double>());
+    } else if (value.is_string()) {
+      EXPECT_EQ(v->as_str(), value.get<std::string>());
+    } else if (value.is_array()) {
+      EXPECT_EQ(v->size(), value.size());
+    }
+  }
+  // Every tensor is read from its chunks once materialized, the same.
+  const TensorCatalog owned = materialize(cat, Residence::owned);
+  for (const auto& w : want["tensors"])
+    EXPECT_EQ(test::tensor_sha256(*owned.find(w["name"].get<std::string>())),
+              w["sha256"].get<std::string>());
+  // Judged by the allow-list: the dataclasses and every blob's pickle.
+  const ScanReport r = scan(dir);
+  EXPECT_EQ(r.verdict, ScanVerdict::clean) << scan_verdict_name(r.verdict);
+}
+
+INSTANTIATE_TEST_SUITE_P(Saved, Dcp, ::testing::Values("single", "tp2", "tp4", "optim"));
+
+struct BadCase {
+  std::string dir, code, message;
+};
+
+class DcpBad : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(DcpBad, IsRefusedWithItsError) {
+  const BadCase& c = GetParam();
+  try {
+    const TensorCatalog cat = open(test::fixture("dcp/bad/" + c.dir));
+    materialize(cat, Residence::owned);  // chunks are read when used
+    FAIL() << c.dir << " was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(error_code_name(e.code()), c.code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists("/tmp/torchport-dcp-pwned"));
+}
+
+std::vector<BadCase> bad_cases() {
+  std::vector<BadCase> out;
+  for (const auto& c : test::read_json(test::fixture("dcp/bad/expected.json")))
+    out.push_back({c["dir"], c["code"], c["message"]});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, DcpBad, ::testing::ValuesIn(bad_cases()),
+                         [](const auto& p) { return p.param.dir; });
+
+}  // namespace
