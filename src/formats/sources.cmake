@@ -19,6 +19,7 @@ target_sources(torchport_read_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/read/safetensors.cpp
   ${CMAKE_CURRENT_LIST_DIR}/read/dcp.cpp
   ${CMAKE_CURRENT_LIST_DIR}/read/sharded.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/read/torch_export.cpp
   ${CMAKE_CURRENT_LIST_DIR}/read/sparse.cpp
   ${CMAKE_CURRENT_LIST_DIR}/read/strict_json.cpp
   ${CMAKE_CURRENT_LIST_DIR}/read/torch_common.cpp

@@ -29,7 +29,7 @@ struct Limits {
   /// Items and pairs put into containers by one pickle, all containers
   /// together (what bounds the building work; real pickles hold a few
   /// hundred thousand at most).
-  std::uint64_t max_container_items = 1u << 22;
+  std::uint64_t max_container_items = 1u << 25;
   /// Bytes of one pickled string, bytes object or integer.
   std::uint64_t max_string_bytes = 64u << 20;
   /// Bytes the data constructors one pickle calls (`bytearray`,

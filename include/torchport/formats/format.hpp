@@ -25,9 +25,10 @@ enum class Format {
                         ///< "sharded-safetensors"
   sharded_pytorch,      ///< a sharded checkpoint with PyTorch shards (a path): "sharded-pytorch"
   dcp,                  ///< a torch.distributed.checkpoint folder (a path): "dcp"
-  torchport_record,     ///< one of our records: "torchport" ("torchport-mpk", "-json", "-bin", each
-                        ///< maybe ".gz")
-  value,                ///< a catalogue made from an in-memory value tree: "value"
+  torch_export,      ///< torch.export.save's .pt2 archive (weights and constants): "torch-export"
+  torchport_record,  ///< one of our records: "torchport" ("torchport-mpk", "-json", "-bin", each
+                     ///< maybe ".gz")
+  value,             ///< a catalogue made from an in-memory value tree: "value"
 };
 
 /// The format's name, as catalogues, `inspect` and `scan` print it.

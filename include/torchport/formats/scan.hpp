@@ -121,7 +121,8 @@ struct ScanFinding {
   /// unsafe, unscannable, truncated or malformed.
   ScanVerdict severity = ScanVerdict::unsafe;
   /// A keyword: "calls", "imports", "call-of-non-global", "extension-code",
-  /// "torchscript-code", "ambiguous" (unsafe); "unscannable"; "truncated"; "malformed";
+  /// "torchscript-code", "compiled-code", "ambiguous" (unsafe); "unscannable"; "truncated";
+  /// "malformed";
   /// "member" (a member's verdict).
   std::string reason;
   std::string global;                   ///< "module.name", for "calls" and "imports"

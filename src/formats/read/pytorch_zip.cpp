@@ -252,6 +252,10 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
   // named as the pickles resolve them; those no pickle names, at the end.
   // numpy's .npz: a zip of .npy arrays, each at the top.
   if (is_npz(archive->zip)) return read_npz(archive->zip, options, walker);
+  // torch.export.save's .pt2: torch.save archives inside a zip.
+  if (is_torch_export(archive->zip))
+    return read_torch_export(std::shared_ptr<const ZipArchive>(archive, &archive->zip), options,
+                             walker);
   const bool parts = walker.lists_parts();
   if (parts)
     for (const ZipEntry& e : entries) switch (record_kind(e.name)) {

@@ -3,6 +3,7 @@
 // `TensorCatalog`; `open()` picks one by sniffing.
 
 #include <filesystem>
+#include <memory>
 
 #include "formats/read/walk.hpp"
 #include "torchport/formats/catalog.hpp"
@@ -40,6 +41,11 @@ TensorCatalog read_npz(const ZipArchive& zip, const OpenOptions& options, Walker
 /// True when `open(path)` should read `path` as a sharded checkpoint: a
 /// directory, or a file named `*.index.json`.
 bool is_sharded_path(const std::filesystem::path& path);
+/// A torch.export archive (.pt2): its serialized program's entry, or the
+/// archive_format of later PT2 archives, at the top.
+bool is_torch_export(const ZipArchive& zip);
+TensorCatalog read_torch_export(const std::shared_ptr<const ZipArchive>& archive,
+                                const OpenOptions& options, Walker& walker);
 /// A torch.distributed.checkpoint folder (or its .metadata file).
 TensorCatalog read_dcp(const std::filesystem::path& path, const OpenOptions& options,
                        Walker& walker);

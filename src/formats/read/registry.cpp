@@ -85,6 +85,7 @@ constexpr Reader kReaders[] = {
     {Format::sharded_safetensors, "sharded-safetensors", nullptr, nullptr},
     {Format::sharded_pytorch, "sharded-pytorch", nullptr, nullptr},
     {Format::dcp, "dcp", nullptr, nullptr},
+    {Format::torch_export, "torch-export", nullptr, formats::read_pytorch_zip},
     {Format::torchport_record, "torchport", sniff_record, read_record_catalog},
     {Format::value, "value", nullptr, nullptr},
 };

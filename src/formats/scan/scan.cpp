@@ -812,10 +812,15 @@ void FileScan::walk_file(const std::string& forced_format) {
     for (std::size_t i = 0; i < r_.code_records.size() && i < 8; ++i)
       list += (i ? ", '" : "'") + r_.code_records[i] + "'";
     if (r_.code_records.size() > 8) list += ", ...";
-    add({ScanVerdict::unsafe, "torchscript-code", "", false,
+    const bool compiled = std::any_of(r_.code_records.begin(), r_.code_records.end(),
+                                      [](const std::string& n) { return n.ends_with(".so"); });
+    add({ScanVerdict::unsafe, compiled ? "compiled-code" : "torchscript-code", "", false,
          std::to_string(r_.code_records.size()) + " code record(s) (" + list +
-             "): torch.jit.load compiles and runs them (and torch.load before 2.6 did too, even "
-             "with weights_only: CVE-2025-32434); torchport never reads them",
+             (compiled ? "): torch's AOTInductor package loader loads and runs these shared "
+                         "objects; torchport never reads them"
+                       : "): torch.jit.load compiles and runs them (and torch.load before 2.6 "
+                         "did too, even with weights_only: CVE-2025-32434); torchport never "
+                         "reads them"),
          src_.name(), std::nullopt});
   }
 }
