@@ -53,7 +53,7 @@ void split_copy(const Storage& src, std::span<std::byte> dst, std::vector<CopyJo
   }
 }
 
-void run_copies(const std::vector<CopyJob>& jobs) {
+void run_copies(const std::vector<CopyJob>& jobs, const CopyProgress& progress) {
   // Small windows are faulted by the copy itself: a system call costs more.
   constexpr std::size_t kPopulateFrom = std::size_t{64} << 10;
   std::uint64_t total = 0;
@@ -78,11 +78,14 @@ void run_copies(const std::vector<CopyJob>& jobs) {
     if (i == 0 || key(jobs[i].dst.data()) != key(jobs[i - 1].dst.data())) groups.push_back(i);
   groups.push_back(jobs.size());
   std::atomic<std::size_t> next{0};
+  std::atomic<std::uint64_t> done{0};
   std::exception_ptr failure;
   std::atomic<bool> failed{false};
-  auto work = [&] {
+  // `report`: the calling thread's loop, the one that calls `progress`.
+  auto work = [&](bool report) {
     for (std::size_t g; (g = next.fetch_add(1)) + 1 < groups.size();) {
       if (failed.load()) return;
+      if (report && progress) progress(done.load(), total);
       try {
         for (std::size_t i = groups[g]; i < groups[g + 1]; ++i) {
           // Entering a 2 MiB span: fault in what this window's jobs write of it.
@@ -96,6 +99,7 @@ void run_copies(const std::vector<CopyJob>& jobs) {
             if (static_cast<std::size_t>(end - at) >= kPopulateFrom) populate(at, end);
           }
           jobs[i].src->read_into(jobs[i].offset, jobs[i].dst);
+          done += jobs[i].dst.size();
         }
       } catch (...) {
         if (!failed.exchange(true)) failure = std::current_exception();
@@ -103,10 +107,11 @@ void run_copies(const std::vector<CopyJob>& jobs) {
     }
   };
   std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work, false);
+  work(true);
   for (auto& t : pool) t.join();
   if (failure) std::rethrow_exception(failure);
+  if (progress) progress(total, total);
 }
 
 }  // namespace torchport::detail

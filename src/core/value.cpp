@@ -21,6 +21,7 @@ struct Value::Node {
   mutable bool sealed = false;
   bool storage = false;  // a tensor node made by Value::storage()
   bool ordered = false;  // a dict made by Value::ordered_dict()
+  bool numpy = false;    // a tensor made by Value::numpy_array()
   // The key hash of a sealed node, computed at most once (0: not yet).
   mutable std::atomic<std::uint64_t> hash{0};
   std::uint32_t depth = 0;
@@ -343,6 +344,14 @@ Value Value::storage(Tensor t) {
   return v;
 }
 
+Value Value::numpy_array(Tensor t) {
+  Value v = tensor(std::move(t));
+  v.node_->numpy = true;
+  return v;
+}
+bool Value::is_numpy_array() const noexcept {
+  return kind_ == Kind::Tensor && node_->numpy;
+}
 bool Value::is_ordered_dict() const noexcept {
   return kind_ == Kind::Dict && node_->ordered;
 }

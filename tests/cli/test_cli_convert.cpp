@@ -459,6 +459,12 @@ TEST(CliOutputs, ValuesAreNotDroppedSilently) {
   EXPECT_FALSE(fs::exists(pt + ".2.pt"));
   EXPECT_EQ(run_command(tool + " convert --tensors-only " + in + " " + pt, &out), 0) << out;
   EXPECT_EQ(open(pt).root().find("epoch"), nullptr);
+  // numpy arrays among the values are read as tensors: they cannot be
+  // written back as arrays, so the whole object is refused, naming one.
+  const std::string np = test::fixture("numpy/training_numpy.pt").string();
+  EXPECT_EQ(run_command(tool + " convert " + np + " " + pt + ".np.pt", &out), 1) << out;
+  EXPECT_NE(out.find("numpy array"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(pt + ".np.pt"));
 
   // A sub-tree of tensors alone needs nothing; values the filters exclude are dropped by the user.
   EXPECT_EQ(run_command(tool + " convert --top-level-key model_state_dict " + in + " " +

@@ -202,6 +202,19 @@ TEST(Open, OpeningDoesNotTouchTensorBytes) {
   for (const auto& t : cat.tensors()) EXPECT_TRUE(t.tensor.storage()->pending()) << t.name;
 }
 
+// A load's progress: bytes read so far and in all, ending with all of them.
+TEST(Open, MaterializeReportsProgress) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
+  MaterializeStats st;
+  (void)materialize(
+      open(fixture("checkpoint.pt")), Residence::owned, &st,
+      [&](std::uint64_t done, std::uint64_t total) { calls.emplace_back(done, total); });
+  ASSERT_FALSE(calls.empty());
+  for (std::size_t i = 1; i < calls.size(); ++i) EXPECT_GE(calls[i].first, calls[i - 1].first);
+  EXPECT_EQ(calls.back().first, calls.back().second);
+  EXPECT_GE(calls.back().second, st.bytes);
+}
+
 TEST(Open, LimitsApply) {
   OpenOptions o;
   o.limits.max_tensors = 3;

@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "format.hpp"
 #include "input.hpp"
+#include "progress.hpp"
 #include "torchport/formats/open.hpp"
 
 namespace torchport::cli {
@@ -25,8 +26,13 @@ int run_load(const LoadArgs& a) {
   MaterializeStats st;
   OpenOptions options;
   options.verify_crc = a.verify;
-  const TensorCatalog loaded =
-      materialize(open_input(a.file, options), a.mmap ? Residence::mapped : Residence::owned, &st);
+  ProgressBar bar("loading");  // on a terminal, once it takes more than a second
+  MaterializeProgress progress;
+  if (!a.quiet)
+    progress = [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
+  const TensorCatalog loaded = materialize(
+      open_input(a.file, options), a.mmap ? Residence::mapped : Residence::owned, &st, progress);
+  bar.finish();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (a.quiet) return 0;
   fmt::print("{} tensors, {} in {:.4f} s, {:.2f} GB/s, {}\n", loaded.size(), human_bytes(st.bytes),

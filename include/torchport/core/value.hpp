@@ -152,6 +152,11 @@ class Value {
   /// Address of the shared node (nullptr for scalars): equal for two handles
   /// of the same Python object.
   const void* identity() const noexcept { return node_.get(); }
+  /// A Tensor that a pickle made as a numpy array (a writer cannot give it
+  /// back as one: it is a Tensor in every other way).
+  static Value numpy_array(Tensor t);
+  /// True for a Tensor made by `numpy_array()` (and its handles).
+  bool is_numpy_array() const noexcept;
   /// True for a Dict made by `ordered_dict()` (and its handles).
   bool is_ordered_dict() const noexcept;
   /// True for a value made by `storage()` (and its handles).

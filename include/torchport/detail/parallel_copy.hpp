@@ -3,6 +3,7 @@
 /// Copies of storages into memory, spread over threads (internal).
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -30,6 +31,9 @@ void split_copy(const Storage& src, std::span<std::byte> dst, std::vector<CopyJo
 /// those pages in with one call (MADV_POPULATE_WRITE): fresh memory is
 /// faulted by every core at once, without a trap per page, and each thread
 /// reads 16 MiB of file in order (docs/loading.md).
-void run_copies(const std::vector<CopyJob>& jobs);
+/// Bytes copied so far and in all, reported by the calling thread now and
+/// then, and once at the end.
+using CopyProgress = std::function<void(std::uint64_t done, std::uint64_t total)>;
+void run_copies(const std::vector<CopyJob>& jobs, const CopyProgress& progress = {});
 
 }  // namespace torchport::detail

@@ -3,6 +3,7 @@
 /// `open()`: any checkpoint file to a `TensorCatalog`.
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -93,15 +94,22 @@ struct MaterializeStats {
   std::uint64_t mapped_bytes = 0;  ///< of those, left in the mapped file
 };
 
+/// Hears a materialisation's bytes read so far and in all, now and then
+/// from the calling thread (a progress bar; the reads go on meanwhile), and
+/// once at the end.
+using MaterializeProgress = std::function<void(std::uint64_t done, std::uint64_t total)>;
+
 /// Reads every tensor's bytes now and returns a catalogue whose tensors no
 /// longer wait on anything: the same names, dtypes, shapes, strides and
-/// storage sharing as `catalog`.
+/// storage sharing as `catalog`. `progress`, when set, hears how far it is.
 TensorCatalog materialize(const TensorCatalog& catalog, Residence residence,
-                          MaterializeStats* stats = nullptr);
+                          MaterializeStats* stats = nullptr,
+                          const MaterializeProgress& progress = {});
 /// The same, consuming `catalog`: its tree and index are released before
 /// the storages are made, and each file storage as soon as no tensor views
 /// it, so the peak holds one catalogue, not two.
 TensorCatalog materialize(TensorCatalog&& catalog, Residence residence,
-                          MaterializeStats* stats = nullptr);
+                          MaterializeStats* stats = nullptr,
+                          const MaterializeProgress& progress = {});
 
 }  // namespace torchport

@@ -12,7 +12,7 @@ namespace {
 // Makes the storages of `tensors` ready and points the tensors at them, in
 // place (a file storage is released when its last view moves off it).
 void materialize_tensors(std::vector<NamedTensor>& tensors, Residence residence,
-                         MaterializeStats& st) {
+                         MaterializeStats& st, const MaterializeProgress& progress) {
   st = {};
   // Distinct storages, in first-use order.
   std::vector<const std::shared_ptr<Storage>*> order;
@@ -43,7 +43,7 @@ void materialize_tensors(std::vector<NamedTensor>& tensors, Residence residence,
       replaced[s->get()] = Storage::borrow_mutable(slice, arena);
       at += (n + kAlign - 1) / kAlign * kAlign;
     }
-    detail::run_copies(jobs);
+    detail::run_copies(jobs, progress);
   };
   for (const auto* s : order) st.bytes += (*s)->nbytes();
   if (residence == Residence::owned) {
@@ -83,22 +83,22 @@ void materialize_tensors(std::vector<NamedTensor>& tensors, Residence residence,
 }  // namespace
 
 TensorCatalog materialize(const TensorCatalog& catalog, Residence residence,
-                          MaterializeStats* stats) try {
+                          MaterializeStats* stats, const MaterializeProgress& progress) try {
   MaterializeStats local;
   std::vector<NamedTensor> tensors = catalog.tensors();
-  materialize_tensors(tensors, residence, stats ? *stats : local);
+  materialize_tensors(tensors, residence, stats ? *stats : local, progress);
   return TensorCatalog::from_tensors(catalog.format(), std::move(tensors), catalog.metadata());
 } catch (...) {
   rethrow_as_error("materialize");  // no bare std:: exception leaves the library
 }
 
-TensorCatalog materialize(TensorCatalog&& catalog, Residence residence,
-                          MaterializeStats* stats) try {
+TensorCatalog materialize(TensorCatalog&& catalog, Residence residence, MaterializeStats* stats,
+                          const MaterializeProgress& progress) try {
   MaterializeStats local;
   std::string format = catalog.format();
   std::map<std::string, std::string> metadata = catalog.metadata();
   std::vector<NamedTensor> tensors = std::move(catalog).take_tensors();
-  materialize_tensors(tensors, residence, stats ? *stats : local);
+  materialize_tensors(tensors, residence, stats ? *stats : local, progress);
   return TensorCatalog::from_tensors(std::move(format), std::move(tensors), std::move(metadata));
 } catch (...) {
   rethrow_as_error("materialize");  // no bare std:: exception leaves the library

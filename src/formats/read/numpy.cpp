@@ -215,7 +215,7 @@ Value make_array(const Dtype& d, Shape shape, bool fortran, const std::string& r
   } else {
     strides = contiguous_strides(shape);
   }
-  return Value::tensor(
+  return Value::numpy_array(
       Tensor(d.dtype, std::move(shape), std::move(strides), 0, std::move(storage)));
 }
 

@@ -648,7 +648,7 @@ class Rebuilder {
         return out;
       }
       case Value::Kind::Dict: {
-        Value out = Value::dict();
+        Value out = v.is_ordered_dict() ? Value::ordered_dict() : Value::dict();
         for (const auto& [k, x] : v.pairs())
           out.insert(k, walk(x, child(path, k.is(Value::Kind::Str) ? k.as_str() : k.repr())));
         return out;

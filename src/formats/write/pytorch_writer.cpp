@@ -687,6 +687,10 @@ class TreeWriter {
       }
       case Value::Kind::Tensor:
         if (v.is_storage()) refuse(path, "is a bare storage, which torchport does not write");
+        if (v.is_numpy_array())
+          refuse(path,
+                 "is a numpy array, which torchport reads as a tensor and cannot write "
+                 "back as an array");
         tensor_records(v.as_tensor(), path);
         return;
       default:
