@@ -413,10 +413,18 @@ std::shared_ptr<Storage> resolved_storage(const std::shared_ptr<Storage>& raw, D
 // The rarely set parts are changed on a copy of the shared block (other
 // tensors may share it); a block left with nothing in it is dropped.
 void Tensor::set_extras(detail::TensorExtras e) {
-  if (!e.quant && !e.sparse && !e.file_storage)
+  if (!e.quant && !e.sparse && !e.file_storage && !e.slicer)
     mut().extras.reset();
   else
     mut().extras = std::make_shared<const detail::TensorExtras>(std::move(e));
+}
+
+Tensor Tensor::with_slicer(std::shared_ptr<const TensorSlicer> slicer) const {
+  Tensor t = *this;
+  detail::TensorExtras e = body().extras ? *body().extras : detail::TensorExtras{};
+  e.slicer = std::move(slicer);
+  t.set_extras(std::move(e));
+  return t;
 }
 
 const Tensor::Body& Tensor::empty_body() noexcept {

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Tensor-parallel loading end to end (examples/tensor_parallel, issue 19).
 
-    tensor_parallel.py --llama-tp BIN --mpirun MPIRUN --np N --dir DIR [--format pt|safetensors] [--dtype bf16|f32]
+    tensor_parallel.py --llama-tp BIN --mpirun MPIRUN --np N --dir DIR [--format pt|safetensors|dcp]
+                       [--save-world W] [--dtype bf16|f32]
 
 Builds a small random Llama decoder layer with torch (grouped-query
 attention: 8 heads, 2 key/value heads, so 4 ranks replicate each key/value
-head on two of them), saves its state dict, runs
+head on two of them), saves its state dict (with `--format dcp`: as a
+distributed checkpoint saved by W gloo ranks, torch 2.x), runs
 `mpirun -np N llama_tp ...` and checks
 - the output against the reference below, written as Hugging Face's
   LlamaDecoderLayer computes it (RMSNorm in f32, rotary embeddings with
@@ -18,6 +20,7 @@ Exit status 0 when every check passes."""
 
 import argparse
 import collections
+import importlib
 import math
 import os
 import re
@@ -109,21 +112,93 @@ def expected_bytes(sd, n):
     return split / n + kv / min(n, KV_HEADS) + norms, sum(nbytes.values())
 
 
+def dcp_worker(rank, world, port, dtype, folder):
+    # One rank of a DTensor save: column-parallel weights split by rows,
+    # row-parallel ones by columns, the norms replicated.
+    import warnings
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    import faulthandler
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world), USE_LIBUV="0")  # Debian's torch has no libuv store
+    warnings.simplefilter("ignore")
+    # A rank stuck in gloo (seen once, on a loaded machine) says where and
+    # exits, and the save is tried again.
+    faulthandler.dump_traceback_later(50, exit=True)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        mesh = init_device_mesh("cpu", (world,))
+        out = {}
+        for k, t in weights(dtype).items():  # the same seed: the same weights
+            place = [Replicate()] if "layernorm" in k else \
+                [Shard(1)] if ("o_proj" in k or "down_proj" in k) else [Shard(0)]
+            out[k] = distribute_tensor(t, mesh, place)
+        dcp.save(out, checkpoint_id=folder)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def save_dcp(dtype, folder, world):
+    """weights(dtype) as torch.distributed.checkpoint saves it from `world`
+    gloo ranks (torch 2.x). The ranks are forked before this process runs
+    any torch operation: a child forked after torch started its thread
+    pools can hang in them."""
+    import multiprocessing
+    import shutil
+    import socket
+    for attempt in range(3):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        shutil.rmtree(folder, ignore_errors=True)
+        ctx = multiprocessing.get_context("fork")
+        procs = [ctx.Process(target=dcp_worker, args=(r, world, port, dtype, folder))
+                 for r in range(world)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        for p in procs:
+            if p.exitcode is None:
+                p.kill()
+                p.join()
+        codes = [p.exitcode for p in procs]
+        if all(c == 0 for c in codes):
+            return
+        print(f"the DCP save's ranks exited with {codes} (attempt {attempt + 1} of 3)")
+    raise SystemExit("FAIL: the DCP save failed 3 times")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--llama-tp", required=True)
     ap.add_argument("--mpirun", default="mpirun")
     ap.add_argument("--np", type=int, required=True)
     ap.add_argument("--dir", required=True)
-    ap.add_argument("--format", choices=["pt", "safetensors"], default="pt")
+    ap.add_argument("--format", choices=["pt", "safetensors", "dcp"], default="pt")
+    ap.add_argument("--save-world", type=int, default=2,
+                    help="--format dcp: ranks that save the checkpoint (torch 2.x)")
     ap.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
-    torch.manual_seed(0)
-    sd = weights(torch.bfloat16 if a.dtype == "bf16" else torch.float32)
+    dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
     wpath = os.path.join(a.dir, "layer." + a.format)
+    if a.format == "dcp":
+        try:
+            importlib.import_module("torch.distributed.tensor")  # DTensor: torch 2.4+
+        except ImportError:
+            print("skipped: this torch cannot save DTensors")
+            return 0
+        save_dcp(dtype, wpath, a.save_world)
+    torch.manual_seed(0)
+    sd = weights(dtype)
     if a.format == "pt":
         torch.save(sd, wpath)
+    elif a.format == "dcp":
+        pass  # saved above
     else:
         safetensors_writer.save(sd, wpath)
     x = torch.randn(BATCH, SEQ, HIDDEN, generator=torch.Generator().manual_seed(7))

@@ -5,11 +5,13 @@
 #include <complex>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "torchport/core/dtype.hpp"
@@ -68,7 +70,22 @@ Shape contiguous_strides(std::span<const std::int64_t> shape);
 std::string shape_to_string(std::span<const std::int64_t> shape);
 
 struct Quantization;  // defined after Tensor
-struct SparseParts;   // defined after Tensor
+class Tensor;
+
+/// Reads parts of a tensor stored as pieces read separately (a distributed
+/// checkpoint's chunks), so that a slice reads only the pieces it overlaps
+/// (`read_slice`, a tensor-parallel rank's load).
+class TensorSlicer {
+ public:
+  virtual ~TensorSlicer() = default;
+  /// The concatenation along `dim` of `[start, start + length)` for each
+  /// range (checked by the caller), read now from the pieces that overlap
+  /// them; `count` hears the bytes read from files.
+  virtual Tensor read(std::size_t dim,
+                      std::span<const std::pair<std::int64_t, std::int64_t>> ranges,
+                      const std::function<void(std::uint64_t)>& count) const = 0;
+};
+struct SparseParts;  // defined after Tensor
 
 namespace detail {
 /// What few tensors have (a quantizer, sparse parts, the storage as the file
@@ -77,6 +94,7 @@ struct TensorExtras {
   std::shared_ptr<const Quantization> quant;
   std::shared_ptr<const SparseParts> sparse;
   std::shared_ptr<Storage> file_storage;
+  std::shared_ptr<const TensorSlicer> slicer;
 };
 inline const std::shared_ptr<const Quantization> kNoQuantization{};
 inline const std::shared_ptr<const SparseParts> kNoSparseParts{};
@@ -303,6 +321,14 @@ class Tensor {
   Tensor with_view_bits(bool conj, bool neg) const;
   bool is_conj() const noexcept { return (body().view_bits & 1u) != 0; }  ///< torch's conj bit
   bool is_neg() const noexcept { return (body().view_bits & 2u) != 0; }   ///< torch's neg bit
+  /// The reader of this tensor's pieces, or null for a tensor whose bytes
+  /// are one storage (see `TensorSlicer`).
+  const TensorSlicer* slicer() const noexcept {
+    return body().extras ? body().extras->slicer.get() : nullptr;
+  }
+  /// This tensor, its slices read by `slicer` (a reader's, for tensors
+  /// stored as pieces). Copies share it; a materialised copy drops it.
+  Tensor with_slicer(std::shared_ptr<const TensorSlicer> slicer) const;
   /// The storage as the file holds it: before the bits are applied, packed
   /// for a 4- or 2-bit quantized tensor (the storage itself for others).
   const std::shared_ptr<Storage>& file_storage() const noexcept {

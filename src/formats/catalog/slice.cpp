@@ -160,8 +160,6 @@ Tensor read_slice(const Tensor& t, std::int64_t dim, std::span<const SliceRange>
                   const SliceOptions& options) {
   std::int64_t total = 0;
   const std::size_t d = check_ranges(t, dim, ranges, total);
-  const Storage& storage = *t.storage();
-  if (!storage.addressable()) not_addressable(t);
   // Drop empty ranges and merge adjacent ones.
   std::vector<SliceRange> merged;
   for (const auto& r : ranges) {
@@ -171,6 +169,25 @@ Tensor read_slice(const Tensor& t, std::int64_t dim, std::span<const SliceRange>
     else
       merged.push_back(r);
   }
+  if (t.slicer() != nullptr) {
+    // Stored as pieces (a distributed checkpoint's chunks): read the
+    // pieces the ranges overlap, and nothing else.
+    std::vector<std::pair<std::int64_t, std::int64_t>> rs;
+    for (const auto& r : merged) rs.emplace_back(r.start, r.length);
+    const auto read = [t, d, rs, counter = options.counter] {
+      return t.slicer()->read(d, rs, [&counter](std::uint64_t n) {
+        if (counter) counter->add(n);
+      });
+    };
+    if (!options.lazy) return read();
+    Shape shape = t.shape();
+    shape[d] = total;
+    const std::uint64_t nbytes = slice_nbytes(t, static_cast<std::int64_t>(d), merged);
+    auto st = Storage::deferred(nbytes, [read] { return read().storage(); });
+    return Tensor(t.dtype(), shape, contiguous_strides(shape), 0, std::move(st));
+  }
+  const Storage& storage = *t.storage();
+  if (!storage.addressable()) not_addressable(t);
   if (merged.size() <= 1) {
     const SliceRange r = merged.empty() ? SliceRange{0, 0} : merged.front();
     Tensor view = t.narrow(static_cast<std::int64_t>(d), r.start, r.length);

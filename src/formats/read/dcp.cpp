@@ -304,6 +304,54 @@ void place(std::byte* out, const Shape& size, const Chunk& c, const std::byte* i
   }
 }
 
+// Reads a slice from the chunks it overlaps only (a tensor-parallel rank's
+// part), placing each overlap where it falls in the slice.
+class ChunkSlicer final : public TensorSlicer {
+ public:
+  ChunkSlicer(std::shared_ptr<Folder> f, std::shared_ptr<const TensorPlan> plan, std::string fqn)
+      : f_(std::move(f)), plan_(std::move(plan)), fqn_(std::move(fqn)) {}
+
+  Tensor read(std::size_t dim, std::span<const std::pair<std::int64_t, std::int64_t>> ranges,
+              const std::function<void(std::uint64_t)>& count) const override {
+    const TensorPlan& p = *plan_;
+    Shape shape = p.size;
+    std::int64_t total = 0;
+    for (const auto& r : ranges) total += r.second;
+    shape[dim] = total;
+    Tensor out = Tensor::empty(p.dtype, shape);
+    LoadWalker walker(f_->options);
+    for (const Chunk& c : p.chunks) {
+      if (shape_numel(c.sizes) == 0) continue;
+      Tensor blob;
+      std::int64_t at = 0;  // where the range starts in the slice
+      for (const auto& [start, length] : ranges) {
+        const std::int64_t lo = std::max(start, c.offsets[dim]);
+        const std::int64_t hi = std::min(start + length, c.offsets[dim] + c.sizes[dim]);
+        if (lo < hi) {
+          if (!blob.defined()) {
+            blob = chunk_tensor(*f_, c, p.dtype, fqn_, walker);
+            count(c.blob.length);
+          }
+          const Tensor piece =
+              blob.narrow(static_cast<std::int64_t>(dim), lo - c.offsets[dim], hi - lo)
+                  .contiguous();
+          Chunk box{c.offsets, c.sizes, c.blob};
+          box.offsets[dim] = at + (lo - start);
+          box.sizes[dim] = hi - lo;
+          place(out.mutable_bytes().data(), shape, box, piece.bytes().data(), dtype_size(p.dtype));
+        }
+        at += length;
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::shared_ptr<Folder> f_;
+  std::shared_ptr<const TensorPlan> plan_;
+  std::string fqn_;
+};
+
 Tensor lazy_tensor(const std::shared_ptr<Folder>& f, TensorPlan plan, const std::string& fqn) {
   std::uint64_t nbytes;
   if (!detail::mul_ok(static_cast<std::uint64_t>(shape_numel(plan.size)), dtype_size(plan.dtype),
@@ -311,17 +359,20 @@ Tensor lazy_tensor(const std::shared_ptr<Folder>& f, TensorPlan plan, const std:
     f->fail(ErrorCode::corrupt, "shape " + shape_to_string(plan.size) + " is too large", fqn);
   Shape size = plan.size;
   const DType dtype = plan.dtype;
-  auto storage = Storage::deferred(nbytes, [f, plan = std::move(plan), fqn, nbytes] {
+  auto shared = std::make_shared<const TensorPlan>(std::move(plan));
+  auto storage = Storage::deferred(nbytes, [f, shared, fqn, nbytes] {
     auto out = Storage::allocate(nbytes);
     LoadWalker walker(f->options);
-    for (const Chunk& c : plan.chunks) {
-      const Tensor t = chunk_tensor(*f, c, plan.dtype, fqn, walker).contiguous();
-      place(out->mutable_bytes().data(), plan.size, c, t.bytes().data(), dtype_size(plan.dtype));
+    for (const Chunk& c : shared->chunks) {
+      const Tensor t = chunk_tensor(*f, c, shared->dtype, fqn, walker).contiguous();
+      place(out->mutable_bytes().data(), shared->size, c, t.bytes().data(),
+            dtype_size(shared->dtype));
     }
     return out;
   });
   Shape strides = contiguous_strides(size);
-  return Tensor(dtype, std::move(size), std::move(strides), 0, std::move(storage));
+  return Tensor(dtype, std::move(size), std::move(strides), 0, std::move(storage))
+      .with_slicer(std::make_shared<ChunkSlicer>(f, std::move(shared), fqn));
 }
 
 TensorPlan tensor_plan(Folder& f, const Object& meta, const std::string& fqn,
