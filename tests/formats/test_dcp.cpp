@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "support/fixtures.hpp"
 #include "torchport/core/error.hpp"
@@ -125,6 +126,102 @@ TEST(DcpSlices, ARankReadsOnlyTheChunksItsSliceOverlaps) {
     (void)read_slice(cat, "model.emb.weight", 0, start, length, o);
     EXPECT_EQ(o.counter->reads(), 2u) << start;
   }
+}
+
+// A .metadata of one [n, n] F32 tensor cut into a grid x grid of chunks,
+// each in an empty data file (the chunks are checked before any is read).
+void write_grid(const fs::path& dir, int n, int grid) {
+  fs::create_directories(dir);
+  std::ofstream(dir / "x.distcp").close();
+  std::string p = "\x80\x02";
+  const auto str = [&](const std::string& x) {
+    p += 'X';
+    for (int b = 0; b < 4; ++b) p += static_cast<char>((x.size() >> (8 * b)) & 0xFF);
+    p += x;
+  };
+  const auto num = [&](int v) {
+    p += 'J';
+    for (int b = 0; b < 4; ++b)
+      p += static_cast<char>((static_cast<unsigned>(v) >> (8 * b)) & 0xFF);
+  };
+  const auto obj = [&](const std::string& module, const std::string& cls) {
+    p += "c" + module + "\n" + cls + "\n)R";
+  };
+  const std::string m = "torch.distributed.checkpoint.metadata";
+  const auto pair = [&](int a, int b) {
+    num(a);
+    num(b);
+    p += '\x86';
+  };
+  const int step = n / grid;
+  obj(m, "Metadata");
+  p += "}(";
+  str("state_dict_metadata");
+  p += "}(";
+  str("w");
+  obj(m, "TensorStorageMetadata");
+  p += "}(";
+  str("properties");
+  obj(m, "TensorProperties");
+  p += "(ctorch\nfloat32\nN\x89N\x89tb";
+  str("size");
+  pair(n, n);
+  str("chunks");
+  p += "](";
+  for (int i = 0; i < grid; ++i)
+    for (int j = 0; j < grid; ++j) {
+      obj(m, "ChunkStorageMetadata");
+      p += "}(";
+      str("offsets");
+      pair(i * step, j * step);
+      str("sizes");
+      pair(step, step);
+      p += "ub";
+    }
+  p += "eub";  // chunks, then the tensor's BUILD
+  p += "u";    // state_dict_metadata
+  str("storage_data");
+  p += "}(";
+  for (int i = 0; i < grid; ++i)
+    for (int j = 0; j < grid; ++j) {
+      obj(m, "MetadataIndex");
+      p += "}(";
+      str("fqn");
+      str("w");
+      str("offset");
+      pair(i * step, j * step);
+      p += "ub";
+      obj("torch.distributed.checkpoint.filesystem", "_StorageInfo");
+      p += "}(";
+      str("relative_path");
+      str("x.distcp");
+      str("offset");
+      num(0);
+      str("length");
+      num(0);
+      p += "ub";
+    }
+  p += "uub.";  // storage_data, Metadata's dict, its BUILD
+  std::ofstream(dir / ".metadata", std::ios::binary) << p;
+}
+
+// The chunk check costs a sweep, not every pair: a 64 x 64 grid (4,096
+// chunks, a 2-D mesh's sharding) opens; a 200 x 200 one, whose check would
+// pass the budget of comparisons, is refused as a limit, not checked for
+// minutes.
+TEST(DcpSlices, ChunkGeometryIsCheckedInBoundedWork) {
+  const fs::path dir = test::temp_dir("dcp_grid");
+  write_grid(dir / "g64", 128, 64);
+  EXPECT_EQ(open(dir / "g64").size(), 1u);
+  write_grid(dir / "g200", 400, 200);
+  try {
+    (void)open(dir / "g200");
+    FAIL() << "a 200 x 200 grid was checked";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::limit_exceeded) << e.what();
+    EXPECT_NE(std::string(e.what()).find("comparisons"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
 }
 
 struct BadCase {
