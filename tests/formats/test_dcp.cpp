@@ -130,7 +130,7 @@ TEST(DcpSlices, ARankReadsOnlyTheChunksItsSliceOverlaps) {
 
 // A .metadata of one [n, n] F32 tensor cut into a grid x grid of chunks,
 // each in an empty data file (the chunks are checked before any is read).
-void write_grid(const fs::path& dir, int n, int grid) {
+void write_grid(const fs::path& dir, int n, int grid, int path_keys = 0) {
   fs::create_directories(dir);
   std::ofstream(dir / "x.distcp").close();
   std::string p = "\x80\x02";
@@ -201,7 +201,16 @@ void write_grid(const fs::path& dir, int n, int grid) {
       num(0);
       p += "ub";
     }
-  p += "uub.";  // storage_data, Metadata's dict, its BUILD
+  p += "u";             // storage_data
+  if (path_keys > 0) {  // planner_data: w's key path, path_keys keys long
+    str("planner_data");
+    p += "}(";
+    str("w");
+    p += "(";
+    for (int k = 0; k < path_keys; ++k) str("k");
+    p += "tu";
+  }
+  p += "ub.";  // Metadata's dict, its BUILD
   std::ofstream(dir / ".metadata", std::ios::binary) << p;
 }
 
@@ -220,6 +229,25 @@ TEST(DcpSlices, ChunkGeometryIsCheckedInBoundedWork) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::limit_exceeded) << e.what();
     EXPECT_NE(std::string(e.what()).find("comparisons"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+// planner_data's key paths rebuild the nesting: a path of 100,000 keys
+// would nest that deep (and recurse as deep to build and free it).
+TEST(DcpSlices, KeyPathsAreBoundedByMaxDepth) {
+  const fs::path dir = test::temp_dir("dcp_path");
+  write_grid(dir / "ok", 4, 2, 3);
+  const TensorCatalog cat = open(dir / "ok");
+  ASSERT_EQ(cat.size(), 1u);
+  EXPECT_EQ(cat.tensors()[0].name, "k.k.k");
+  write_grid(dir / "deep", 4, 2, 100000);
+  try {
+    (void)open(dir / "deep");
+    FAIL() << "a key path of 100,000 keys was built";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::limit_exceeded) << e.what();
+    EXPECT_NE(std::string(e.what()).find("max_depth"), std::string::npos) << e.what();
   }
   fs::remove_all(dir);
 }

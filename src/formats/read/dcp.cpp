@@ -501,13 +501,21 @@ struct Node {
 
 class TreeBuilder {
  public:
-  TreeBuilder(const Folder& f, std::uint64_t max_items) : f_(f), max_items_(max_items) {
+  TreeBuilder(const Folder& f, const Limits& limits)
+      : f_(f), max_items_(limits.max_container_items), max_depth_(limits.max_depth) {
     root_.kind = Node::Kind::dict;
   }
 
   void set(const Value& path, Value leaf, const std::string& fqn) {
     if (!path.is(Value::Kind::Tuple) || path.size() == 0)
       f_.fail(ErrorCode::corrupt, "its key path in planner_data is " + path.repr(2), fqn);
+    // The tree is built and taken apart recursively: its depth is bounded
+    // as a pickle's nesting is.
+    if (path.size() >= max_depth_)
+      f_.fail(ErrorCode::limit_exceeded,
+              "its key path in planner_data has " + std::to_string(path.size()) +
+                  " keys, past Limits::max_depth = " + std::to_string(max_depth_),
+              fqn);
     Node* cur = &root_;
     const auto& p = path.items();
     for (std::size_t i = 0; i < p.size(); ++i) {
@@ -580,6 +588,7 @@ class TreeBuilder {
 
   const Folder& f_;
   std::uint64_t max_items_;
+  std::uint64_t max_depth_;
   std::uint64_t items_ = 0;
   Node root_;
 };
@@ -610,7 +619,7 @@ TensorCatalog read_dcp(const fs::path& path, const OpenOptions& options, Walker&
   if (planner != nullptr && !planner->is_none() && !planner->is(Value::Kind::Dict))
     f->fail(ErrorCode::corrupt, "planner_data is " + planner->repr(2) + ", not a dict");
 
-  TreeBuilder tree(*f, options.limits.max_container_items);
+  TreeBuilder tree(*f, options.limits);
   for (const auto& [k, v] : sdm.pairs()) {
     if (!k.is(Value::Kind::Str))
       f->fail(ErrorCode::corrupt, "state_dict_metadata has a key " + k.repr(1));
