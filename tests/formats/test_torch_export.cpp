@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "support/fixtures.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/open.hpp"
@@ -74,6 +77,43 @@ TEST(TorchExportLater, AotInductorPackageIsRefusedAndItsCodeListed) {
   bool listed = false;
   for (const auto& f : r.findings) listed = listed || f.reason == "compiled-code";
   EXPECT_TRUE(listed);
+  std::filesystem::remove_all(dir);
+}
+
+// An export archive whose state dict is another export archive (each
+// level would recurse, as deep as the file is long): refused at the
+// second level. Each level ends with 70 KB of padding so that no inner end
+// record lies in the last 64 KiB, where zip readers look for theirs.
+TEST(TorchExportLater, NestedExportArchivesAreRefused) {
+  const auto dir = test::temp_dir("pt2_nested");
+  std::string inner = "not reached";
+  const std::string pad(70000, 'p');
+  for (int level = 0; level < 3; ++level) {
+    const auto path = dir / "level.pt2";
+    {
+      AtomicFile f(path);
+      ZipWriter z(f);
+      const auto add = [&](std::string_view name, std::string_view text) {
+        z.add_entry(name, std::as_bytes(std::span<const char>(text.data(), text.size())));
+      };
+      add("serialized_exported_program.json", "{}");
+      add("serialized_state_dict.pt", inner);
+      add("version", "8.2");
+      add("extra_files/pad", pad);
+      z.finish();
+      f.commit();
+    }
+    std::ifstream in(path, std::ios::binary);
+    inner.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  try {
+    (void)open(dir / "level.pt2");
+    FAIL() << "nested export archives were read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::corrupt) << e.what();
+    EXPECT_NE(std::string(e.what()).find("inside another"), std::string::npos) << e.what();
+  }
+  (void)scan(dir / "level.pt2");  // judged without recursing
   std::filesystem::remove_all(dir);
 }
 

@@ -80,6 +80,18 @@ TensorCatalog read_torch_export(const std::shared_ptr<const ZipArchive>& archive
                                 const OpenOptions& options, Walker& walker) {
   const ZipArchive& zip = *archive;
   const std::string& where = zip.source().name();
+  // Its archives are torch.save's: an export archive inside one (which
+  // torch never writes) could nest as deep as the file is long.
+  static thread_local int depth = 0;
+  if (depth > 0)
+    throw Error(ErrorCode::corrupt,
+                "a torch.export archive inside another one's serialized .pt (torch writes "
+                "torch.save archives there)",
+                {}, std::nullopt, where);
+  ++depth;
+  struct Leave {
+    ~Leave() { --depth; }
+  } leave;
   if (walker.lists_parts())
     for (const ZipEntry& e : zip.entries()) {
       Part p{PartRole::member, e.name, e.data_offset, e.compressed_size, e.method, {}};
