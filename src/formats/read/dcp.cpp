@@ -77,8 +77,7 @@ struct Folder {
 
   const Source& file(const std::string& name, const std::string& key) {
     if (auto it = files.find(name); it != files.end()) return it->second;
-    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
-        name.find('\\') != std::string::npos || name.find('\0') != std::string::npos)
+    if (!plain_file_name(name))
       fail(ErrorCode::corrupt,
            "storage file '" + name +
                "' is not a plain file name: a checkpoint's .metadata may only name files in its "

@@ -57,13 +57,13 @@ fs::path find_index(const fs::path& dir) {
   return found.front();
 }
 
+}  // namespace
+
 // A shard must be a plain file name: the index may only name files next to it.
 bool plain_file_name(const std::string& s) {
   return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
          s.find('\\') == std::string::npos && s.find('\0') == std::string::npos;
 }
-
-}  // namespace
 
 // The folder every shard's real path must lie in: the index's directory, or,
 // when that is a snapshot of the Hugging Face hub cache

@@ -25,6 +25,11 @@ std::filesystem::path shard_root(const std::filesystem::path& dir);
 std::filesystem::path resolve_inside(const std::filesystem::path& root,
                                      const std::filesystem::path& path, bool directory = false);
 
+/// True for a name a checkpoint's table of contents (an index, a DCP
+/// .metadata) may give a file of its own folder: not empty, `.` or `..`,
+/// without `/`, `\` or NUL.
+bool plain_file_name(const std::string& name);
+
 /// `resolve_inside(root, dir / shard)`, for a shard the index names.
 std::filesystem::path resolve_shard(const std::filesystem::path& root,
                                     const std::filesystem::path& dir, const std::string& shard);
