@@ -2,11 +2,14 @@
 // (tests/fixtures/export/make_export_fixtures.py): the catalogue holds the
 // state dict's and the constants' tensors under the names
 // torch.export.load gives them, bit for bit; the program is not read.
+// PT2 archives, the layout of later releases, written to torch's published
+// spec (make_pt2_archive_fixtures.py), and hostile ones built here.
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <iterator>
+#include <map>
 
 #include "support/fixtures.hpp"
 #include "torchport/core/error.hpp"
@@ -44,6 +47,207 @@ TEST_P(TorchExport, ListsWhatTorchExportLoadGives) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Saved, TorchExport, ::testing::Values("conv_linear", "buffers"));
+
+class Pt2ArchiveFixture : public ::testing::TestWithParam<std::string> {};
+
+// Names, dtypes, shapes, views and bytes as the spec's loader gives them;
+// tensors naming one blob share one storage, as torch.as_strided's do.
+TEST_P(Pt2ArchiveFixture, ListsWhatTheSpecsLoaderGives) {
+  const auto want = test::read_json(test::fixture("export/" + GetParam() + ".expected.json"));
+  const auto path = test::fixture("export/" + GetParam() + ".pt2");
+  const TensorCatalog cat = open(path);
+  EXPECT_EQ(cat.format(), "torch-export");
+  EXPECT_EQ(cat.metadata().at("torch_export.layout"), "pt2-archive");
+  ASSERT_EQ(cat.size(), want["tensors"].size());
+  std::map<std::string, const Tensor*> first_of_blob;
+  for (std::size_t i = 0; i < cat.size(); ++i) {
+    const auto& w = want["tensors"][i];
+    const NamedTensor& t = cat.tensors()[i];
+    SCOPED_TRACE(t.name);
+    EXPECT_EQ(t.name, w["name"].get<std::string>());
+    EXPECT_EQ(dtype_name(t.tensor.dtype()), w["dtype"].get<std::string>());
+    EXPECT_EQ(t.tensor.shape(), w["shape"].get<Shape>());
+    EXPECT_EQ(t.tensor.strides(), w["strides"].get<Shape>());
+    EXPECT_EQ(t.tensor.storage_offset(), w["offset"].get<std::int64_t>());
+    EXPECT_EQ(test::tensor_sha256(t.tensor), w["sha256"].get<std::string>());
+    const std::string blob = w["model"].get<std::string>() + "/" + w["source"].get<std::string>() +
+                             "/" + w["blob"].get<std::string>();
+    if (const auto it = first_of_blob.find(blob); it != first_of_blob.end())
+      EXPECT_EQ(t.tensor.storage().get(), it->second->storage().get()) << "not one storage";
+    else
+      first_of_blob.emplace(blob, &t.tensor);
+  }
+  const ScanReport r = scan(path);
+  EXPECT_EQ(r.verdict, ScanVerdict::clean) << scan_verdict_name(r.verdict);
+}
+
+INSTANTIATE_TEST_SUITE_P(Spec, Pt2ArchiveFixture, ::testing::Values("archive", "two_models"));
+
+// A PT2 archive built record by record: a valid one-model archive ("m")
+// whose records a test replaces or adds to.
+class Pt2Builder {
+ public:
+  Pt2Builder() {
+    set("archive_format", "pt2");
+    set("archive_version", "0");
+    set("byteorder", "little");
+    set("models/m.json", "{}");
+    set("data/sample_inputs/m.pt", "");
+    const float w[4] = {1.0F, -2.0F, 3.5F, 0.25F};
+    set("data/weights/weight_0", std::string(reinterpret_cast<const char*>(w), sizeof w));
+    weights("{\"w\": " + payload("weight_0", 7, {4}, {1}, 0) + "}");
+    constants("{}");
+  }
+  static std::string meta(int dtype, const std::vector<std::int64_t>& sizes,
+                          const std::vector<std::int64_t>& strides, std::int64_t offset) {
+    const auto ints = [](const std::vector<std::int64_t>& v) {
+      std::string s = "[";
+      for (std::size_t i = 0; i < v.size(); ++i)
+        s += (i ? ", " : "") + std::string("{\"as_int\": ") + std::to_string(v[i]) + "}";
+      return s + "]";
+    };
+    return "{\"dtype\": " + std::to_string(dtype) + ", \"sizes\": " + ints(sizes) +
+           ", \"requires_grad\": false, \"device\": {\"type\": \"cpu\"}, \"strides\": " +
+           ints(strides) + ", \"storage_offset\": {\"as_int\": " + std::to_string(offset) +
+           "}, \"layout\": 7}";
+  }
+  static std::string payload(const std::string& path, int dtype,
+                             const std::vector<std::int64_t>& sizes,
+                             const std::vector<std::int64_t>& strides, std::int64_t offset) {
+    return "{\"path_name\": \"" + path +
+           "\", \"is_param\": true, \"use_pickle\": false, \"tensor_meta\": " +
+           meta(dtype, sizes, strides, offset) + "}";
+  }
+  Pt2Builder& set(const std::string& rel, std::string bytes) {
+    records_[rel] = std::move(bytes);
+    return *this;
+  }
+  Pt2Builder& weights(const std::string& config) {
+    return set("data/weights/m_weights_config.json", "{\"config\": " + config + "}");
+  }
+  Pt2Builder& constants(const std::string& config) {
+    return set("data/constants/m_constants_config.json", "{\"config\": " + config + "}");
+  }
+  std::filesystem::path write(const std::filesystem::path& dir) const {
+    const auto path = dir / "m.pt2";
+    AtomicFile f(path);
+    ZipWriter z(f);
+    for (const auto& [rel, bytes] : records_)  // "/name": outside the archive's folder
+      z.add_entry(rel.starts_with("/") ? rel.substr(1) : "m/" + rel,
+                  std::as_bytes(std::span<const char>(bytes.data(), bytes.size())));
+    z.finish();
+    f.commit();
+    return path;
+  }
+
+ private:
+  std::map<std::string, std::string> records_;
+};
+
+void expect_refused(const Pt2Builder& b, ErrorCode code, const std::string& needle) {
+  const auto dir = test::temp_dir("pt2_bad");
+  try {
+    (void)open(b.write(dir));
+    ADD_FAILURE() << "read; expected " << error_code_name(code) << " saying '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Pt2ArchiveBuilt, TheBaseArchiveReads) {
+  const auto dir = test::temp_dir("pt2_ok");
+  const TensorCatalog cat = open(Pt2Builder().write(dir));
+  ASSERT_EQ(cat.size(), 1U);
+  EXPECT_EQ(cat.tensors()[0].name, "w");
+  EXPECT_EQ(cat.tensors()[0].tensor.shape(), Shape({4}));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Pt2ArchiveBuilt, BadPayloadsAreRefusedNamingTheTensor) {
+  using B = Pt2Builder;
+  expect_refused(B().weights("{\"w\": " + B::payload("../weights/weight_0", 7, {4}, {1}, 0) + "}"),
+                 ErrorCode::corrupt, "not a file name");
+  expect_refused(B().weights("{\"w\": " + B::payload("weight_9", 7, {4}, {1}, 0) + "}"),
+                 ErrorCode::corrupt, "not in the archive");
+  // A view past its blob's end (torch's as_strided refuses it too).
+  expect_refused(B().weights("{\"w\": " + B::payload("weight_0", 7, {3}, {2}, 0) + "}"),
+                 ErrorCode::corrupt, "weight_0");
+  expect_refused(B().weights("{\"w\": " + B::payload("weight_0", 7, {4}, {1}, 1) + "}"),
+                 ErrorCode::corrupt, "weight_0");
+  // 10 bytes are no whole number of F32 elements.
+  expect_refused(B().set("data/weights/weight_0", std::string(10, '\0')), ErrorCode::corrupt,
+                 "whole number");
+  // A fake tensor's empty blob: torch's loader would give zeros.
+  expect_refused(B().set("data/weights/weight_0", ""), ErrorCode::corrupt, "holds no bytes");
+  // Two tensors of one blob with different dtypes: torch views both as the first's.
+  expect_refused(B().weights("{\"w\": " + B::payload("weight_0", 7, {4}, {1}, 0) +
+                             ", \"v\": " + B::payload("weight_0", 4, {4}, {1}, 0) + "}"),
+                 ErrorCode::corrupt, "view it as the first");
+  expect_refused(B().weights("{\"w\": {\"path_name\": \"weight_0\", \"is_param\": true, "
+                             "\"use_pickle\": false, \"tensor_meta\": {\"dtype\": 7, \"sizes\": "
+                             "[{\"as_expr\": {\"expr_str\": \"s0\"}}], \"requires_grad\": false, "
+                             "\"device\": {\"type\": \"cpu\"}, \"strides\": [{\"as_int\": 1}], "
+                             "\"storage_offset\": {\"as_int\": 0}, \"layout\": 7}}}"),
+                 ErrorCode::unsupported, "symbolic size");
+  std::string negative = B::payload("weight_0", 7, {4}, {1}, 0);
+  const std::string stride = "\"strides\": [{\"as_int\": 1}]";
+  negative.replace(negative.find(stride), stride.size(), "\"strides\": [{\"as_int\": -1}]");
+  expect_refused(B().weights("{\"w\": " + negative + "}"), ErrorCode::corrupt, "n >= 0");
+  std::string later = B::payload("weight_0", 7, {4}, {1}, 0);
+  const std::string layout = "\"layout\": 7";
+  later.replace(later.find(layout), layout.size(), "\"layout\": 7, \"memory_format\": 1");
+  expect_refused(B().weights("{\"w\": " + later + "}"), ErrorCode::unsupported, "memory_format");
+  expect_refused(B().weights("{\"w\": " + B::payload("weight_0", 99, {4}, {1}, 0) + "}"),
+                 ErrorCode::unsupported, "ScalarType");
+  expect_refused(B().weights("{\"w\": {\"path_name\": \"weight_0\"}}"), ErrorCode::corrupt,
+                 "PayloadMeta");
+  expect_refused(B().weights("{\"w\": 1, \"w\": 2}"), ErrorCode::corrupt, "w");
+}
+
+TEST(Pt2ArchiveBuilt, WhatTorchReadsOtherwiseIsRefused) {
+  using B = Pt2Builder;
+  expect_refused(B().set("archive_version", "1"), ErrorCode::unsupported, "version '1'");
+  expect_refused(B().set("byteorder", "big"), ErrorCode::unsupported, "byte order 'big'");
+  expect_refused(B().set("archive_format", "pt3"), ErrorCode::corrupt, "archive_format");
+  // One name both a weight and a constant: which one the program gets is
+  // the reader's choice.
+  expect_refused(B().set("data/constants/tensor_0", std::string(16, '\0'))
+                     .constants("{\"w\": " + B::payload("tensor_0", 7, {4}, {1}, 0) + "}"),
+                 ErrorCode::ambiguous, "both a weight and a constant");
+  // Both layouts in one archive: torch 2.6 and later torches read different files.
+  expect_refused(B().set("/serialized_exported_program.json", "{}"), ErrorCode::ambiguous,
+                 "both layouts");
+  expect_refused(B().set("models/m.txt", "{}"), ErrorCode::corrupt, "models/<model>.json");
+  expect_refused(B().set("data/weights/m_weights_config.json", "[]"), ErrorCode::corrupt,
+                 "PayloadConfig");
+}
+
+// Objects among the constants are pickles torch unpickles (an opaque
+// object with pickle.loads): open refuses them, a scan judges them; a
+// weight blob that is a pickle is judged too (a loader reading weights from
+// disk torch.loads every file under data/weights/).
+TEST(Pt2ArchiveBuilt, PickledObjectsAreRefusedAndJudged) {
+  // pickle protocol 2: os.system('touch /tmp/torchport-pt2-pwned')
+  const std::string evil = std::string("\x80\x02") + "cos\nsystem\nq\x00X\x1e\x00\x00\x00" +
+                           "touch /tmp/torchport-pt2-pwned" + "q\x01\x85q\x02Rq\x03.";
+  const auto b = Pt2Builder()
+                     .set("data/constants/opaque_obj_0", evil)
+                     .constants(
+                         "{\"hook\": {\"path_name\": \"opaque_obj_0\", \"is_param\": "
+                         "false, \"use_pickle\": true, \"tensor_meta\": null}}");
+  expect_refused(b, ErrorCode::unsupported, "pickle.loads");
+  const auto dir = test::temp_dir("pt2_evil");
+  const ScanReport r = scan(b.write(dir));
+  EXPECT_EQ(r.verdict, ScanVerdict::unsafe);
+  const auto dir2 = test::temp_dir("pt2_evil_weight");
+  const ScanReport w = scan(Pt2Builder().set("data/weights/weight_1", evil).write(dir2));
+  EXPECT_EQ(w.verdict, ScanVerdict::unsafe);
+  EXPECT_FALSE(std::filesystem::exists("/tmp/torchport-pt2-pwned"));
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(dir2);
+}
 
 // An AOTInductor package (the PT2 archive layout: archive_format and
 // compiled shared objects under data/aotinductor/): refused by name, and
