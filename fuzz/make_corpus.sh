@@ -15,7 +15,8 @@ rm -rf "$out"
 mkdir -p "$out"/{pickle,zip,open,safetensors,record,sharded,scan}
 
 small() { [ "$(stat -c %s "$1")" -le 65536 ]; }
-for f in "$fx"/*.pt "$fx"/*.pkl "$fx"/bad/*.pt "$fx"/bad/*.pkl "$src"/tests/record/fixtures/*.pt; do
+for f in "$fx"/*.pt "$fx"/*.pkl "$fx"/bad/*.pt "$fx"/bad/*.pkl "$src"/tests/record/fixtures/*.pt \
+  "$fx"/export/*.pt2; do
   [ -f "$f" ] && small "$f" || continue
   name=$(basename "$(dirname "$f")")_$(basename "$f")
   cp "$f" "$out/open/$name"
