@@ -105,6 +105,7 @@ def main():
     rn = a.regimes.split(",") if a.regimes else [
         r for r in regimes.REGIMES if r != "cold" or regimes.can_drop_caches()]
     tp = os.path.join(a.build, "bin", "torchport")
+    typed = os.path.join(a.build, "bin", "typed_many")
     subprocess.run([*TORCH2, os.path.join(HERE, "make_many_tensors.py"), DATA, *map(str, counts)],
                    check=True)
     out = "/tmp/torchport-many"
@@ -127,6 +128,8 @@ def main():
                 ("torch 1.13 torch.load", python_call(torch1, "torch.load", pt)),
                 ("torch 2.6 torch.load", python_call(torch2, "torch.load", pt)),
                 ("torchport load .pt", process(tp, "load", pt)),
+                ("torchport typed load .pt into modules",
+                 process(typed, pt, str(n), "owned")),
                 ("torchport inspect --json .pt", process(tp, "inspect", "--json", pt)),
                 ("torchport scan .pt", process(tp, "scan", pt)),
                 ("torchport convert .pt to .safetensors",

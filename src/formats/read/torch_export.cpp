@@ -339,7 +339,10 @@ Value::Pairs Pt2Archive::payloads(const std::string& model, bool constants) {
   };
   std::unordered_map<std::string, Blob> blobs;  // by path_name
   Value::Pairs out;
-  for (const auto& [fqn, pm] : cfg["config"].items()) {
+  for (const auto& item : cfg["config"].items()) {
+    // (named, not bound: clang 14's lambdas cannot capture structured bindings)
+    const std::string& fqn = item.key();
+    const json& pm = item.value();
     const auto bad = [&](ErrorCode code, const std::string& msg) {
       fail(code, msg, fqn, ce->data_offset);
     };
