@@ -54,10 +54,10 @@ int main(int argc, char** argv) {
   const bool mapped = argc > 3 && std::string(argv[3]) == "mapped";
   try {
     Experts m = make(n);
-    const auto report = torchport::load(
-        m, argv[1],
-        torchport::LoadArgs{}.strict().residence(mapped ? torchport::Residence::mapped
-                                                        : torchport::Residence::owned));
+    const auto report =
+        torchport::load(m, argv[1],
+                        torchport::LoadArgs{}.strict().residence(
+                            mapped ? torchport::Residence::mapped : torchport::Residence::owned));
     if (report.tensors != n || !report.clean()) {
       std::fprintf(stderr, "typed_many: %llu of %zu fields loaded\n%s",
                    static_cast<unsigned long long>(report.tensors), n, report.summary().c_str());

@@ -16,16 +16,32 @@
 
 namespace torchport::detail {
 
-// Where each leaf of the tree came from: the file's key (after remapping) of
-// every leaf, by the identity of its value; tensors an adapter made point to
-// the leaf they were made from. Scalars have no identity: they are tracked by
-// their path in the tree, which adapters do not rename.
+// Where each leaf of the tree came from: the file's key (after remapping),
+// by the leaf's index; tensors an adapter derived point to the index of the
+// leaf they were made from (by the identity of their value). Scalars have
+// no identity: they are found by their path in the tree, which adapters do
+// not rename. Indices, not key strings, are what the loader passes around:
+// a file of many small tensors pays for each key once.
 class Provenance : public AdapterContext {
  public:
-  void add_leaf(const Value& leaf, const std::string& key) {
-    keys_.push_back(key);
-    if (leaf.identity() != nullptr) origin_[leaf.identity()] = key;
-    if (leaf.is(Value::Kind::Tensor)) file_shapes_.emplace(key, leaf.as_tensor().shape());
+  static constexpr std::uint32_t npos = UINT32_MAX;
+
+  void reserve(std::size_t n) {
+    keys_.reserve(n);
+    leaves_.reserve(n);
+  }
+  /// Adds the leaf `leaf` under `key`; returns its index.
+  std::uint32_t add_leaf(const Value& leaf, std::string key) {
+    if (keys_.size() >= npos)
+      throw Error(ErrorCode::limit_exceeded, "more than 2^32 - 1 keys in one load");
+    const auto i = static_cast<std::uint32_t>(keys_.size());
+    if (leaf.identity() != nullptr)
+      origin_[leaf.identity()] = i;
+    else
+      by_path_.emplace(key, i);
+    keys_.push_back(std::move(key));
+    leaves_.push_back(leaf);
+    return i;
   }
   Value derive(Tensor t, const Value& from) override {
     Value v = Value::tensor(std::move(t));
@@ -33,26 +49,35 @@ class Provenance : public AdapterContext {
     if (it != origin_.end()) origin_[v.identity()] = it->second;
     return v;
   }
-  // The file key of a leaf reached at `path`.
-  std::string key_of(const Value& leaf, const std::string& path) const {
+  /// The index of the leaf reached at `path` (npos when it is no leaf of the file).
+  std::uint32_t index_of(const Value& leaf, const std::string& path) const {
     if (leaf.identity() != nullptr) {
       const auto it = origin_.find(leaf.identity());
       if (it != origin_.end()) return it->second;
     }
-    return path;
+    const auto it = by_path_.find(path);
+    return it == by_path_.end() ? npos : it->second;
   }
-  const std::vector<std::string>& keys() const noexcept { return keys_; }
-  // The shape of the tensor under `key` as the file holds it (before the
-  // adapters); `otherwise` for a key that is no tensor of the file.
-  Shape file_shape(const std::string& key, const Shape& otherwise) const {
-    const auto it = file_shapes_.find(key);
-    return it == file_shapes_.end() ? otherwise : it->second;
+  /// The file key of a leaf reached at `path`.
+  std::string key_of(const Value& leaf, const std::string& path) const {
+    const std::uint32_t i = index_of(leaf, path);
+    return i == npos ? path : keys_[i];
+  }
+  std::size_t size() const noexcept { return keys_.size(); }
+  const std::string& key(std::uint32_t i) const { return keys_[i]; }
+  const Value& leaf(std::uint32_t i) const { return leaves_[i]; }
+  /// The shape of leaf `i` as the file holds it (before the adapters);
+  /// `otherwise` for a leaf that is no tensor.
+  Shape file_shape(std::uint32_t i, const Shape& otherwise) const {
+    return i < leaves_.size() && leaves_[i].is(Value::Kind::Tensor) ? leaves_[i].as_tensor().shape()
+                                                                    : otherwise;
   }
 
  private:
-  std::unordered_map<const void*, std::string> origin_;
-  std::unordered_map<std::string, Shape> file_shapes_;
+  std::unordered_map<const void*, std::uint32_t> origin_;
+  std::unordered_map<std::string, std::uint32_t> by_path_;  // scalars
   std::vector<std::string> keys_;
+  std::vector<Value> leaves_;
 };
 
 namespace {
@@ -88,39 +113,141 @@ bool numeric_items(const Value& node, std::vector<std::pair<std::size_t, const V
 // splits them); a level whose keys are all integers becomes a list, in
 // increasing order, gaps closed (fc.0, fc.2, fc.4 -> fc[0], fc[1], fc[2], as
 // nn.Sequential with activations leaves them).
+//
+// A node is 32 bytes: its segment is a view into the provenance's key it
+// was first met in, children are a linked list, and the (parent, segment)
+// index is one open-addressed table of node numbers (a file of many small
+// tensors pays for about two nodes a tensor, not for a string, a vector and
+// a hash node each).
 class Trie {
  public:
-  void insert(const std::string& key, Value leaf) {
-    const std::size_t node = names_.insert(key, leaves_.size());
-    // The shallowest value whose key is a prefix of this one.
-    std::size_t prefix = NameTree::npos;
-    for (std::size_t p = names_.node(node).parent; p != NameTree::npos; p = names_.node(p).parent)
-      if (names_.node(p).leaf != NameTree::npos) prefix = p;
-    if (prefix != NameTree::npos)
-      throw Error(ErrorCode::corrupt, "key is both a value and the prefix of '" + key + "'",
-                  names_.path(prefix));
-    if (names_.node(node).leaf != leaves_.size() || !names_.node(node).children.empty())
-      throw Error(ErrorCode::corrupt, "two values for the same key (after remapping)", key);
-    leaves_.push_back(std::move(leaf));
+  explicit Trie(const Provenance& keys) : keys_(keys), nodes_(1) {}
+
+  // Adds leaf `leaf` (an index of the provenance) under its key.
+  void insert(std::uint32_t leaf) {
+    const std::string_view key = keys_.key(leaf);
+    if (key.size() > UINT32_MAX) throw Error(ErrorCode::limit_exceeded, "a key of 4 GiB or more");
+    std::uint32_t node = 0;
+    std::uint32_t prefix = kNone;  // the shallowest ancestor that is a value
+    for (std::size_t start = 0;;) {
+      const std::size_t dot = key.find('.', start);
+      const std::size_t end = dot == std::string_view::npos ? key.size() : dot;
+      if (node != 0 && prefix == kNone && nodes_[node].leaf != kNone) prefix = node;
+      node = child(node, leaf, static_cast<std::uint32_t>(start),
+                   static_cast<std::uint32_t>(end - start));
+      if (dot == std::string_view::npos) break;
+      start = dot + 1;
+    }
+    if (prefix != kNone)
+      throw Error(ErrorCode::corrupt,
+                  "key is both a value and the prefix of '" + std::string(key) + "'", path(prefix));
+    if (nodes_[node].leaf != kNone)
+      throw Error(ErrorCode::corrupt, "two values for the same key (after remapping)",
+                  std::string(key));
+    if (nodes_[node].first != kNone)
+      throw Error(ErrorCode::corrupt,
+                  "key is both a value and the prefix of '" + path(nodes_[node].first) + "...'",
+                  std::string(key));
+    nodes_[node].leaf = leaf;
   }
 
-  Value build(std::size_t node = 0) const {
-    const NameTree::Node& n = names_.node(node);
-    if (n.leaf != NameTree::npos) return leaves_[n.leaf];
-    if (const auto items = names_.indexed_children(node)) {
-      Value list = Value::list();
-      for (const auto& [i, child] : *items) list.append(build(child));
-      return list;
-    }
-    Value dict = Value::dict();
-    for (const std::size_t child : n.children)
-      dict.insert(Value::str(names_.node(child).name), build(child));
-    return dict;
+  // The tree of values: a dict or list a level, the provenance's leaves at
+  // the ends. Segment names repeated across levels ("weight", "w") share
+  // one string value.
+  Value build() const {
+    std::unordered_map<std::string_view, Value> names;
+    return build(0, names);
   }
 
  private:
-  NameTree names_;
-  std::vector<Value> leaves_;
+  static constexpr std::uint32_t kNone = UINT32_MAX;
+  struct Node {
+    std::uint32_t key = 0, offset = 0,
+                  size = 0;  // the segment: keys_.key(key).substr(offset, size)
+    std::uint32_t parent = kNone, first = kNone, last = kNone, next = kNone;
+    std::uint32_t leaf = kNone;
+  };
+
+  std::string_view segment(const Node& n) const {
+    return std::string_view(keys_.key(n.key)).substr(n.offset, n.size);
+  }
+  static std::size_t hash(std::uint32_t parent, std::string_view seg) {
+    return std::hash<std::string_view>{}(seg) ^ (std::size_t{parent} * 0x9E3779B97F4A7C15ULL);
+  }
+
+  // The child of `parent` named by `size` bytes at `offset` of key `key`,
+  // made when missing.
+  std::uint32_t child(std::uint32_t parent, std::uint32_t key, std::uint32_t offset,
+                      std::uint32_t size) {
+    const std::string_view seg = std::string_view(keys_.key(key)).substr(offset, size);
+    if (2 * (nodes_.size() + 1) > slots_.size()) rehash();
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t s = hash(parent, seg) & mask;
+    for (; slots_[s] != 0; s = (s + 1) & mask) {
+      const Node& n = nodes_[slots_[s] - 1];
+      if (n.parent == parent && segment(n) == seg) return slots_[s] - 1;
+    }
+    if (nodes_.size() >= kNone - 1)
+      throw Error(ErrorCode::limit_exceeded, "more than 2^32 - 2 key segments in one load");
+    const auto made = static_cast<std::uint32_t>(nodes_.size());
+    nodes_.push_back(Node{key, offset, size, parent, kNone, kNone, kNone, kNone});
+    Node& p = nodes_[parent];
+    (p.first == kNone ? p.first : nodes_[p.last].next) = made;
+    p.last = made;
+    slots_[s] = made + 1;
+    return made;
+  }
+
+  void rehash() {
+    std::vector<std::uint32_t> slots(std::max<std::size_t>(64, 4 * nodes_.size()), 0);
+    const std::size_t mask = slots.size() - 1;
+    for (std::uint32_t i = 1; i < nodes_.size(); ++i) {
+      std::size_t s = hash(nodes_[i].parent, segment(nodes_[i])) & mask;
+      while (slots[s] != 0) s = (s + 1) & mask;
+      slots[s] = i + 1;
+    }
+    slots_ = std::move(slots);
+  }
+
+  std::string path(std::uint32_t node) const {
+    std::vector<std::string_view> up;
+    for (std::uint32_t i = node; i != 0 && i != kNone; i = nodes_[i].parent)
+      up.push_back(segment(nodes_[i]));
+    std::string out;
+    for (auto it = up.rbegin(); it != up.rend(); ++it)
+      out += (it == up.rbegin() ? "" : ".") + std::string(*it);
+    return out;
+  }
+
+  Value build(std::uint32_t node, std::unordered_map<std::string_view, Value>& names) const {
+    const Node& n = nodes_[node];
+    if (n.leaf != kNone) return keys_.leaf(n.leaf);
+    std::vector<std::pair<std::size_t, std::uint32_t>> items;
+    bool indexed = n.first != kNone;
+    for (std::uint32_t c = n.first; c != kNone && indexed; c = nodes_[c].next) {
+      std::size_t i;
+      indexed = parse_index(segment(nodes_[c]), i);
+      if (indexed) items.emplace_back(i, c);
+    }
+    if (indexed) {
+      std::sort(items.begin(), items.end());
+      Value list = Value::list();
+      for (const auto& [i, c] : items) list.append(build(c, names));
+      return list;
+    }
+    Value dict = Value::dict();
+    for (std::uint32_t c = n.first; c != kNone; c = nodes_[c].next) {
+      const std::string_view seg = segment(nodes_[c]);
+      auto it = names.find(seg);
+      if (it == names.end()) it = names.emplace(seg, Value::str(std::string(seg))).first;
+      dict.insert(it->second, build(c, names));
+    }
+    return dict;
+  }
+
+  const Provenance& keys_;
+  std::vector<Node> nodes_;
+  std::vector<std::uint32_t> slots_;  // node index + 1; 0 is empty
 };
 
 // Scalars of the root reachable through dicts and lists (configs and
@@ -351,7 +478,28 @@ Value Loader::adapt(const ModuleInfo& module, const Value& node, const std::stri
 }
 
 void Loader::consume(const Value& leaf, const std::string& path) {
-  consumed_.insert(provenance_->key_of(leaf, path));
+  const std::uint32_t i = provenance_->index_of(leaf, path);
+  if (i != Provenance::npos)
+    consumed_.push_back(i);
+  else
+    consumed_paths_.insert(path);  // a leaf an adapter made without `derive`
+}
+
+std::size_t Loader::consumed() const {
+  std::vector<std::uint32_t> distinct = consumed_;
+  std::sort(distinct.begin(), distinct.end());
+  return static_cast<std::size_t>(std::unique(distinct.begin(), distinct.end()) -
+                                  distinct.begin()) +
+         consumed_paths_.size();
+}
+
+std::vector<bool> Loader::used() const {
+  std::vector<bool> out(provenance_->size(), false);
+  for (const std::uint32_t i : consumed_) out[i] = true;
+  if (!consumed_paths_.empty())
+    for (std::uint32_t i = 0; i < out.size(); ++i)
+      if (consumed_paths_.count(provenance_->key(i))) out[i] = true;
+  return out;
 }
 
 void Loader::missing(const std::string& path, std::string type) {
@@ -380,8 +528,9 @@ void Loader::tensor(const Value* node, const std::string& path, Tensor& field) {
     throw e.at_key(path);
   }
   if (field.defined() && field.shape() != t.shape()) {
-    std::string key = provenance_->key_of(*node, path);
-    Shape file_shape = provenance_->file_shape(key, node->as_tensor().shape());
+    const std::uint32_t i = provenance_->index_of(*node, path);
+    std::string key = i == Provenance::npos ? path : provenance_->key(i);
+    Shape file_shape = provenance_->file_shape(i, node->as_tensor().shape());
     report_->mismatched.push_back(
         {path, std::move(key), field.shape(), t.shape(), std::move(file_shape)});
     return;
@@ -472,7 +621,7 @@ namespace {
 // A sharded load: replaces a tensor leaf by this rank's slice (lazy: read
 // when a field takes it) and records what the rank reads of it.
 void shard_leaf(const LoadArgs& args, const std::string& format, const std::string& name,
-                const std::string& key, Value& leaf, PreparedLoad& p) {
+                Value& leaf, PreparedLoad& p, std::uint32_t index) {
   const Tensor t = leaf.as_tensor();
   const ShardSlice sl =
       args.shard_plan()->resolve(name, t.shape(), args.shard_rank(), args.shard_world());
@@ -491,7 +640,7 @@ void shard_leaf(const LoadArgs& args, const std::string& format, const std::stri
     read.shape = leaf.as_tensor().shape();
   }
   p.report.shard->reads.push_back(std::move(read));
-  p.shard_keys.push_back(key);
+  p.shard_keys.push_back(index);
 }
 
 }  // namespace
@@ -509,13 +658,19 @@ PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args,
   collect_scalars(cat.root(), "", leaves);
 
   auto provenance = std::make_shared<Provenance>();
-  Trie trie;
-  std::unordered_map<std::string, std::string> taken;  // remapped -> original
+  provenance->reserve(leaves.size());
+  Trie trie(*provenance);
+  const bool renames = !args.remap().empty();
+  // Remapped -> original, to name both keys the rules turn into one
+  // (without rules the keys are the catalogue's names: the trie refuses a
+  // repeat).
+  std::unordered_map<std::string, std::string> taken;
   // As `torchport convert` does (see transform()): filters see the file's
   // names, then the remap rules rename what is kept.
   for (auto& [name, leaf] : leaves) {
     const bool kept = args.filter().accepts(name);
-    const std::string key = !kept || args.remap().empty() ? name : args.remap().apply(name);
+    std::string renamed = kept && renames ? args.remap().apply(name) : std::string();
+    const std::string& key = kept && renames ? renamed : name;
     if (args.debug()) {
       LoadReport::KeyLine line{name, kept ? key : "", "", {}};
       if (leaf.is(Value::Kind::Tensor)) {
@@ -528,16 +683,20 @@ PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args,
     }
     if (!kept) continue;
     if (args.shard_plan() && leaf.is(Value::Kind::Tensor))
-      shard_leaf(args, catalog.format(), name, key, leaf, p);
-    auto [it, fresh] = taken.emplace(key, name);
-    if (!fresh)
-      throw Error(
-          ErrorCode::invalid_argument,
-          "the remap rules turn both '" + it->second + "' and '" + name + "' into '" + key + "'",
-          key);
-    provenance->add_leaf(leaf, key);
-    trie.insert(key, leaf);
+      shard_leaf(args, catalog.format(), name, leaf, p,
+                 static_cast<std::uint32_t>(provenance->size()));
+    if (renames) {
+      auto [it, fresh] = taken.emplace(key, name);
+      if (!fresh)
+        throw Error(
+            ErrorCode::invalid_argument,
+            "the remap rules turn both '" + it->second + "' and '" + name + "' into '" + key + "'",
+            key);
+    }
+    trie.insert(provenance->add_leaf(leaf, renames ? std::move(renamed) : std::move(name)));
   }
+  leaves = {};
+  taken = {};
   p.tree = trie.build();
 
   LoadSettings settings;
@@ -583,13 +742,13 @@ std::string metadata_differences(const std::map<std::string, std::string>& meta,
 LoadReport finish_load(PreparedLoad& p, const LoadArgs& args, const std::string& module_type) {
   LoadReport& r = p.report;
   const std::string differs = metadata_differences(p.file_metadata, module_type);
-  const auto& used = p.loader->consumed_keys();
-  for (const auto& k : p.loader->provenance().keys())
-    if (!used.count(k)) r.unused.push_back(k);
+  const std::vector<bool> used = p.loader->used();
+  for (std::uint32_t i = 0; i < used.size(); ++i)
+    if (!used[i]) r.unused.push_back(p.loader->provenance().key(i));
   if (r.shard) {  // what the rank read: the tensors a field took
     std::vector<LoadReport::ShardRead> reads;
     for (std::size_t i = 0; i < r.shard->reads.size(); ++i) {
-      if (!used.count(p.shard_keys[i])) continue;
+      if (!used[p.shard_keys[i]]) continue;
       LoadReport::ShardRead& x = r.shard->reads[i];
       r.shard->bytes += x.bytes;
       r.shard->file_bytes += x.file_bytes;

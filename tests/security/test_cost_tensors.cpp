@@ -154,8 +154,8 @@ fs::path* CostPerTensor::dir_ = nullptr;
 
 // The budgets (allocations a tensor at 16k tensors) are twice what each
 // step needed when they were set (open .pt 26, .safetensors 17, owned load
-// 30, scan 28, to_json 27, convert to .safetensors 31, to .pt 54, to shards
-// 46): a new per-tensor allocation in a hot path shows up.
+// 30, typed load 38, scan 28, to_json 27, convert to .safetensors 31, to .pt
+// 54, to shards 46): a new per-tensor allocation in a hot path shows up.
 TEST_F(CostPerTensor, OpenPt) {
   check("open .pt", 52, [](int i) { (void)open(file(i, ".pt")); });
 }
@@ -167,6 +167,38 @@ TEST_F(CostPerTensor, OpenSafetensors) {
 TEST_F(CostPerTensor, LoadOwned) {
   check("open + materialize .pt", 60,
         [](int i) { (void)materialize(open(file(i, ".pt")), Residence::owned); });
+}
+
+// A typed load into a module declaring every tensor (its fields built
+// before the count starts, as a user's model exists before it is loaded).
+struct Expert {
+  Tensor w;
+  TORCHPORT_FIELDS(w)
+};
+struct Layer {
+  std::vector<Expert> experts;
+  TORCHPORT_FIELDS(experts)
+};
+struct Experts {
+  std::vector<Layer> layers;
+  TORCHPORT_FIELDS(layers)
+};
+
+TEST_F(CostPerTensor, TypedLoad) {
+  std::array<Experts, 3> modules;
+  for (int i = 0; i < 3; ++i) {
+    const std::int64_t n = kBase * kScales[static_cast<std::size_t>(i)];
+    Experts& m = modules[static_cast<std::size_t>(i)];
+    m.layers.resize(static_cast<std::size_t>((n + 63) / 64));
+    for (std::int64_t t = 0; t < n; ++t)
+      m.layers[static_cast<std::size_t>(t / 64)].experts.push_back(
+          {Tensor::empty(DType::F32, {16})});
+  }
+  check("typed load .pt into a module", 76, [&](int i) {
+    const LoadReport r =
+        load(modules[static_cast<std::size_t>(i)], file(i, ".pt"), LoadArgs{}.strict());
+    EXPECT_EQ(r.tensors, static_cast<std::uint64_t>(kBase * kScales[static_cast<std::size_t>(i)]));
+  });
 }
 
 TEST_F(CostPerTensor, Scan) {

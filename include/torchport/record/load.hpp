@@ -188,8 +188,8 @@ struct PreparedLoad {
   LoadReport report;
   std::unique_ptr<Loader> loader;
   std::map<std::string, std::string> file_metadata;  ///< the catalogue's
-  /// Sharded loads: the remapped key of each `report.shard->reads` entry.
-  std::vector<std::string> shard_keys;
+  /// Sharded loads: the provenance index of each `report.shard->reads` entry.
+  std::vector<std::uint32_t> shard_keys;
 };
 
 /// Selects, remaps, filters and unflattens a catalogue's tensors (and the

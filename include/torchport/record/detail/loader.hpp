@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "torchport/core/error.hpp"
 #include "torchport/core/value.hpp"
@@ -67,9 +68,10 @@ class Loader {
   /// used to find which alternative of an enum module the file matches.
   Loader trial(LoadReport& scratch) const;
   bool is_trial() const noexcept { return trial_; }
-  /// Keys of the file this loader consumed so far.
-  std::size_t consumed() const noexcept { return consumed_.size(); }
-  const std::unordered_set<std::string>& consumed_keys() const noexcept { return consumed_; }
+  /// Number of the file's keys this loader consumed so far.
+  std::size_t consumed() const;
+  /// For each leaf of the provenance (by index): whether a field consumed it.
+  std::vector<bool> used() const;
   /// Where the tree's leaves came from.
   const Provenance& provenance() const noexcept { return *provenance_; }
 
@@ -79,7 +81,8 @@ class Loader {
   LoadSettings settings_;
   LoadReport* report_;
   std::shared_ptr<Provenance> provenance_;
-  std::unordered_set<std::string> consumed_;
+  std::vector<std::uint32_t> consumed_;             // provenance indices, repeats allowed
+  std::unordered_set<std::string> consumed_paths_;  // leaves of no known index, by path
   bool trial_ = false;
 };
 
