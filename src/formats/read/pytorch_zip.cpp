@@ -14,9 +14,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "formats/read/readers.hpp"
 #include "formats/read/torch_common.hpp"
@@ -31,7 +34,50 @@ struct Archive {
   ZipArchive zip;
   std::string prefix;  // "name/" or "" for an archive without a folder
   bool big_endian = false;
+  // torch.save names its storages 0, 1, ... under data/: when every record
+  // there is stored and so named, this table (24 bytes a record) finds
+  // them, and the directory (about 140 bytes an entry) goes before the
+  // pickle runs. Empty otherwise: the directory finds them.
+  struct Record {
+    std::uint64_t data_offset = 0, size = 0;
+    bool present = false;
+  };
+  std::vector<Record> numbered;
 };
+
+// A key as torch.save writes storage keys: a decimal number, no sign, no
+// leading zero.
+bool decimal_key(std::string_view s, std::size_t& out) {
+  if (s.empty() || s.size() > 18 || (s.size() > 1 && s[0] == '0')) return false;
+  out = 0;
+  for (const char c : s) {
+    if (c < '0' || c > '9') return false;
+    out = out * 10 + static_cast<std::size_t>(c - '0');
+  }
+  return true;
+}
+
+// Fills `a.numbered` when the storage records allow it (see Archive).
+void number_records(Archive& a) {
+  const std::string dir = a.prefix + "data/";
+  const auto& entries = a.zip.entries();
+  std::vector<Archive::Record> table;
+  for (const ZipEntry& e : entries) {
+    const std::string_view rel = std::string_view(e.name).substr(a.prefix.size());
+    const bool under = rel.size() >= 5 && (rel[0] | 0x20) == 'd' && (rel[1] | 0x20) == 'a' &&
+                       (rel[2] | 0x20) == 't' && (rel[3] | 0x20) == 'a' && rel[4] == '/';
+    if (!under) continue;
+    std::size_t k = 0;
+    // A spelling of data/ in other case, a compressed record, a key torch
+    // does not write or a sparse numbering: the directory decides.
+    if (!e.name.starts_with(dir) || e.method != 0 || !decimal_key(rel.substr(5), k) ||
+        k >= entries.size())
+      return;
+    if (table.size() <= k) table.resize(k + 1);
+    table[k] = {e.data_offset, e.size, true};
+  }
+  a.numbered = std::move(table);
+}
 
 // The text of a record (its first `max` bytes).
 std::string record_text(const ZipArchive& zip, const ZipEntry& e, std::size_t max) {
@@ -116,9 +162,18 @@ class StorageResolver {
         dir_len_(name_.size()),
         walker_(walker),
         named_(named),
-        cache_(a_->zip.entries().size()) {}
+        cache_(a_->numbered.empty() ? a_->zip.entries().size() : a_->numbered.size()) {}
 
-  Value operator()(const Value& pid, std::uint64_t) {
+  // The pickle being run, when it lies stored in a mapped file: the pages
+  // it has left behind are dropped from the resident set as it goes.
+  void reading(const Source& pickle, std::uint64_t file_offset) {
+    if (pickle.file() == nullptr) return;
+    pickle_ = pickle;
+    begin_ = released_ = file_offset;
+  }
+
+  Value operator()(const Value& pid, std::uint64_t offset) {
+    release_behind(offset);
     const StorageRef ref = parse_storage_ref(pid);
     // As torch's persistent_load (loaded_storages): the first reference to
     // a key builds its typed storage; later ones get that same storage,
@@ -128,35 +183,49 @@ class StorageResolver {
     name_.resize(dir_len_);
     name_ += ref.key;
     const std::string& name = name_;
-    const ZipEntry* e = a_->zip.find(name);
-    if (e == nullptr)
+    const ZipEntry* e = nullptr;
+    Cached* slot = nullptr;
+    std::uint64_t data_offset = 0, size = 0;
+    if (!a_->numbered.empty()) {
+      std::size_t k = 0;
+      if (decimal_key(ref.key, k) && k < a_->numbered.size() && a_->numbered[k].present) {
+        slot = &cache_[k];
+        data_offset = a_->numbered[k].data_offset;
+        size = a_->numbered[k].size;
+      }
+    } else if ((e = a_->zip.find(name)) != nullptr) {
+      // torch's cache is by key; two keys find one record only when they
+      // differ in case (the directory ignores it, as miniz does), and each
+      // then builds its own storage, as in torch.
+      slot = e->name == name ? &cache_[static_cast<std::size_t>(e - a_->zip.entries().data())]
+                             : &other_case_[ref.key];
+      data_offset = e->data_offset;
+      size = e->size;
+    }
+    if (slot == nullptr)
       throw Error(ErrorCode::corrupt, "the pickle refers to storage '" + ref.key +
                                           "' but the archive has no record '" + name +
                                           "'; truncated or corrupt archive?");
-    // torch's cache is by key; two keys find one record only when they
-    // differ in case (the directory ignores it, as miniz does), and each
-    // then builds its own storage, as in torch.
-    Cached& cached = e->name == name
-                         ? cache_[static_cast<std::size_t>(e - a_->zip.entries().data())]
-                         : other_case_[ref.key];
+    Cached& cached = *slot;
     if (cached.storage)
       return storage_value(cached.dtype, cached.numel, cached.storage, cached.packed_bits);
     // The record must hold exactly what the pickle declares: a storage
     // declared larger than its record is how CVE-2026-24747 corrupted memory.
-    if (e->size != ref.nbytes)
+    if (size != ref.nbytes)
       throw Error(ErrorCode::corrupt,
                   "storage '" + ref.key + "' is declared as " + std::to_string(ref.numel) + " " +
                       std::string(dtype_name(ref.dtype)) + " elements (" +
-                      std::to_string(ref.nbytes) + " bytes) but record '" + e->name + "' has " +
-                      std::to_string(e->size) + " bytes; truncated or tampered file?",
-                  {}, e->data_offset);
-    if (named_ != nullptr) {
+                      std::to_string(ref.nbytes) + " bytes) but record '" +
+                      (e != nullptr ? e->name : name) + "' has " + std::to_string(size) +
+                      " bytes; truncated or tampered file?",
+                  {}, data_offset);
+    if (named_ != nullptr && e != nullptr) {
       named_->push_back(e->name);
       walker_.part(member_part(a_, *e, PartRole::tensor_data));
     }
     std::shared_ptr<Storage> st;
-    if (e->method == 0) {
-      st = record_storage(a_->zip.source(), e->data_offset, e->size, ref.dtype, a_->big_endian);
+    if (e == nullptr || e->method == 0) {
+      st = record_storage(a_->zip.source(), data_offset, size, ref.dtype, a_->big_endian);
     } else {
       auto archive = a_;
       const ZipEntry entry = *e;
@@ -173,8 +242,23 @@ class StorageResolver {
   }
 
  private:
+  // Torch's pickle names a storage for each tensor, front to back: what
+  // lies more than 4 MiB behind (whole 2 MiB blocks, as FileBacking drops
+  // them) is read and leaves the resident set (the page cache keeps it; a
+  // later read faults it back in), so a file of many small tensors does not
+  // hold all of its pickle beside the tree built from it.
+  void release_behind(std::uint64_t offset) {
+    constexpr std::uint64_t kBehind = 4u << 20, kStep = 8u << 20;
+    if (pickle_.file() == nullptr || offset < released_ + kBehind + kStep) return;
+    const std::byte* base = pickle_.bytes().data() - begin_;
+    pickle_.file()->release(base + released_, base + offset - kBehind);
+    released_ = offset - kBehind;
+  }
+
   std::shared_ptr<const Archive> a_;
-  std::string name_;  // "<archive>/<dir>", then the record's name
+  Source pickle_;
+  std::uint64_t begin_ = 0, released_ = 0;  // file offsets
+  std::string name_;                        // "<archive>/<dir>", then the record's name
   std::size_t dir_len_;
   Walker& walker_;
   std::vector<std::string>* named_;
@@ -203,7 +287,13 @@ Value read_pickle(const std::shared_ptr<const Archive>& a, const ZipEntry& entry
   ByteReader r(pkl.bytes(), a->zip.source().name() + ":" + entry.name,
                entry.method == 0 ? entry.data_offset : 0);
   StorageResolver resolve(a, storage_dir, walker, named);
+  if (entry.method == 0) resolve.reading(pkl, entry.data_offset);
   Value v = run_torch_pickle(walker, entry.name, r, options, std::ref(resolve));
+  // The pickle is read once: its pages leave the resident set (the page
+  // cache keeps them), so a file of many small tensors does not hold its
+  // pickle in memory beside the catalogue built from it.
+  if (entry.method == 0 && pkl.file())
+    pkl.file()->release(pkl.bytes().data(), pkl.bytes().data() + pkl.size());
   // torch reads one pickle of the record; a loader reading on reads what follows.
   if (walker.lists_parts() && !r.at_end()) {
     const std::uint64_t at = r.pos(), n = r.remaining();
@@ -414,9 +504,26 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
         walker.part(member_part(a, entries[i], PartRole::member));
   };
   const char* format = torchscript ? "torchscript" : "pytorch-zip";
+  // When nothing after the pickle needs the directory (no parts listed, no
+  // damaged entry, no TorchScript constants), the storage records are
+  // numbered and the directory goes now: a file of many small tensors
+  // does not hold it beside the tree the pickle builds.
+  const ZipEntry data_entry = *data;
+  std::exception_ptr version_error;
+  if (!parts && bad.empty() && !torchscript) {
+    number_records(*archive);
+    if (!archive->numbered.empty()) {
+      try {
+        check_version();
+      } catch (const Error&) {
+        version_error = std::current_exception();  // said after the pickle, as below
+      }
+      archive->zip.release_directory();
+    }
+  }
   Value tree, consts_tree;
   try {
-    tree = read_pickle(a, *data, "data/", options, walker, named);
+    tree = read_pickle(a, data_entry, "data/", options, walker, named);
     // Constants are tensors baked into the TorchScript code; a frozen module
     // keeps all of its weights there. They follow the module's own tensors.
     if (torchscript) consts_tree = read_pickle(a, *constants, "constants/", options, walker, named);
@@ -425,7 +532,8 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
     throw;
   }
   unread_storages();
-  check_version();
+  if (version_error) std::rethrow_exception(version_error);
+  if (archive->numbered.empty()) check_version();
   // Every record the catalogue needs is resolved: the directory (about 140
   // bytes an entry, as much as the catalogue's own bookkeeping for a file of
   // many small tensors) goes before the catalogue is built. Damage reports
