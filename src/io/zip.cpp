@@ -538,6 +538,11 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits, ZipMetho
                   e.name, end, where);
   }
   check_inflate_total(z.entries_, bytes.size(), limits, where);
+  // The central directory is read once (about 70 bytes an entry): its
+  // pages leave the resident set (the page cache keeps them), not to sit
+  // beside what the entries become for a file of many small tensors.
+  if (source.file() != nullptr && d.size > 0)
+    source.file()->release(dir.data(), dir.data() + dir.size());
   return z;
 }
 
@@ -545,6 +550,8 @@ void ZipArchive::index_names() {
   // Open addressing over entry indices (stored + 1; 0 is an empty slot),
   // at most half full. Indices survive copies of the archive, unlike views.
   // Names are matched as miniz matches them for torch: ASCII case ignored.
+  if (entries_.size() >= UINT32_MAX)
+    throw Error(ErrorCode::limit_exceeded, "2^32 - 1 zip entries or more");
   std::size_t cap = 16;
   while (cap < 2 * entries_.size()) cap *= 2;
   slots_.assign(cap, 0);
@@ -552,7 +559,7 @@ void ZipArchive::index_names() {
     const std::string& name = entries_[i].name;
     for (std::size_t s = hash_name(name) & (cap - 1);; s = (s + 1) & (cap - 1)) {
       if (slots_[s] == 0) {
-        slots_[s] = i + 1;
+        slots_[s] = static_cast<std::uint32_t>(i + 1);
         break;
       }
       const ZipEntry& other = entries_[slots_[s] - 1];
@@ -580,7 +587,7 @@ const ZipEntry* ZipArchive::find(std::string_view name) const {
 
 void ZipArchive::release_directory() noexcept {
   std::vector<ZipEntry>().swap(entries_);
-  std::vector<std::size_t>().swap(slots_);
+  std::vector<std::uint32_t>().swap(slots_);
 }
 
 namespace {

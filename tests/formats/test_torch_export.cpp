@@ -224,6 +224,32 @@ TEST(Pt2ArchiveBuilt, WhatTorchReadsOtherwiseIsRefused) {
                  "PayloadConfig");
 }
 
+// The older PT2 layout: data/weights/<model>.pt and data/constants/<model>.pt
+// are torch.save archives of the dicts (no configs); read by the .pt reader.
+TEST(Pt2ArchiveBuilt, OlderLayoutReadsTheSavedDicts) {
+  const auto bytes = [](const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string saved = bytes(test::fixture("views.pt"));
+  Pt2Builder b;
+  b.set("data/weights/m_weights_config.json", "not read")
+      .set("data/weights/m.pt", saved)
+      .set("data/constants/m.pt", bytes(test::fixture("protocol2.pt")));
+  const auto dir = test::temp_dir("pt2_older");
+  const TensorCatalog cat = open(b.write(dir));
+  const TensorCatalog weights = open(test::fixture("views.pt"));
+  const TensorCatalog constants = open(test::fixture("protocol2.pt"));
+  ASSERT_EQ(cat.size(), weights.size() + constants.size());
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    EXPECT_EQ(cat.tensors()[i].name, weights.tensors()[i].name);
+    EXPECT_EQ(test::tensor_sha256(cat.tensors()[i].tensor),
+              test::tensor_sha256(weights.tensors()[i].tensor));
+  }
+  EXPECT_EQ(cat.tensors()[weights.size()].name, constants.tensors()[0].name);
+  std::filesystem::remove_all(dir);
+}
+
 // Objects among the constants are pickles torch unpickles (an opaque
 // object with pickle.loads): open refuses them, a scan judges them; a
 // weight blob that is a pickle is judged too (a loader reading weights from

@@ -93,7 +93,7 @@ class TensorCatalog {
 
   std::string format_;
   std::vector<NamedTensor> tensors_;
-  std::vector<std::size_t> slots_;  ///< hash of names: tensor index + 1, 0 when empty
+  std::vector<std::uint32_t> slots_;  ///< hash of names: tensor index + 1, 0 when empty
   Value root_;
   // The dict of the tensors by name, made when root() is first asked for a
   // catalogue made of named tensors (most never are: a materialized or

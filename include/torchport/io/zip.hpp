@@ -84,7 +84,7 @@ class ZipArchive {
   Source source_;
   Limits limits_;
   std::vector<ZipEntry> entries_;
-  std::vector<std::size_t> slots_;  ///< hash of names: entry index + 1, 0 when empty
+  std::vector<std::uint32_t> slots_;  ///< hash of names: entry index + 1, 0 when empty
 };
 
 /// A local header met walking an archive from its front, as a lenient

@@ -265,6 +265,9 @@ const Value& TensorCatalog::root() const {
 // most half full: no copy of the names, and copies of the catalogue keep a
 // valid index.
 void TensorCatalog::index(const char* duplicate_message) {
+  // Slots of 4 bytes (a table twice the tensors, 8 bytes a tensor).
+  if (tensors_.size() >= UINT32_MAX)
+    throw Error(ErrorCode::limit_exceeded, "2^32 - 1 tensors or more in one catalogue");
   std::size_t cap = 16;
   while (cap < 2 * tensors_.size()) cap *= 2;
   slots_.assign(cap, 0);
@@ -273,7 +276,7 @@ void TensorCatalog::index(const char* duplicate_message) {
     for (std::size_t s = std::hash<std::string_view>{}(name) & (cap - 1);;
          s = (s + 1) & (cap - 1)) {
       if (slots_[s] == 0) {
-        slots_[s] = i + 1;
+        slots_[s] = static_cast<std::uint32_t>(i + 1);
         break;
       }
       if (tensors_[slots_[s] - 1].name == name)

@@ -510,9 +510,11 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
   // does not hold it beside the tree the pickle builds.
   const ZipEntry data_entry = *data;
   std::exception_ptr version_error;
+  bool numbered = false;
   if (!parts && bad.empty() && !torchscript) {
     number_records(*archive);
-    if (!archive->numbered.empty()) {
+    numbered = !archive->numbered.empty();
+    if (numbered) {
       try {
         check_version();
       } catch (const Error&) {
@@ -532,8 +534,9 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
     throw;
   }
   unread_storages();
+  std::vector<Archive::Record>().swap(archive->numbered);  // every storage is resolved
   if (version_error) std::rethrow_exception(version_error);
-  if (archive->numbered.empty()) check_version();
+  if (!numbered) check_version();
   // Every record the catalogue needs is resolved: the directory (about 140
   // bytes an entry, as much as the catalogue's own bookkeeping for a file of
   // many small tensors) goes before the catalogue is built. Damage reports
