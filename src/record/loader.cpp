@@ -10,7 +10,6 @@
 #include "torchport/formats/format.hpp"
 #include "torchport/record/load.hpp"
 
-#include "torchport/formats/module_tree.hpp"
 #include "torchport/formats/slice.hpp"
 #include "torchport/version.hpp"
 
