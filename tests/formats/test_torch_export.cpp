@@ -270,6 +270,18 @@ TEST(Pt2ArchiveBuilt, PickledObjectsAreRefusedAndJudged) {
   const auto dir2 = test::temp_dir("pt2_evil_weight");
   const ScanReport w = scan(Pt2Builder().set("data/weights/weight_1", evil).write(dir2));
   EXPECT_EQ(w.verdict, ScanVerdict::unsafe);
+  // Named as a raw weight, the pickle is still judged (torch.load would run it).
+  const ScanReport named =
+      scan(Pt2Builder()
+               .set("data/weights/weight_0", evil + std::string(3, '\0'))
+               .weights("{\"w\": " + Pt2Builder::payload("weight_0", 1, {56}, {1}, 0) + "}")
+               .write(dir2));
+  EXPECT_EQ(named.verdict, ScanVerdict::unsafe);
+  // Raw floats that merely begin like a pickle (0x80 0x02, then no opcode)
+  // are tensor data: the archive is clean, not malformed.
+  const std::string raw = std::string("\x80\x02\xff\xfe", 4) + std::string(12, '\x01');
+  const ScanReport data = scan(Pt2Builder().set("data/weights/weight_0", raw).write(dir2));
+  EXPECT_EQ(data.verdict, ScanVerdict::clean) << scan_verdict_name(data.verdict);
   EXPECT_FALSE(std::filesystem::exists("/tmp/torchport-pt2-pwned"));
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(dir2);

@@ -55,6 +55,9 @@
 #include "formats/read/strict_json.hpp"
 #include "formats/read/torch_common.hpp"
 #include "torchport/core/error.hpp"
+#include "torchport/io/byte_reader.hpp"
+#include "torchport/io/tar.hpp"
+#include "torchport/pickle/unpickler.hpp"
 
 namespace torchport::formats {
 namespace {
@@ -195,6 +198,19 @@ class Pt2Archive {
     if (role == PartRole::member || role == PartRole::tensor_data)
       p.bytes = [archive = archive_, e] { return archive->read(e); };
     walker_.part(std::move(p));
+  }
+  // Whether a raw weight blob holds anything torch.load acts on: a zip, a
+  // tar, or a pickle that reaches STOP or, before it breaks, names a
+  // global, an extension or a persistent id (the opcodes through which an
+  // unpickler runs code). Tensor bytes that merely begin like a pickle
+  // break at once, having named nothing: raw data, not a damaged pickle.
+  bool unpicklable(const ZipEntry& e) const {
+    const Source b = zip_.read(e);
+    if (looks_like_zip(b.bytes()) || looks_like_tar(b.bytes())) return true;
+    ByteReader r(b.bytes(), where_ + ":" + e.name, e.method == 0 ? e.data_offset : 0);
+    const pickle::OpcodeWalk w = pickle::walk_opcodes(r, options_.limits);
+    return w.reached_stop || !w.globals.empty() || w.unresolved > 0 || w.extensions > 0 ||
+           w.persistent_ids > 0;
   }
   // A torch.save blob, read (and walked) as torch.load reads it.
   TensorCatalog load(const ZipEntry& e) {
@@ -397,8 +413,10 @@ Value::Pairs Pt2Archive::payloads(const std::string& model, bool constants) {
     const View v = view(pm["tensor_meta"], fqn, *ce);
     if (fresh) {
       // A loader asked to load weights from disk torch.loads everything
-      // under data/weights/: a scan judges those blobs by their content.
-      list(*blob, constants ? PartRole::tensor_data : PartRole::member);
+      // under data/weights/: a scan judges by their content those blobs
+      // that torch.load would act on.
+      if (walker_.lists_parts())
+        list(*blob, !constants && unpicklable(*blob) ? PartRole::member : PartRole::tensor_data);
       if (blob->size % dtype_size(v.dtype) != 0)
         fail(ErrorCode::corrupt,
              "payload '" + path + "' has " + std::to_string(blob->size) +
