@@ -694,8 +694,9 @@ PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args,
     }
     trie.insert(provenance->add_leaf(leaf, renames ? std::move(renamed) : std::move(name)));
   }
-  leaves = {};
-  taken = {};
+  // Freed before the tree is built (`= {}` would keep their memory).
+  std::vector<std::pair<std::string, Value>>().swap(leaves);
+  std::unordered_map<std::string, std::string>().swap(taken);
   p.tree = trie.build();
 
   LoadSettings settings;
