@@ -1,6 +1,6 @@
 """Checkpoints of many small tensors, as mixture-of-experts models and
 optimizer states hold them, for bench/many_tensors.py. Run with torch 2.6
-and safetensors (scripts/torch2.sh python3 bench/make_many_tensors.py DIR
+and safetensors (scripts/torch.sh 2.6 python3 bench/make_many_tensors.py DIR
 [COUNT ...]); each file is made once and kept.
 
   dict_N.pt           torch.save of a dict of N tensors of 16 float32s, named

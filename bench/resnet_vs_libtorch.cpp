@@ -88,7 +88,7 @@ class Profiler {
 std::string conv_kind(const torchport::nn::Conv2d& c) {
   const auto& w = c.weight;
   return "conv " + std::to_string(w.size(2)) + "x" + std::to_string(w.size(3)) + " stride " +
-         std::to_string(c.stride.h);
+         std::to_string(c.stride->h);
 }
 
 torchport::Tensor profiled_forward(const resnet::ResNet& r, const torchport::Tensor& x,

@@ -6,40 +6,46 @@
 #   bash bench/scan_compare.sh [TORCHPORT_BINARY]
 #   SUMMARY_ONLY=1 bash bench/scan_compare.sh   # the summary of an existing $OUT
 #
-# Needs, outside the repository (nothing of it is committed):
-#   $SCANNERS/picklescan, $SCANNERS/modelscan, $SCANNERS/fickling: checkouts
-#     of the three scanners' public sources (default SCANNERS=/tmp/scanners);
-#     their test samples join the corpus (picklescan's, labelled as its
-#     tests label them; modelscan's two committed ones);
-#   for modelscan, Debian's python3-click, python3-rich and python3-tomlkit.
+# The three scanners are the PyPI releases users install, pinned in
+# bench/requirements-scanners.txt (picklescan 1.0.5, modelscan 0.8.8,
+# fickling 0.1.12), in a virtual environment of their own that this script
+# makes when it is missing ($VENV, default /var/lib/torchport/venv-scan;
+# never the torch environments), run by its Python.
+# Optionally, $SCANNERS/picklescan and $SCANNERS/modelscan (default
+# SCANNERS=/tmp/scanners): checkouts of their public sources, whose test
+# samples then join the corpus (picklescan's, labelled as its tests label
+# them; modelscan's two committed ones). Nothing of it is committed.
 # Our own corpus: every entry of tests/security/crafted/expected.json
 # (code-running files and folders; the few expected unscannable or
 # truncated are labelled "fail-closed") and of
 # tests/security/benign/expected.json (benign files of the same shapes;
 # those expected truncated are "benign-damaged"), files and folders alike (a
 # Hugging Face snapshot is a folder of symlinks into ../../blobs, copied as
-# symlinks), plus our reader fixtures (real torch files). Every scanner runs
-# from its source with /usr/bin/python3 (PYTHONPATH), on every file or
-# folder of the corpus (torchport: one process each, 60 s each). None of
-# them unpickles: they read opcodes. Never point torch.load, np.load,
-# joblib.load or pickle.load at this corpus.
+# symlinks); the advisory corpus, tests/security/advisory/expected.json
+# (issue 39: each case, whose payload make_advisory_corpus.py --verify runs
+# in its real consumer, and its benign twin; the twins of the three dbm
+# formats the scan does not read are "benign-unread", expected
+# unscannable); plus our reader fixtures (real torch files). Every scanner
+# runs on every file or folder of the corpus (torchport: one process each,
+# 60 s each). None of them unpickles: they read opcodes. Never point
+# torch.load, np.load, joblib.load or pickle.load at this corpus.
 #
 # Output: one TSV line per file or folder in $OUT: label, group (the
 # technique: our crafted/ or benign/ subfolder, "(reads on)" when only a
 # loader that reads on reaches the payload), expected verdict (ours; "-"
 # for the other scanners' samples), path in the corpus, then each
 # scanner's result: 1 detected, 0 passed, E error or not run. For
-# torchport the exit status: 1, 0, or 2 (the rewritten scanner's
-# unscannable/truncated/malformed; the scanner before the rewrite exits 1
-# for malformed too), E for a timeout or crash; torchport_verdict lists
-# the verdicts its --json names. The summary (per group, then totals) goes
-# to stdout; torchport's cells add "[N unsafe]", the files it called
-# unsafe (its verdict, not its exit status).
+# torchport the exit status: 1, 0, or 2 (unscannable, truncated,
+# malformed), E for a timeout or crash; torchport_verdict lists the
+# verdicts its --json names. The summary (per group, then totals) goes to
+# stdout; torchport's cells add "[N unsafe]", the files it called unsafe
+# (its verdict, not its exit status).
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 TOOL=${1:-$HERE/build/bin/torchport}
 SCANNERS=${SCANNERS:-/tmp/scanners}
+VENV=${VENV:-/var/lib/torchport/venv-scan}
 CORPUS=${CORPUS:-/tmp/scan_corpus}
 OUT=${OUT:-/tmp/scan_compare.tsv}
 PY=/usr/bin/python3
@@ -53,7 +59,8 @@ names = ["torchport", "picklescan", "modelscan", "fickling"]
 ok = {n: "yes" if any(r[n] != "E" for r in rows) else "no" for n in names}  # not run: no result at all
 WHAT = {"malicious": "detected", "code": "detected (code: whole module, TorchScript)",
         "object-arrays": "flagged", "fail-closed": "flagged (expected unscannable/truncated)",
-        "benign": "false positives", "benign-damaged": "flagged (expected truncated)"}
+        "benign": "false positives", "benign-damaged": "flagged (expected truncated)",
+        "benign-unread": "flagged (a format torchport does not read: expected unscannable)"}
 
 # A folder's verdict is the worst of its files'.
 ORDER = ["unsafe", "unscannable", "truncated", "malformed", "clean", "not-a-model-file", "unrecognized"]
@@ -91,9 +98,12 @@ print("|---|---:|" + "---:|" * len(names))
 for title, pick in (
         ("code-running: our crafted files and folders", lambda r: r["label"] == "malicious" and r["group"].startswith("crafted")),
         ("code-running: ... of which only a loader that reads on reaches", lambda r: r["label"] == "malicious" and r["group"].endswith("(reads on)")),
-        ("code-running: picklescan's and modelscan's samples", lambda r: r["label"] == "malicious" and not r["group"].startswith("crafted")),
+        ("code-running: the advisory corpus (issue 39)", lambda r: r["label"] == "malicious" and r["group"].startswith("advisory")),
+        ("benign twins of the advisory corpus: false positives", lambda r: r["label"] == "benign" and r["group"].startswith("advisory")),
+        ("benign twins in formats torchport does not read (expected unscannable)", lambda r: r["label"] == "benign-unread"),
+        ("code-running: picklescan's and modelscan's samples", lambda r: r["label"] == "malicious" and not r["group"].startswith(("crafted", "advisory"))),
         ("fail-closed (expected unscannable/truncated)", lambda r: r["label"] == "fail-closed"),
-        ("benign, expected clean or not-a-model-file: false positives", lambda r: r["label"] == "benign"),
+        ("benign, expected clean or not-a-model-file: false positives", lambda r: r["label"] == "benign" and not r["group"].startswith("advisory")),
         ("benign, expected truncated", lambda r: r["label"] == "benign-damaged")):
     rs = [r for r in rows if pick(r)]
     print(f"| {title} | {len(rs)} | " + " | ".join(cell(rs, n) for n in names) + " |")
@@ -148,7 +158,7 @@ done
 # Our crafted and benign corpora, copied whole (symlinks kept), one item per
 # expected.json entry.
 mkdir -p "$CORPUS/ours"
-cp -a "$HERE/tests/security/crafted" "$HERE/tests/security/benign" "$CORPUS/ours/"
+cp -a "$HERE/tests/security/crafted" "$HERE/tests/security/benign" "$HERE/tests/security/advisory" "$CORPUS/ours/"
 cat >"$WORK/items.py" <<'EOF'
 import json, os, sys
 root = sys.argv[1]
@@ -163,6 +173,10 @@ for which in ("crafted", "benign"):
             label = "benign" if e["verdict"] in ("clean", "not-a-model-file") else "benign-damaged"
             group = "benign " + group
         print(f"{label}\t{group}\t{e['verdict']}\t{os.path.join(root, which, e['file'])}")
+for e in json.load(open(os.path.join(root, "advisory", "expected.json"))):
+    print(f"malicious\tadvisory\t{e['verdict']}\t{os.path.join(root, 'advisory', e['file'])}")
+    label = "benign" if e["twin_verdict"] in ("clean", "not-a-model-file") else "benign-unread"
+    print(f"{label}\tadvisory twins\t{e['twin_verdict']}\t{os.path.join(root, 'advisory', e['twin'])}")
 EOF
 $PY "$WORK/items.py" "$CORPUS/ours" >>"$ITEMS"
 # Our reader fixtures (real torch files).
@@ -180,6 +194,12 @@ cut -f4 "$ITEMS" >"$LIST"
 # followed, flagged when any file is); each prints "<path>\t<1|0|E>" lines
 # (1 detected, 0 passed, E error). (A driver must not be named like its
 # scanner's package: Python would import the driver.)
+# The scanners' own environment, made once.
+if [ ! -x "$VENV/bin/python" ]; then
+  $PY -m venv "$VENV" || exit 1
+  "$VENV/bin/pip" install -q -r "$HERE/bench/requirements-scanners.txt" || exit 1
+fi
+SPY=$VENV/bin/python
 declare -A RESULT
 record() { # scanner
   local f r
@@ -195,7 +215,8 @@ try:
 except Exception:
     print("-")
     sys.exit()
-if isinstance(d, dict) and isinstance(d.get("verdict"), str):  # a file, or a folder's summary
+KNOWN = ("clean", "not-a-model-file", "unsafe", "unscannable", "truncated", "malformed")
+if isinstance(d, dict) and d.get("verdict") in KNOWN:  # a file, or a folder's summary
     print(d["verdict"])
     sys.exit()
 out = set()
@@ -233,7 +254,7 @@ for path in open(sys.argv[1]).read().split("\n"):
     except Exception:
         print(f"{path}\tE", flush=True)
 EOF
-record picklescan < <(PYTHONPATH="$SCANNERS/picklescan/src" timeout 1800 $PY "$WORK/run_picklescan.py" "$LIST" 2>/dev/null)
+record picklescan < <(timeout 1800 "$SPY" "$WORK/run_picklescan.py" "$LIST" 2>/dev/null)
 
 # modelscan: ModelScan(DEFAULT_SETTINGS).scan, as `modelscan -p PATH`
 # (issues: 1; errors: E; no supported file: 0, modelscan's exit 3).
@@ -253,26 +274,12 @@ for path in open(sys.argv[1]).read().split("\n"):
         r = "E"
     print(f"{path}\t{r}", flush=True)
 EOF
-record modelscan < <(PYTHONPATH="$SCANNERS/modelscan" timeout 1800 $PY "$WORK/run_modelscan.py" "$LIST" 2>/dev/null)
+record modelscan < <(timeout 1800 "$SPY" "$WORK/run_modelscan.py" "$LIST" 2>/dev/null)
 
 # fickling: its API as its README shows it: a zip through PyTorchModelWrapper
 # (its scan_zip_archive when that fails), other files as stacked pickles
 # (as `fickling --check-safety` reads them); unsafe when check_safety is
-# above LIKELY_SAFE. $SCANNERS/shim holds a typing_extensions with Buffer
-# (Debian 12's 4.4 lacks it; fickling imports it).
-mkdir -p "$SCANNERS/shim"
-cat >"$SCANNERS/shim/typing_extensions.py" <<'EOF'
-# Debian 12's typing_extensions (4.4) lacks Buffer, which fickling imports.
-import importlib.util as _u
-_spec = _u.spec_from_file_location("_te_system", "/usr/lib/python3/dist-packages/typing_extensions.py")
-_m = _u.module_from_spec(_spec)
-_spec.loader.exec_module(_m)
-globals().update({k: v for k, v in vars(_m).items() if not k.startswith("__")})
-if "Buffer" not in globals():
-    @_m.runtime_checkable
-    class Buffer(_m.Protocol):
-        def __buffer__(self, flags: int, /): ...
-EOF
+# above LIKELY_SAFE.
 cat >"$WORK/run_fickling.py" <<'EOF'
 import os, sys, zipfile, logging
 logging.disable(logging.CRITICAL)
@@ -312,7 +319,7 @@ for path in open(sys.argv[1]).read().split("\n"):
         r = "E"
     print(f"{path}\t{r}", flush=True)
 EOF
-record fickling < <(PYTHONPATH="$SCANNERS/shim:$SCANNERS/fickling" timeout 1800 $PY "$WORK/run_fickling.py" "$LIST" 2>/dev/null)
+record fickling < <(timeout 1800 "$SPY" "$WORK/run_fickling.py" "$LIST" 2>/dev/null)
 
 SCANNER_NAMES="torchport picklescan modelscan fickling"
 printf 'label\tgroup\texpected\tfile' >"$OUT"

@@ -7,10 +7,15 @@
 // Builds the module (N fields of shape [16]), loads FILE into it through
 // the whole typed path (unflatten, field matching, shape and dtype checks,
 // the report), checks every field was loaded, and exits. Measured as a
-// whole process by many_tensors.py.
+// whole process by many_tensors.py; it also prints, as JSON on its last
+// line, its resident set once the module is built ("baseline") and the
+// most it held during the load ("peak"; VmHWM, reset after the module is
+// built), both in bytes, and the load's own seconds.
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -43,6 +48,14 @@ Experts make(std::size_t n) {
   return m;
 }
 
+// A field of /proc/self/status in bytes (-1 when absent).
+long long status_bytes(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(field, 0) == 0) return std::atoll(line.c_str() + field.size()) * 1024;
+  return -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -54,6 +67,10 @@ int main(int argc, char** argv) {
   const bool mapped = argc > 3 && std::string(argv[3]) == "mapped";
   try {
     Experts m = make(n);
+    // Reset the peak to the resident set now (Linux: "5" to clear_refs).
+    std::ofstream("/proc/self/clear_refs") << "5";
+    const long long baseline = status_bytes("VmRSS:");
+    const auto t0 = std::chrono::steady_clock::now();
     const auto report =
         torchport::load(m, argv[1],
                         torchport::LoadArgs{}.strict().residence(
@@ -63,7 +80,11 @@ int main(int argc, char** argv) {
                    static_cast<unsigned long long>(report.tensors), n, report.summary().c_str());
       return 1;
     }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("%zu tensors, %llu bytes\n", n, static_cast<unsigned long long>(report.bytes));
+    std::printf("{\"baseline\": %lld, \"peak\": %lld, \"seconds\": %.6f}\n", baseline,
+                status_bytes("VmHWM:"), seconds);
   } catch (const torchport::Error& e) {
     std::fprintf(stderr, "typed_many: %s\n", e.what());
     return 1;

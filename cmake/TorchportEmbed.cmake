@@ -32,7 +32,9 @@ function(torchport_embed_weights target name checkpoint)
   endif()
   # The embedded record holds the weights: a checkpoint's other values
   # (epoch, optimizer settings) are left out on purpose, not refused.
-  set(args --tensors-only)
+  # --force: the record is a build product, written again when the
+  # checkpoint changes.
+  set(args --tensors-only --force --quiet)
   if(E_TOP_LEVEL_KEY)
     list(APPEND args --top-level-key ${E_TOP_LEVEL_KEY})
   endif()

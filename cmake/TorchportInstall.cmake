@@ -47,7 +47,7 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/torchportConfig.cmake.
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/torchportConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/torchportConfig.cmake ${PROJECT_BINARY_DIR}/torchportConfigVersion.cmake
-        ${PROJECT_SOURCE_DIR}/cmake/TorchportEmbed.cmake
+        ${PROJECT_SOURCE_DIR}/cmake/TorchportEmbed.cmake ${PROJECT_SOURCE_DIR}/cmake/FindLZ4.cmake
         DESTINATION ${TORCHPORT_CMAKE_DIR} COMPONENT development)
 
 # pkg-config: torchport-<component>.pc, each requiring the components it
@@ -73,17 +73,24 @@ function(torchport_pkg_config name description requires requires_private libs li
   install(FILES ${PROJECT_BINARY_DIR}/pkgconfig/${name}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig
           COMPONENT development)
 endfunction()
-set(pc_libdir "-L\${libdir}")
+# The static libraries, as the CMake targets torchport::<component> link
+# them: a program linked with `pkg-config --libs torchport` runs without a
+# runpath or LD_LIBRARY_PATH (with -L and -l the linker took the shared
+# libraries, which the loader then did not find outside the system's paths).
+# The static libraries' own dependencies are therefore public: Requires and
+# Libs, not the .private fields. The shared libraries are the CMake targets
+# torchport::<component>_shared.
 set(v " = ${PROJECT_VERSION}")
 torchport_pkg_config(torchport-read "torchport: reading and writing checkpoints (core, io, pickle, formats, open)"
-                     "" "zlib liblzma" "${pc_libdir} -ltorchport-read" "-lbz2 -lpthread" "-I\${includedir} -std=c++20")
+                     "zlib liblzma libzstd liblz4" "" "\${libdir}/libtorchport-read.a -lbz2 -lpthread" ""
+                     "-I\${includedir} -std=c++20")
 if(TARGET torchport_record)
-  torchport_pkg_config(torchport-record "torchport: typed modules (loading, export, torchport's record files)" "torchport-read${v}"
-                       "libpcre2-8" "${pc_libdir} -ltorchport-record" "" "")
+  torchport_pkg_config(torchport-record "torchport: typed modules (loading, export, torchport's record files)"
+                       "torchport-read${v}, libpcre2-8" "" "\${libdir}/libtorchport-record.a" "" "")
 endif()
 if(TARGET torchport_nn)
-  torchport_pkg_config(torchport-nn "torchport: the CPU backend and the module records" "torchport-record${v}"
-                       "openblas" "${pc_libdir} -ltorchport-nn" "" "")
+  torchport_pkg_config(torchport-nn "torchport: the CPU backend and the module records"
+                       "torchport-record${v}, openblas" "" "\${libdir}/libtorchport-nn.a" "" "")
 endif()
 if(TARGET torchport)
   torchport_pkg_config(torchport "PyTorch checkpoints in C++, without libtorch or Python"

@@ -12,7 +12,7 @@ tool=${2:-}
 src=$(cd "$(dirname "$0")/.." && pwd)
 fx=$src/tests/fixtures
 rm -rf "$out"
-mkdir -p "$out"/{pickle,zip,open,safetensors,record,sharded,scan}
+mkdir -p "$out"/{pickle,zip,open,safetensors,record,sharded,scan,dcp}
 
 small() { [ "$(stat -c %s "$1")" -le 65536 ]; }
 for f in "$fx"/*.pt "$fx"/*.pkl "$fx"/bad/*.pt "$fx"/bad/*.pkl "$src"/tests/record/fixtures/*.pt \
@@ -67,6 +67,20 @@ indexes = {
 }
 for name, h in indexes.items():
     open(os.path.join(out, "sharded", name + ".json"), "wb").write(json.dumps(h).encode())
+# Distributed checkpoint folders, packed as fuzz_dcp reads them (name, NUL,
+# u32 length, bytes per file; expected.json left out): the .metadata
+# layouts (zstd-transformed too) and the Hugging Face storage's shards,
+# good and hostile, when they pack to 64 KiB or less.
+dcp = os.path.join(fx, "dcp")
+for root, dirs, files in sorted(os.walk(dcp)):
+    names = sorted(f for f in files if f != "expected.json" and not f.endswith(".py"))
+    if not names or len(names) > 16:
+        continue
+    packed = b"".join(n.encode() + b"\0" + struct.pack("<I", os.path.getsize(os.path.join(root, n)))
+                      + open(os.path.join(root, n), "rb").read() for n in names)
+    if len(packed) <= 65536:
+        name = os.path.relpath(root, dcp).replace(os.sep, "_")
+        open(os.path.join(out, "dcp", name), "wb").write(packed)
 PY
 
 if [ -n "$tool" ] && [ -x "$tool" ]; then

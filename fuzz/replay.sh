@@ -13,7 +13,12 @@ root=$(dirname "$corpus")
 if [ ! -d "$corpus" ]; then
   tmp="$root.tmp.$$"
   bash "$here/make_corpus.sh" "$tmp" "$tool" >/dev/null
-  mv -T "$tmp" "$root" 2>/dev/null || rm -rf "$tmp"
+  # A corpus root an earlier build made, before this target had seeds:
+  # only this target's folder moves in.
+  mv -T "$tmp" "$root" 2>/dev/null || {
+    [ -d "$corpus" ] || mv -T "$tmp/$(basename "$corpus")" "$corpus" 2>/dev/null || true
+    rm -rf "$tmp"
+  }
 fi
 dirs=("$corpus")
 [ -d "$regressions" ] && dirs+=("$regressions")

@@ -9,7 +9,13 @@
 #   --demo-only  run `bash scripts/demo.sh` only (the test command takes long)
 #   --keep       leave DIR in place afterwards (default: removed on success)
 # The apt mirror is the one this machine uses (/etc/apt/sources.list or
-# /etc/apt/sources.list.d/*.sources), else deb.debian.org.
+# /etc/apt/sources.list.d/*.sources); without one it stops. pip inside the
+# chroot (the current torch's virtual environment) works as pip does on this
+# machine: its configuration files, PIP_* variables and locally added
+# certificate authorities are copied in, and
+# the local folders they name (an index or find-links given as a path or a
+# file:// URL) are bind-mounted read-only at the same paths, as a pip cache
+# would be; remote indexes are reached as from this machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -41,7 +47,7 @@ fi
 if [ -z "$mirror" ] && [ -f /etc/apt/sources.list ]; then
   mirror=$(awk '$1 == "deb" && $3 == "bookworm" {print $2; exit}' /etc/apt/sources.list || true)
 fi
-mirror=${mirror:-http://deb.debian.org/debian}
+[ -n "$mirror" ] || { echo "fresh-debian: no bookworm mirror in this machine's apt sources" >&2; exit 2; }
 security=""
 if compgen -G "/etc/apt/sources.list.d/*.sources" >/dev/null; then
   security=$(awk '/^URIs:/ {u=$2} /^Suites:/ && /bookworm-security/ {print u; exit}' /etc/apt/sources.list.d/*.sources || true)
@@ -99,15 +105,55 @@ configure() {
     mount --bind "/$m" "$dir/$m"
     mounted+=("$dir/$m")
   done
+  pip_setup
   # A clean clone: the committed tree only, no build folders or local files.
   rm -rf "$dir/root/torchport"
   git clone --quiet --no-local --no-hardlinks "$repo" "$dir/root/torchport"
   git -C "$dir/root/torchport" log -1 --format='fresh-debian: testing commit %h %s'
 }
 
-in_chroot() {  # a login-like environment, nothing inherited from this shell
+# This machine's pip configuration, for the chroot: the PIP_* variables, the
+# configuration files, and the local folders they name, mounted read-only.
+pip_vars=()
+pip_setup() {
+  local f d line
+  while IFS= read -r line; do pip_vars+=("$line"); done < <(env | grep '^PIP_' || true)
+  for f in /etc/pip.conf /etc/xdg/pip; do
+    [ -e "$f" ] || continue
+    mkdir -p "$dir$(dirname "$f")"
+    cp -a "$f" "$dir$(dirname "$f")/"
+  done
+  # The certificate authorities this machine added for itself
+  # (/usr/local/share/ca-certificates): pip's `cert` names the system bundle,
+  # which the chroot's ca-certificates package builds, local ones included,
+  # when install-deps installs it (or now, if it is already there).
+  if compgen -G "/usr/local/share/ca-certificates/*.crt" > /dev/null; then
+    mkdir -p "$dir/usr/local/share/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$dir/usr/local/share/ca-certificates/"
+    if [ -x "$dir/usr/sbin/update-ca-certificates" ]; then
+      chroot "$dir" /usr/sbin/update-ca-certificates > /dev/null
+    fi
+    echo "fresh-debian: this machine's local certificate authorities copied in"
+  fi
+  local cfg=""
+  if command -v pip > /dev/null; then cfg=$(pip config list 2>/dev/null || true); fi
+  # Paths named as values (find-links, file:// indexes), then their folder:
+  # an index's "simple" folder links to files beside it, so its parent.
+  for d in $(printf '%s\n' "$cfg" "${pip_vars[@]}" | grep -oE "(file://)?/[^ '\"]+" | sed 's|^file://||' | sort -u); do
+    [ -d "$d" ] || continue
+    [ "$(basename "$d")" = simple ] && d=$(dirname "$d")
+    case "$d" in /etc/* | /usr/* | /root/* | /) continue ;; esac
+    [ -d "$dir$d" ] && mountpoint -q "$dir$d" && continue
+    mkdir -p "$dir$d"
+    mount --bind -o ro "$d" "$dir$d"
+    mounted+=("$dir$d")
+    echo "fresh-debian: pip's local folder $d mounted read-only"
+  done
+}
+
+in_chroot() {  # a login-like environment, nothing inherited from this shell but pip's settings
   chroot "$dir" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
-    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${pip_vars[@]}" \
     bash -c "cd /root/torchport && $1"
 }
 

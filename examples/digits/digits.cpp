@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
     std::printf("torchport digits demo: a CNN trained in PyTorch, running in C++\n\n");
     DigitsCNN net;
     const torchport::LoadReport report = torchport::load(net, data / "digits_cnn.pt");
-    std::printf("%s\n", report.summary().c_str());
+    std::fputs(report.summary().c_str(), stdout);
 
     const torchport::TensorCatalog test = torchport::open(data / "test_images.pt");
     const Tensor& images = *test.find("images");

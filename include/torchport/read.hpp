@@ -33,6 +33,7 @@
 #include "torchport/formats/record_file.hpp"
 #include "torchport/formats/save.hpp"
 #include "torchport/formats/scan.hpp"
+#include "torchport/formats/scan_json.hpp"
 #include "torchport/formats/slice.hpp"
 #include "torchport/formats/transform.hpp"
 #include "torchport/io/atomic_file.hpp"

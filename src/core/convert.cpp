@@ -29,7 +29,7 @@ Family family(DType d) noexcept {
 
 bool is_f8(DType d) noexcept {
   return d == DType::F8_E4M3 || d == DType::F8_E5M2 || d == DType::F8_E4M3FNUZ ||
-         d == DType::F8_E5M2FNUZ;
+         d == DType::F8_E5M2FNUZ || d == DType::F8_E8M0;
 }
 
 template <class T>
@@ -45,6 +45,11 @@ void store(std::byte* p, T v) noexcept {
 
 // float8 decoding (OCP FP8 and the "fnuz" variants torch ships).
 double f8_to_double(std::uint8_t b, DType d) noexcept {
+  // e8m0 (OCP MX scales): 2^(b - 127), 0xFF the NaN (c10/util/Float8_e8m0fnu.h;
+  // 0x00 is 2^-127, a float32 subnormal, as torch's .to(float32) gives it).
+  if (d == DType::F8_E8M0)
+    return b == 0xffu ? std::numeric_limits<double>::quiet_NaN()
+                      : std::ldexp(1.0, static_cast<int>(b) - 127);
   const bool neg = (b & 0x80u) != 0;
   int exp_bits, man_bits, bias;
   bool fnuz = false;
@@ -81,21 +86,6 @@ double f8_to_double(std::uint8_t b, DType d) noexcept {
   return neg ? -v : v;
 }
 
-// Rounds a double to float with round-to-odd: the float keeps a sticky bit, so
-// a second rounding to f16/bf16 (which have far fewer bits) is correct.
-float to_float_round_odd(double d) noexcept {
-  float t = static_cast<float>(d);
-  if (!std::isfinite(t) || static_cast<double>(t) == d) return t;
-  std::uint32_t bits = std::bit_cast<std::uint32_t>(t);
-  if ((bits & 1u) == 0) {
-    if (std::fabs(static_cast<double>(t)) > std::fabs(d))
-      --bits;
-    else
-      ++bits;
-  }
-  return std::bit_cast<float>(bits);
-}
-
 double load_real(const std::byte* p, DType d) noexcept {
   switch (d) {
     case DType::BOOL:
@@ -129,13 +119,17 @@ double load_real(const std::byte* p, DType d) noexcept {
   }
 }
 
+// As torch stores a value: c10::Half and c10::BFloat16 are made from a
+// float, so a double rounds to float first, then to 16 bits (a double just
+// off a tie between two halves can round the other way than numpy's direct
+// rounding; torch is what a converted file must match).
 void store_real(std::byte* p, DType d, double v) noexcept {
   switch (d) {
     case DType::F16:
-      store(p, float_to_half(to_float_round_odd(v)));
+      store(p, float_to_half(static_cast<float>(v)));
       break;
     case DType::BF16:
-      store(p, float_to_bf16(to_float_round_odd(v)));
+      store(p, float_to_bf16(static_cast<float>(v)));
       break;
     case DType::F32:
       store(p, static_cast<float>(v));
@@ -148,7 +142,27 @@ void store_real(std::byte* p, DType d, double v) noexcept {
 
 // Complex numbers: a pair of components of the complex dtype's component type.
 DType component(DType d) noexcept {
-  return d == DType::C32 ? DType::F16 : d == DType::C64 ? DType::F32 : DType::F64;
+  switch (d) {
+    case DType::C32:
+      return DType::F16;
+    case DType::BC32:
+      return DType::BF16;
+    case DType::C64:
+      return DType::F32;
+    default:
+      return DType::F64;
+  }
+}
+
+// A component of a complex target. bcomplex32 is torch 2.14's
+// c10::complex<c10::BFloat16>, which converts through float (BFloat16 has a
+// float constructor only): a double rounds to float, then to bf16, as
+// torch's .to(torch.bcomplex32) does.
+void store_component(std::byte* p, DType complex_dtype, DType component_dtype, double v) noexcept {
+  if (complex_dtype == DType::BC32)
+    store(p, float_to_bf16(static_cast<float>(v)));
+  else
+    store_real(p, component_dtype, v);
 }
 
 // Integers travel as a sign and a magnitude so that every int64 and uint64
@@ -317,7 +331,8 @@ bool has_f16c() {
 
 bool convertible(DType from, DType to) noexcept {
   if (from == to) return true;
-  if (is_f8(to) || is_bits(from) || is_bits(to)) return false;
+  if (is_f8(to) || is_bits(from) || is_bits(to) || from == DType::F4 || to == DType::F4)
+    return false;
   const Family f = family(from), t = family(to);
   switch (t) {
     case Family::Float:
@@ -338,6 +353,11 @@ void convert_elements(const std::byte* src, DType from, std::byte* dst, DType to
   }
   if (!convertible(from, to)) {
     if (is_bits(from) || is_bits(to)) refuse(from, to, "bits dtypes hold raw bits, not numbers");
+    if (from == DType::F4 || to == DType::F4)
+      refuse(from, to,
+             "float4_e2m1fn_x2 packs two 4-bit values a byte, and torch cannot convert it to or "
+             "from another dtype either (its copy kernel is not implemented for "
+             "Float4_e2m1fn_x2)");
     if (is_f8(to)) refuse(from, to, "writing float8 is not implemented");
     if (family(from) == Family::Complex) refuse(from, to, "it would drop the imaginary part");
     refuse(from, to, "it would truncate floating-point values");
@@ -384,11 +404,17 @@ void convert_elements(const std::byte* src, DType from, std::byte* dst, DType to
       } else if (f == Family::Float || f == Family::Bool) {
         re = load_real(src + i * in, from);
       } else {
+        // One rounding to the component's float, as for real targets.
         const Wide w = load_int(src + i * in, from);
-        re = static_cast<double>(w.magnitude) * (w.negative ? -1.0 : 1.0);
+        if (tc != DType::F64) {
+          const float x = static_cast<float>(w.magnitude);
+          re = w.negative ? -x : x;
+        } else {
+          re = static_cast<double>(w.magnitude) * (w.negative ? -1.0 : 1.0);
+        }
       }
-      store_real(dst + i * out, tc, re);
-      store_real(dst + i * out + half_out, tc, im);
+      store_component(dst + i * out, to, tc, re);
+      store_component(dst + i * out + half_out, to, tc, im);
     }
     return;
   }
@@ -398,7 +424,14 @@ void convert_elements(const std::byte* src, DType from, std::byte* dst, DType to
       if (f == Family::Float || f == Family::Bool) {
         v = load_real(src + i * in, from);
       } else {
+        // An integer becomes a float in one rounding, as static_cast does
+        // in torch (through a double, a 64-bit integer would round twice).
         const Wide w = load_int(src + i * in, from);
+        if (to != DType::F64) {
+          const float x = static_cast<float>(w.magnitude);
+          store_real(dst + i * out, to, w.negative ? -x : x);
+          continue;
+        }
         v = static_cast<double>(w.magnitude) * (w.negative ? -1.0 : 1.0);
       }
       store_real(dst + i * out, to, v);

@@ -44,6 +44,9 @@ constexpr std::array<DTypeInfo, kDTypeCount> kInfo{{
     {DType::BITS1X8, 1, 1, "BITS1X8", "bits1x8", ""},
     {DType::BITS2X4, 1, 1, "BITS2X4", "bits2x4", ""},
     {DType::BITS4X2, 1, 1, "BITS4X2", "bits4x2", ""},
+    {DType::F8_E8M0, 1, 1, "F8_E8M0", "float8_e8m0fnu", ""},
+    {DType::F4, 1, 1, "F4", "float4_e2m1fn_x2", ""},
+    {DType::BC32, 4, 2, "BC32", "bcomplex32", ""},
 }};
 
 const DTypeInfo& info(DType d) noexcept {
@@ -129,6 +132,8 @@ bool is_floating(DType d) noexcept {
     case DType::F8_E5M2:
     case DType::F8_E4M3FNUZ:
     case DType::F8_E5M2FNUZ:
+    case DType::F8_E8M0:
+    case DType::F4:
       return true;
     default:
       return false;
@@ -136,7 +141,7 @@ bool is_floating(DType d) noexcept {
 }
 
 bool is_complex(DType d) noexcept {
-  return d == DType::C32 || d == DType::C64 || d == DType::C128;
+  return d == DType::C32 || d == DType::C64 || d == DType::C128 || d == DType::BC32;
 }
 
 bool is_signed_integer(DType d) noexcept {

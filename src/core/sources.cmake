@@ -4,6 +4,7 @@ target_sources(torchport_read_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/dtype.cpp
   ${CMAKE_CURRENT_LIST_DIR}/error.cpp
   ${CMAKE_CURRENT_LIST_DIR}/hash.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/page_release.cpp
   ${CMAKE_CURRENT_LIST_DIR}/parallel_copy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/quantization.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sparse.cpp

@@ -10,8 +10,10 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "torchport/core/error.hpp"
+#include "torchport/detail/work.hpp"
 
 namespace torchport {
 
@@ -78,6 +80,7 @@ bool small_pages_wanted(std::byte* head) {
   static std::atomic<int> verdict{0};  // 0 undecided, 1 small pages, 2 huge pages
   if (const int v = verdict.load(std::memory_order_relaxed); v != 0) return v == 1;
   bool small = true;
+  detail::count(detail::work().page_advice);
   if (::madvise(head, kAlign2M, MADV_POPULATE_WRITE) == 0) {
     constexpr std::uint64_t kQuarter = kAlign2M / 4;
     const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
@@ -107,12 +110,18 @@ void* map_aligned(std::uint64_t nbytes, std::shared_ptr<void>& owner) {
   if (kAlign2M - head) ::munmap(reinterpret_cast<void*>(aligned + body), kAlign2M - head);
   void* p = reinterpret_cast<void*>(aligned);
   ::madvise(p, kAlign2M, MADV_NOHUGEPAGE);
+  detail::count(detail::work().page_advice);
   const std::uint64_t small = small_pages_wanted(static_cast<std::byte*>(p))
                                   ? std::min(body, kSmallPages)
                                   : std::min(body, kAlign2M);
-  if (small > kAlign2M)
+  if (small > kAlign2M) {
     ::madvise(static_cast<std::byte*>(p) + kAlign2M, small - kAlign2M, MADV_NOHUGEPAGE);
-  if (body > small) ::madvise(static_cast<std::byte*>(p) + small, body - small, MADV_HUGEPAGE);
+    detail::count(detail::work().page_advice);
+  }
+  if (body > small) {
+    ::madvise(static_cast<std::byte*>(p) + small, body - small, MADV_HUGEPAGE);
+    detail::count(detail::work().page_advice);
+  }
   owner = std::shared_ptr<void>(p, Unmap{static_cast<std::size_t>(body)});
   return p;
 }
@@ -156,12 +165,43 @@ std::shared_ptr<Storage> Storage::borrow(std::span<const std::byte> bytes,
   return s;
 }
 
+void RangeReader::read_many(std::span<const RangeRead> reads) const {
+  for (const RangeRead& r : reads)
+    if (!r.dst.empty()) read(r.offset, r.dst);
+}
+
+namespace {
+void check_range(std::uint64_t offset, std::uint64_t n, std::uint64_t nbytes) {
+  if (offset > nbytes || n > nbytes - offset)
+    throw Error(ErrorCode::invalid_argument, "read of [" + std::to_string(offset) + ", +" +
+                                                 std::to_string(n) + ") from a storage of " +
+                                                 std::to_string(nbytes) + " bytes");
+}
+}  // namespace
+
+const RangeReader* Storage::range_reader() const noexcept {
+  if (!ranged_ || deferred_->done.load(std::memory_order_acquire)) return nullptr;
+  return ranged_.get();
+}
+
+void Storage::read_many(std::span<const RangeRead> reads) const {
+  for (const RangeRead& r : reads) check_range(r.offset, r.dst.size(), nbytes_);
+  if (const RangeReader* reader = range_reader()) {
+    std::vector<RangeRead> shifted(reads.begin(), reads.end());
+    for (RangeRead& r : shifted) r.offset += range_offset_;
+    reader->read_many(shifted);
+    return;
+  }
+  for (const RangeRead& r : reads) read_into(r.offset, r.dst);
+}
+
 void Storage::read_into(std::uint64_t offset, std::span<std::byte> dst) const {
-  if (offset > nbytes_ || dst.size() > nbytes_ - offset)
-    throw Error(ErrorCode::invalid_argument,
-                "read of [" + std::to_string(offset) + ", +" + std::to_string(dst.size()) +
-                    ") from a storage of " + std::to_string(nbytes_) + " bytes");
+  check_range(offset, dst.size(), nbytes_);
   if (dst.empty()) return;
+  if (const RangeReader* reader = range_reader()) {
+    reader->read(range_offset_ + offset, dst);
+    return;
+  }
   // A deferred copy reads its source (data_) until the copy is made.
   if (deferred_ && (data_ == nullptr || deferred_->done.load(std::memory_order_acquire))) {
     bytes();
@@ -170,6 +210,20 @@ void Storage::read_into(std::uint64_t offset, std::span<std::byte> dst) const {
   }
   if (file_ && file_->read(data_ + offset, dst)) return;
   std::memcpy(dst.data(), data_ + offset, dst.size());
+}
+
+bool Storage::reads_file() const noexcept {
+  if (!file_ || data_ == nullptr) return false;
+  return !deferred_ || !deferred_->done.load(std::memory_order_acquire);
+}
+
+bool FileBacking::read_run(const std::byte* at,
+                           std::span<const std::span<std::byte>> pieces) const noexcept {
+  for (const auto& p : pieces) {
+    if (!read(at, p)) return false;
+    at += p.size();
+  }
+  return true;
 }
 
 void Storage::release_pages(std::uint64_t offset, std::uint64_t n) const noexcept {
@@ -217,6 +271,22 @@ std::shared_ptr<Storage> Storage::deferred_copy(std::span<const std::byte> raw,
   return s;
 }
 
+std::shared_ptr<Storage> Storage::ranged(std::shared_ptr<const RangeReader> reader,
+                                         std::uint64_t offset, std::uint64_t nbytes) {
+  auto s = std::make_shared<Storage>(Private{});
+  s->nbytes_ = nbytes;
+  s->ranged_ = std::move(reader);
+  s->range_offset_ = offset;
+  s->deferred_ = std::make_unique<Deferred>();
+  const Storage* self = s.get();  // the loader lives inside *self: no cycle
+  s->deferred_->loader = [self] {
+    auto out = Storage::allocate(self->nbytes_);
+    if (self->nbytes_ != 0) self->ranged_->read(self->range_offset_, out->mutable_bytes());
+    return out;
+  };
+  return s;
+}
+
 std::span<const std::byte> Storage::bytes() const {
   if (!deferred_) return {data_, static_cast<std::size_t>(nbytes_)};
   Deferred& d = *deferred_;
@@ -245,8 +315,10 @@ bool Storage::pending() const noexcept {
 }
 
 bool Storage::addressable() const noexcept {
-  // A deferred copy knows where its bytes lie (data_); a made storage is memory.
-  return !deferred_ || data_ != nullptr || deferred_->done.load(std::memory_order_acquire);
+  // A deferred copy knows where its bytes lie (data_), a ranged storage who
+  // reads them; a made storage is memory.
+  return !deferred_ || data_ != nullptr || ranged_ ||
+         deferred_->done.load(std::memory_order_acquire);
 }
 
 }  // namespace torchport

@@ -25,6 +25,7 @@ struct Value::Node {
   bool storage = false;  // a tensor node made by Value::storage()
   bool ordered = false;  // a dict made by Value::ordered_dict()
   bool numpy = false;    // a tensor made by Value::numpy_array()
+  bool numpy2 = false;   // ... from a pickle that spelled numpy's core numpy._core
   std::uint32_t depth = 0;
   // The key hash of a sealed node, computed at most once (0: not yet).
   mutable std::atomic<std::uint64_t> hash{0};
@@ -320,13 +321,14 @@ Value Value::global(std::string module, std::string name) {
   v.node_ = std::move(n);
   return v;
 }
-Value Value::object(Global cls, Value args, std::uint64_t offset) {
+Value Value::object(Global cls, Value args, std::uint64_t offset, bool newobj) {
   Value v;
   v.kind_ = Kind::Object;
   auto n = std::make_shared<ObjectNode>();
   n->depth = 1;
   n->o.cls = std::move(cls);
   n->o.offset = offset;
+  n->o.newobj = newobj;
   v.node_ = std::move(n);
   v.absorb(args);
   v.node_as<ObjectNode>(Kind::Object).o.args = std::move(args);
@@ -347,13 +349,17 @@ Value Value::storage(Tensor t) {
   return v;
 }
 
-Value Value::numpy_array(Tensor t) {
+Value Value::numpy_array(Tensor t, bool numpy2) {
   Value v = tensor(std::move(t));
   v.node_->numpy = true;
+  v.node_->numpy2 = numpy2;
   return v;
 }
 bool Value::is_numpy_array() const noexcept {
   return kind_ == Kind::Tensor && node_->numpy;
+}
+std::string_view Value::numpy_core_module() const noexcept {
+  return is_numpy_array() && node_->numpy2 ? "numpy._core" : "numpy.core";
 }
 bool Value::is_ordered_dict() const noexcept {
   return kind_ == Kind::Dict && node_->ordered;

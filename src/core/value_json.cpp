@@ -120,11 +120,7 @@ struct Json {
       string(std::isnan(d) ? "nan" : d > 0 ? "inf" : "-inf");
       return;
     }
-    char buf[64];
-    const auto r = std::to_chars(buf, buf + sizeof buf, d);
-    std::string_view t(buf, static_cast<std::size_t>(r.ptr - buf));
-    out.append(t);
-    if (t.find_first_of(".eE") == std::string_view::npos) out += ".0";
+    out += float_repr(d);  // as Python's json.dumps writes a float: its repr
   }
 
   // {"tag": <text>} on one line.

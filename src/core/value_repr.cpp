@@ -1,7 +1,10 @@
 // Value::repr: Python-like text within a character budget.
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "torchport/core/value.hpp"
 #include "torchport/detail/utf8.hpp"
@@ -9,7 +12,59 @@
 
 namespace torchport {
 
+// Python's float repr (float_repr_style 'short', PyOS_double_to_string
+// with 'r'): the shortest digits that read back to the same double, fixed
+// when the decimal point falls within 16 digits of them and no more than 4
+// places before them (0.0001, 1000000000000000.0), else an exponent with a
+// sign and at least two digits (1e-05, 1e+16).
+std::string float_repr(double d, bool dot_zero) {
+  if (std::isnan(d)) return "nan";
+  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
+  const std::string_view sci(buf, static_cast<std::size_t>(r.ptr - buf));  // "-1.25e-07"
+  const std::size_t e = sci.find('e');
+  std::string digits;
+  bool negative = false;
+  for (const char c : sci.substr(0, e)) {
+    if (c == '-') negative = true;
+    if (c >= '0' && c <= '9') digits += c;
+  }
+  int exponent = 0;
+  std::from_chars(sci.data() + e + (sci[e + 1] == '+' ? 2 : 1), sci.data() + sci.size(), exponent);
+  const int point = exponent + 1;  // digits before the decimal point
+  std::string out = negative ? "-" : "";
+  const int n = static_cast<int>(digits.size());
+  if (point > -4 && point <= 16) {
+    if (point <= 0) {
+      out += "0." + std::string(static_cast<std::size_t>(-point), '0') + digits;
+    } else if (point < n) {
+      out += digits.substr(0, static_cast<std::size_t>(point)) + "." +
+             digits.substr(static_cast<std::size_t>(point));
+    } else {
+      out += digits + std::string(static_cast<std::size_t>(point - n), '0');
+      if (dot_zero) out += ".0";
+    }
+    return out;
+  }
+  out += digits.substr(0, 1);
+  if (n > 1) out += "." + digits.substr(1);
+  const int shown = point - 1;
+  char exp[16];
+  std::snprintf(exp, sizeof exp, "e%c%02d", shown < 0 ? '-' : '+', shown < 0 ? -shown : shown);
+  return out + exp;
+}
+
 namespace {
+
+// Python's repr of a complex: "2j" when the real part is +0, else
+// "(re+imj)", each part as a float's repr without ".0".
+std::string python_complex(double re, double im) {
+  std::string imag = float_repr(im, false);
+  if (re == 0 && !std::signbit(re)) return imag + "j";
+  if (imag.front() != '-') imag = "+" + imag;
+  return "(" + float_repr(re, false) + imag + "j)";
+}
 
 // Python-like text within a character budget: every value visited adds at
 // least one character, so the work is bounded by the budget however many
@@ -71,17 +126,12 @@ struct Repr {
       case Value::Kind::BigInt:
         out += "<int of " + std::to_string(v.as_bytes().size()) + " bytes>";
         break;
-      case Value::Kind::Float: {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%.17g", v.as_float());
-        out += buf;
+      case Value::Kind::Float:
+        out += float_repr(v.as_float(), true);
         break;
-      }
       case Value::Kind::Complex: {
         auto [re, im] = v.as_complex();
-        char buf[80];
-        std::snprintf(buf, sizeof buf, "(%.17g%+.17gj)", re, im);
-        out += buf;
+        out += python_complex(re, im);
         break;
       }
       case Value::Kind::Str:

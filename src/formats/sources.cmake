@@ -18,6 +18,8 @@ target_sources(torchport_read_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/read/registry.cpp
   ${CMAKE_CURRENT_LIST_DIR}/read/safetensors.cpp
   ${CMAKE_CURRENT_LIST_DIR}/read/dcp.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/read/dcp_chunks.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/read/dcp_safetensors.cpp
   ${CMAKE_CURRENT_LIST_DIR}/read/sharded.cpp
   ${CMAKE_CURRENT_LIST_DIR}/read/torch_export.cpp
   ${CMAKE_CURRENT_LIST_DIR}/read/sparse.cpp
@@ -42,4 +44,5 @@ target_sources(torchport_read_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/write/write_common.cpp
   ${CMAKE_CURRENT_LIST_DIR}/scan/directory.cpp
   ${CMAKE_CURRENT_LIST_DIR}/scan/scan.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/scan/scan_json.cpp
 )

@@ -1,12 +1,15 @@
 // Every decompression torchport does: one decoder over zlib (gzip, zlib,
-// raw deflate), libbz2 and liblzma (xz, .lzma, zip's LZMA), driven by one
-// loop that bounds the output before producing it.
+// raw deflate), libbz2, liblzma (xz, .lzma, zip's LZMA), libzstd
+// (Zstandard frames) and liblz4 (LZ4 frames), driven by one loop that
+// bounds the output before producing it.
 
 #include "torchport/io/compression.hpp"
 
 #include <bzlib.h>
+#include <lz4frame.h>
 #include <lzma.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -33,7 +36,7 @@ bool starts(std::span<const std::byte> b, std::initializer_list<unsigned> magic)
 }
 
 // The streams the decoder reads: the file formats, and zip's raw ones.
-enum class Codec { gzip, zlib, deflate, bzip2, xz, lzma_alone, lzma_raw };
+enum class Codec { gzip, zlib, deflate, bzip2, xz, lzma_alone, lzma_raw, zstd, lz4 };
 
 enum class Status { ok, end, error };
 
@@ -50,10 +53,21 @@ class Decoder {
   Decoder& operator=(const Decoder&) = delete;
 
   void reset() {
-    // zlib's own reset keeps the state and window it allocated: a file of
-    // 100,000 tiny gzip members must not cost an allocation each.
+    // zlib's and libzstd's own resets keep the state and window they
+    // allocated: a file of 100,000 tiny members must not cost an allocation
+    // each.
     if (started_ && (codec_ == Codec::gzip || codec_ == Codec::zlib || codec_ == Codec::deflate) &&
         inflateReset(&z_) == Z_OK) {
+      message_.clear();
+      return;
+    }
+    if (started_ && codec_ == Codec::zstd &&
+        !ZSTD_isError(ZSTD_DCtx_reset(zs_, ZSTD_reset_session_only))) {
+      message_.clear();
+      return;
+    }
+    if (started_ && codec_ == Codec::lz4) {
+      LZ4F_resetDecompressionContext(lz_);
       message_.clear();
       return;
     }
@@ -115,6 +129,34 @@ class Decoder {
           st = Status::end;
         else if (rc != LZMA_OK && rc != LZMA_BUF_ERROR)
           st = fail(lzma_text(rc));
+        break;
+      }
+      case Codec::zstd: {
+        ZSTD_inBuffer zi{in.data(), in_n, 0};
+        ZSTD_outBuffer zo{out.data(), out_n, 0};
+        // 0 once a frame is decoded and flushed (skippable frames are
+        // stepped over inside a call, as zstandard's reader does).
+        const std::size_t rc = ZSTD_decompressStream(zs_, &zo, &zi);
+        in_left = in_n - zi.pos;
+        out_left = out_n - zo.pos;
+        if (ZSTD_isError(rc))
+          st = fail(std::string("zstd: ") + ZSTD_getErrorName(rc));
+        else if (rc == 0)
+          st = Status::end;
+        break;
+      }
+      case Codec::lz4: {
+        std::size_t src_n = in_n, dst_n = out_n;
+        // 0 once a frame is decoded (or a skippable frame stepped over:
+        // python-lz4's decompressor, which joblib reads through, ends a
+        // frame there too and starts the next on what follows).
+        const std::size_t rc = LZ4F_decompress(lz_, out.data(), &dst_n, in.data(), &src_n, nullptr);
+        in_left = in_n - src_n;
+        out_left = out_n - dst_n;
+        if (LZ4F_isError(rc))
+          st = fail(std::string("lz4: ") + LZ4F_getErrorName(rc));
+        else if (rc == 0)
+          st = Status::end;
         break;
       }
     }
@@ -179,6 +221,17 @@ class Decoder {
         if (!started_) message_ = lzma_text(rc);
         break;
       }
+      case Codec::zstd:
+        // The decoder's window stays at libzstd's default bound (2^27
+        // bytes): a frame asking for more is refused, not given the memory.
+        zs_ = ZSTD_createDStream();
+        started_ = zs_ != nullptr && !ZSTD_isError(ZSTD_initDStream(zs_));
+        break;
+      case Codec::lz4:
+        // Blocks are at most 4 MiB (the frame's block size field): the
+        // context's buffers are bounded by the format.
+        started_ = !LZ4F_isError(LZ4F_createDecompressionContext(&lz_, LZ4F_VERSION));
+        break;
     }
     if (!started_ && message_.empty()) message_ = "the decoder cannot start";
   }
@@ -192,6 +245,14 @@ class Decoder {
         break;
       case Codec::bzip2:
         BZ2_bzDecompressEnd(&b_);
+        break;
+      case Codec::zstd:
+        ZSTD_freeDStream(zs_);
+        zs_ = nullptr;
+        break;
+      case Codec::lz4:
+        LZ4F_freeDecompressionContext(lz_);
+        lz_ = nullptr;
         break;
       default:
         lzma_end(&l_);
@@ -207,6 +268,8 @@ class Decoder {
   z_stream z_{};
   bz_stream b_{};
   lzma_stream l_ = LZMA_STREAM_INIT;
+  ZSTD_DStream* zs_ = nullptr;
+  LZ4F_dctx* lz_ = nullptr;
 };
 
 // Decodes one stream of `in` onto the end of `out`, at most up to
@@ -285,8 +348,11 @@ Codec codec_of(Compression c) {
       return Codec::bzip2;
     case Compression::xz:
       return Codec::xz;
-    case Compression::lzma:
     case Compression::zstd:
+      return Codec::zstd;
+    case Compression::lz4:
+      return Codec::lz4;
+    case Compression::lzma:
       break;
   }
   return Codec::lzma_alone;
@@ -318,6 +384,8 @@ std::string_view compression_name(Compression c) noexcept {
       return "lzma";
     case Compression::zstd:
       return "zstd";
+    case Compression::lz4:
+      return "lz4";
   }
   return "?";
 }
@@ -331,6 +399,24 @@ std::optional<Compression> sniff_compression(std::span<const std::byte> b) noexc
   if (looks_like_gzip(b)) return Compression::gzip;
   if (starts(b, {0xfd, '7', 'z', 'X', 'Z', 0x00})) return Compression::xz;
   if (starts(b, {0x28, 0xb5, 0x2f, 0xfd})) return Compression::zstd;
+  // joblib's LZ4 prefix: an LZ4 frame's magic (0x184D2204, little-endian).
+  if (starts(b, {0x04, 0x22, 0x4d, 0x18})) return Compression::lz4;
+  // Skippable frames (0x184D2A50-5F, little-endian) open both Zstandard
+  // and LZ4 data: the first frame after them tells which. (zstandard's
+  // reader, pandas' '.zst', steps over them; joblib's prefix check does
+  // not, and reads such a file as a pickle, which the scan judges too.)
+  for (std::size_t at = 0, n = 0; n < 64 && b.size() - at >= 8; ++n) {
+    const auto u = [&](std::size_t i) { return static_cast<std::uint32_t>(b[at + i]); };
+    if ((u(0) & 0xf0) != 0x50 || u(1) != 0x2a || u(2) != 0x4d || u(3) != 0x18) {
+      if (n == 0) break;
+      if (starts(b.subspan(at), {0x28, 0xb5, 0x2f, 0xfd})) return Compression::zstd;
+      if (starts(b.subspan(at), {0x04, 0x22, 0x4d, 0x18})) return Compression::lz4;
+      break;
+    }
+    const std::uint64_t size = u(4) | (u(5) << 8) | (u(6) << 16) | (std::uint64_t{u(7)} << 24);
+    if (size > b.size() - at - 8) break;
+    at += 8 + static_cast<std::size_t>(size);
+  }
   // "BZh" and a block size digit, then a block's or the end's magic.
   if (starts(b, {'B', 'Z', 'h'}) && b.size() >= 10 && b[3] >= std::byte{'1'} &&
       b[3] <= std::byte{'9'} &&
@@ -342,13 +428,28 @@ std::optional<Compression> sniff_compression(std::span<const std::byte> b) noexc
       ((0x78u << 8) | static_cast<unsigned>(b[1])) % 31 == 0 &&
       (static_cast<unsigned>(b[1]) & 0x20) == 0)
     return Compression::zlib;
-  // .lzma: the properties byte Python and xz-utils write (lc=3 lp=0 pb=2)
-  // and a dictionary size of 2^n (joblib's prefix is 5d 00 00 80 00).
-  if (b.size() >= 13 && b[0] == std::byte{0x5d} && b[1] == std::byte{0} && b[2] == std::byte{0}) {
-    const std::uint32_t dict =
-        static_cast<std::uint32_t>(b[1]) | (static_cast<std::uint32_t>(b[2]) << 8) |
-        (static_cast<std::uint32_t>(b[3]) << 16) | (static_cast<std::uint32_t>(b[4]) << 24);
-    if (dict != 0 && (dict & (dict - 1)) == 0) return Compression::lzma;
+  // .lzma ("LZMA alone"), as liblzma's auto decoder (Python's lzma.open
+  // and LZMAFile by default: pandas' '.xz', joblib's 5d 00 prefix) takes
+  // it: a properties byte with lc + lp <= 4, a dictionary size of 2^n or
+  // 2^n + 2^(n-1) (or 0, or all ones), an uncompressed size unknown or
+  // below 2^38. (Any properties byte: pandas opens by the file's name.)
+  if (b.size() >= 13 && static_cast<unsigned>(b[0]) <= 224) {
+    const unsigned props = static_cast<unsigned>(b[0]);
+    const unsigned lc = props % 9, lp = (props % 45) / 9;
+    std::uint32_t dict = 0;
+    for (int i = 4; i >= 1; --i) dict = (dict << 8) | static_cast<std::uint32_t>(b[i]);
+    std::uint32_t d = dict - 1;
+    d |= d >> 2;
+    d |= d >> 3;
+    d |= d >> 4;
+    d |= d >> 8;
+    d |= d >> 16;
+    ++d;
+    std::uint64_t size = 0;
+    for (int i = 12; i >= 5; --i) size = (size << 8) | static_cast<std::uint64_t>(b[i]);
+    if (lc + lp <= 4 && (d == dict || dict == UINT32_MAX) &&
+        (size == UINT64_MAX || size < (std::uint64_t{1} << 38)))
+      return Compression::lzma;
   }
   return std::nullopt;
 }
@@ -361,11 +462,6 @@ Decompressed decompress(Compression c, std::span<const std::byte> in, std::uint6
                         const std::string& limit, const std::string& what) {
   Decompressed r;
   const std::string name(compression_name(c));
-  if (c == Compression::zstd) {
-    r.error = Error(ErrorCode::unsupported, "zstd data: torchport does not decode Zstandard", {}, 0,
-                    what);
-    return r;
-  }
   const Codec codec = codec_of(c);
   Decoder d(codec);
   std::uint64_t pos = 0;
@@ -382,8 +478,13 @@ Decompressed decompress(Compression c, std::span<const std::byte> in, std::uint6
     }
     if (run.how == Run::error || run.how == Run::input_ended) {
       // Bytes after a complete stream that start no stream: Python's
-      // readers stop there (gzip's raises, having returned the data before).
-      if (stream > 0 && r.bytes.size() == before && c != Compression::gzip) break;
+      // readers stop there (gzip's raises, having returned the data before,
+      // and so does zstandard's reader, which torch's DCP uses).
+      // (python-lz4's frame reader raises too: its DecompressReader has no
+      // trailing error to ignore.)
+      if (stream > 0 && r.bytes.size() == before && c != Compression::gzip &&
+          c != Compression::zstd && c != Compression::lz4)
+        break;
       r.error = Error(run.how == Run::error ? ErrorCode::corrupt : ErrorCode::truncated,
                       run.how == Run::error
                           ? name + " stream is damaged: " + run.message + " (stream " +

@@ -176,13 +176,15 @@ class Reader {
  public:
   explicit Reader(std::span<const std::byte> b) : b_(b) {}
 
-  Pax global;  // tarfile.pax_headers: global pax headers seen so far
+  Pax global;            // tarfile.pax_headers: global pax headers seen so far
+  bool clipped = false;  // a read reached the end of the bytes
 
   Read member(std::uint64_t pos, int depth = 0) {
     Read r;
     r.at = pos;
     if (depth > kMaxNesting)
       return refuse(r, ErrorCode::unsupported, "more than 64 long-name or pax headers in a row");
+    if (pos >= b_.size() || b_.size() - pos < kBlock) clipped = true;
     if (pos >= b_.size()) return end(r, Outcome::empty, "empty header");
     if (b_.size() - pos < kBlock) return end(r, Outcome::truncated, "truncated header");
     const std::byte* h = b_.data() + pos;
@@ -210,6 +212,7 @@ class Reader {
       if (size.negative)
         return refuse(r, ErrorCode::corrupt, "a long-name or pax header of negative size");
       const std::uint64_t want = size.huge ? b_.size() : block(size.magnitude);
+      if (want > b_.size() - data) clipped = true;
       const std::uint64_t after = want > b_.size() - data ? b_.size() : data + want;
       const std::span<const std::byte> buf = b_.subspan(data, after - data);
       if (m.type == 'L' || m.type == 'K') return gnulong(r, buf, after, depth);
@@ -353,9 +356,17 @@ bool TarMember::is_file() const noexcept {
 }
 
 TarOpen probe_tar(std::span<const std::byte> bytes) noexcept {
+  bool more = false;
+  return probe_tar(bytes, bytes.size(), more);
+}
+
+TarOpen probe_tar(std::span<const std::byte> head, std::uint64_t file_size,
+                  bool& need_more) noexcept {
+  need_more = false;
   try {
-    Reader reader(bytes);
+    Reader reader(head);
     const Read r = reader.member(0);
+    need_more = reader.clipped && head.size() < file_size;
     if (r.outcome == Outcome::eof) return TarOpen::empty;
     if (r.outcome == Outcome::member || r.outcome == Outcome::refuse) return TarOpen::opened;
     return TarOpen::refused;
@@ -368,8 +379,10 @@ bool looks_like_tar(std::span<const std::byte> bytes) noexcept {
   return probe_tar(bytes) != TarOpen::refused;
 }
 
-TarArchive TarArchive::open(const Source& source, const Limits& limits) {
+TarArchive TarArchive::open(const Source& file, const Limits& limits) {
   TarArchive t;
+  const Source source =
+      file.whole(limits.max_whole_read_bytes, "Limits::max_whole_read_bytes", "a tar archive");
   const auto bytes = source.bytes();
   t.size_ = bytes.size();
   t.where_ = source.name();

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <optional>
 
 #include <zlib.h>
@@ -41,6 +42,9 @@ constexpr std::uint16_t kFlagEncrypted = 1u << 0;
 // What miniz refuses to extract as "unsupported encryption": encrypted,
 // compressed patch data, strong encryption (APPNOTE 4.4.4 bits 0, 5, 6).
 constexpr std::uint16_t kFlagsNotExtracted = kFlagEncrypted | (1u << 5) | (1u << 6);
+// Local header values masked (bit 13): miniz refuses the whole archive
+// when it reads the central directory (Python's zipfile ignores the bit).
+constexpr std::uint16_t kFlagMaskedLocal = 1u << 13;
 constexpr std::uint16_t kFlagDescriptor = 1u << 3;  // sizes and CRC follow the data
 
 template <class T>
@@ -50,16 +54,55 @@ T le(const std::byte* p) noexcept {
   return v;
 }
 
+// The bytes of the file the directory code reads, by file offset: all of a
+// contiguous source; of a ranged one (a file read with pread, a remote
+// object), the tail miniz searches for the end record, fetched once, and
+// any other range (the directory, a zip64 record) fetched when asked for.
+class FileBytes {
+ public:
+  explicit FileBytes(const Source& s) : src_(s), size_(s.size()) {
+    if (s.contiguous()) {
+      whole_ = s.bytes();
+      return;
+    }
+    // The end record, its comment and the zip64 records, and usually the
+    // central directory too: one read.
+    constexpr std::uint64_t kTail = kEndLen + kMax16 + kLocatorLen + kEnd64Len + (64u << 10);
+    const std::uint64_t n = std::min(size_, kTail);
+    pieces_.push_back({size_ - n, s.fetch(size_ - n, n)});
+  }
+  std::uint64_t size() const noexcept { return size_; }
+  // `n` bytes at `offset`, which the caller has checked lie in the file.
+  const std::byte* at(std::uint64_t offset, std::uint64_t n) {
+    if (src_.contiguous()) return whole_.data() + offset;
+    for (const auto& [start, piece] : pieces_)
+      if (offset >= start && offset - start + n <= piece.size())
+        return piece.bytes().data() + (offset - start);
+    pieces_.push_back({offset, src_.fetch(offset, n)});
+    return pieces_.back().second.bytes().data();
+  }
+  std::span<const std::byte> span(std::uint64_t offset, std::uint64_t n) {
+    return {at(offset, n), static_cast<std::size_t>(n)};
+  }
+
+ private:
+  Source src_;
+  std::uint64_t size_;
+  std::span<const std::byte> whole_;
+  std::vector<std::pair<std::uint64_t, Source>> pieces_;
+};
+
 // The end of central directory record as miniz (torch's reader) finds it:
 // the last signature in the final 64 KiB + 22 bytes with at least 22 bytes
 // after it, whether or not its comment fits the file.
-std::optional<std::uint64_t> find_end_record(std::span<const std::byte> b,
+std::optional<std::uint64_t> find_end_record(FileBytes& b,
                                              std::uint64_t before = ~std::uint64_t{0}) {
   if (b.size() < kEndLen || before == 0) return std::nullopt;
   const std::uint64_t last = std::min<std::uint64_t>(b.size() - kEndLen, before - 1);
   const std::uint64_t window_start = b.size() - kEndLen > kMax16 ? b.size() - kEndLen - kMax16 : 0;
+  const std::byte* w = b.at(window_start, last + 4 - window_start);
   for (std::uint64_t p = last + 1; p-- > window_start;)
-    if (le<std::uint32_t>(b.data() + p) == kEndSig) return p;
+    if (le<std::uint32_t>(w + (p - window_start)) == kEndSig) return p;
   return std::nullopt;
 }
 
@@ -71,9 +114,8 @@ struct Directory {
   std::uint64_t end = 0;  // first byte of the end records (zip64 or not)
 };
 
-Directory read_end_records(std::span<const std::byte> b, std::uint64_t p,
-                           const std::string& where) {
-  const std::byte* e = b.data() + p;
+Directory read_end_records(FileBytes& b, std::uint64_t p, const std::string& where) {
+  const std::byte* e = b.at(p, kEndLen);
   const std::uint16_t disk = le<std::uint16_t>(e + 4), cd_disk = le<std::uint16_t>(e + 6);
   const std::uint16_t here = le<std::uint16_t>(e + 8), total = le<std::uint16_t>(e + 10);
   Directory d;
@@ -82,22 +124,22 @@ Directory read_end_records(std::span<const std::byte> b, std::uint64_t p,
   d.entries = total;
   d.end = p;
   const bool has_locator =
-      p >= kLocatorLen && le<std::uint32_t>(b.data() + p - kLocatorLen) == kLocator64Sig;
+      p >= kLocatorLen && le<std::uint32_t>(b.at(p - kLocatorLen, 4)) == kLocator64Sig;
   if (has_locator) {
     // zip64: the locator says where the zip64 end record is; its fields
     // replace the 16- and 32-bit ones (which writers set to all ones).
-    const std::byte* l = b.data() + p - kLocatorLen;
+    const std::byte* l = b.at(p - kLocatorLen, kLocatorLen);
     const std::uint32_t end64_disk = le<std::uint32_t>(l + 4), disks = le<std::uint32_t>(l + 16);
     const std::uint64_t at = le<std::uint64_t>(l + 8);
     if (end64_disk != 0 || disks > 1)
       throw Error(ErrorCode::unsupported, "multi-disk (split) zip archives are not read", {},
                   p - kLocatorLen, where);
     if (at > p - kLocatorLen || p - kLocatorLen - at < kEnd64Len ||
-        le<std::uint32_t>(b.data() + at) != kEnd64Sig)
+        le<std::uint32_t>(b.at(at, 4)) != kEnd64Sig)
       throw Error(ErrorCode::corrupt,
                   "the zip64 locator points to no zip64 end-of-central-directory record", {},
                   p - kLocatorLen, where);
-    const std::byte* z = b.data() + at;
+    const std::byte* z = b.at(at, kEnd64Len);
     if (le<std::uint32_t>(z + 16) != 0 || le<std::uint32_t>(z + 20) != 0 ||
         le<std::uint64_t>(z + 24) != le<std::uint64_t>(z + 32))
       throw Error(ErrorCode::unsupported, "multi-disk (split) zip archives are not read", {}, at,
@@ -183,19 +225,74 @@ std::uint64_t read_central(std::span<const std::byte> dir, std::uint64_t pos, st
 // Reads local headers: with pread from the file when the source maps one
 // (a few bytes per entry, rather than faulting a page of the mapping in
 // for each and keeping it resident), else from memory. Headers are visited
-// in file order; one read fetches at least 4 KiB, which covers the headers
-// of runs of small entries.
+// in file order, and one read takes the headers that follow close behind
+// (each within kGap of the one before, up to kWindow in all): a file of many
+// small records has its headers read a megabyte at a time, not one system
+// call each, while the data of large records between headers is not read.
+// A ranged source (a remote object) reads the windows `prefetch` names in
+// one batch (neighbours coalesced, in parallel) before the walk, so opening
+// costs no round trip per entry.
 class LocalReader {
  public:
-  explicit LocalReader(const Source& s) : bytes_(s.bytes()), file_(s.file().get()) {}
+  // `headers`: the local header offsets, ascending.
+  LocalReader(const Source& s, std::vector<std::uint64_t> headers)
+      : src_(s), file_(s.file().get()), headers_(std::move(headers)) {
+    if (s.contiguous()) bytes_ = s.bytes();
+  }
+
+  // Reads these windows (ranges inside the file) now, for a ranged source.
+  void prefetch(std::vector<std::pair<std::uint64_t, std::uint64_t>> windows) {
+    if (src_.contiguous() || windows.empty()) return;
+    std::sort(windows.begin(), windows.end());
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> merged;
+    for (const auto& [at, n] : windows)
+      if (!merged.empty() && at <= merged.back().first + merged.back().second)
+        merged.back().second =
+            std::max(merged.back().first + merged.back().second, at + n) - merged.back().first;
+      else
+        merged.push_back({at, n});
+    std::vector<RangeRead> reads;
+    for (const auto& [at, n] : merged) {
+      auto& w = windows_[at];
+      w.resize(static_cast<std::size_t>(n));
+      reads.push_back({at, w});
+    }
+    src_.read_many(reads);
+  }
 
   // `n` bytes at `offset`, which the caller has checked lie in the file.
   const std::byte* at(std::uint64_t offset, std::uint64_t n) {
+    if (!src_.contiguous()) {
+      auto it = windows_.upper_bound(offset);
+      if (it != windows_.begin()) {
+        --it;
+        if (offset - it->first + n <= it->second.size())
+          return it->second.data() + (offset - it->first);
+      }
+      constexpr std::uint64_t kWindow = 4096;
+      const std::uint64_t len = std::min<std::uint64_t>(std::max(n, kWindow), src_.size() - offset);
+      auto& w = windows_[offset];
+      w.resize(static_cast<std::size_t>(len));
+      src_.read(offset, w);
+      return w.data();
+    }
     if (file_ == nullptr) return bytes_.data() + offset;
     if (offset >= start_ && offset - start_ + n <= buf_.size())
       return buf_.data() + (offset - start_);
-    constexpr std::uint64_t kWindow = 4096;
-    const std::uint64_t len = std::min<std::uint64_t>(std::max(n, kWindow), bytes_.size() - offset);
+    // A header is its 30 bytes, its name and (torch's padding) an extra
+    // field: kHeader covers the usual ones; a longer one is read again.
+    constexpr std::uint64_t kMin = 4096, kHeader = 512;
+    constexpr std::uint64_t kGap = 16u << 10, kWindow = 1u << 20;
+    const std::uint64_t limit = bytes_.size() - offset;
+    std::uint64_t len = std::max(n, kMin);
+    while (next_ < headers_.size() && headers_[next_] < offset) ++next_;
+    for (std::uint64_t i = next_, last = offset; i < headers_.size(); ++i) {
+      const std::uint64_t h = headers_[i];
+      if (h - last > kGap || h + kHeader - offset > kWindow) break;
+      len = std::max(len, h + kHeader - offset);
+      last = h;
+    }
+    len = std::min(len, limit);
     buf_.resize(static_cast<std::size_t>(len));
     if (!file_->read(bytes_.data() + offset, buf_)) return bytes_.data() + offset;
     start_ = offset;
@@ -203,10 +300,14 @@ class LocalReader {
   }
 
  private:
+  Source src_;
   std::span<const std::byte> bytes_;
   const FileBacking* file_;
+  std::vector<std::uint64_t> headers_;
+  std::size_t next_ = 0;  // the first header at or after the last read
   std::vector<std::byte> buf_;
   std::uint64_t start_ = 0;
+  std::map<std::uint64_t, std::vector<std::byte>> windows_;  // ranged sources
 };
 
 // Checks an entry's local header against its central one and sets where
@@ -269,12 +370,19 @@ bool same_name(std::string_view a, std::string_view b) noexcept {
   return true;
 }
 
-std::size_t hash_name(std::string_view s) noexcept {
+std::size_t hash_name(std::string_view s) {
   // Seeded (a file cannot aim for collisions), over the lower-cased bytes
-  // (names are looked up without case, as miniz does).
-  std::string lower(s);
-  for (char& c : lower) c = ascii_lower(c);
-  return static_cast<std::size_t>(detail::seeded_hash(lower));
+  // (names are looked up without case, as miniz does); short names (all of
+  // torch's) lower-cased on the stack, not in a string of their own.
+  char small[128];
+  std::string large;
+  char* lower = small;
+  if (s.size() > sizeof small) {
+    large.resize(s.size());
+    lower = large.data();
+  }
+  for (std::size_t i = 0; i < s.size(); ++i) lower[i] = ascii_lower(s[i]);
+  return static_cast<std::size_t>(detail::seeded_hash(std::string_view(lower, s.size())));
 }
 
 // A data descriptor (APPNOTE 4.3.9) of `e`: optional signature, CRC-32, and
@@ -299,11 +407,11 @@ bool is_descriptor(std::span<const std::byte> g, const ZipEntry& e, std::uint16_
 // Earlier end records in the window miniz searches: one that points to
 // another well-formed directory is a second reading of the archive (readers
 // that take the first record, or the one whose comment fits, see it).
-void check_other_end_records(std::span<const std::byte> b, std::uint64_t chosen, const Directory& d,
+void check_other_end_records(FileBytes& b, std::uint64_t chosen, const Directory& d,
                              const std::string& where) {
   // The comment must reach exactly to the end of the file: readers that
   // want it to (ours did) would search on for an earlier record.
-  const std::uint64_t comment = le<std::uint16_t>(b.data() + chosen + 20);
+  const std::uint64_t comment = le<std::uint16_t>(b.at(chosen + 20, 2));
   if (chosen + kEndLen + comment != b.size())
     throw Error(
         ErrorCode::ambiguous,
@@ -320,9 +428,9 @@ void check_other_end_records(std::span<const std::byte> b, std::uint64_t chosen,
       continue;  // no directory: nothing another reader could read
     }
     if (other.offset == d.offset && other.size == d.size && other.entries == d.entries) continue;
-    const bool starts_like_directory =
-        (other.entries == 0 && other.size == 0) ||
-        (other.size >= kCentralLen && le<std::uint32_t>(b.data() + other.offset) == kCentralSig);
+    const bool starts_like_directory = (other.entries == 0 && other.size == 0) ||
+                                       (other.size >= kCentralLen && other.offset <= b.size() - 4 &&
+                                        le<std::uint32_t>(b.at(other.offset, 4)) == kCentralSig);
     if (!starts_like_directory) continue;
     throw Error(ErrorCode::ambiguous,
                 "two end-of-central-directory records give different directories: miniz (torch) "
@@ -389,12 +497,24 @@ std::vector<ZipLocalEntry> zip_local_entries(std::span<const std::byte> b,
     e.flags = le<std::uint16_t>(h + 6);
     e.method = le<std::uint16_t>(h + 8);
     e.offset = data;
-    // A size of 0 (data descriptor) or past the end: the rest of the bytes
-    // (a pickle stops at STOP, a compressed stream at its end).
-    const bool to_end = csize == 0 || csize > b.size() - data;
-    e.data = b.subspan(data, to_end ? b.size() - data : static_cast<std::size_t>(csize));
+    // A size of 0 (a data descriptor follows: torch writes its entries so)
+    // or past the end: up to the next local or central header, else the
+    // end (a pickle stops at STOP, a compressed stream at its end). To the
+    // end every time made a truncated checkpoint of n entries cost n
+    // times its size.
+    const bool unknown = csize == 0 || csize > b.size() - data;
+    std::size_t end = unknown ? b.size() : static_cast<std::size_t>(data + csize);
+    if (unknown)
+      for (std::size_t k = data; k + 4 <= b.size(); ++k)
+        if (b[k] == std::byte{'P'} && b[k + 1] == std::byte{'K'} &&
+            (le<std::uint32_t>(b.data() + k) == kLocalSig ||
+             le<std::uint32_t>(b.data() + k) == kCentralSig)) {
+          end = k;
+          break;
+        }
+    e.data = b.subspan(data, end - data);
     out.push_back(std::move(e));
-    pos = to_end ? data : static_cast<std::size_t>(data + csize);
+    pos = end;
   }
   return out;
 }
@@ -405,12 +525,16 @@ bool looks_like_zip(std::span<const std::byte> b) noexcept {
   return sig == kLocalSig || sig == kEndSig;  // local header, or an empty archive
 }
 
+bool zip_torch_refuses_archive(const ZipEntry& e) noexcept {
+  return (e.flags & kFlagMaskedLocal) != 0;
+}
+
 ZipArchive ZipArchive::open(const Source& source, const Limits& limits, ZipMethods methods) {
   ZipArchive z;
   z.source_ = source;
   z.limits_ = limits;
   const std::string& where = source.name();
-  const auto bytes = source.bytes();
+  FileBytes bytes(source);
 
   const auto found = find_end_record(bytes);
   if (!found)
@@ -443,8 +567,7 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits, ZipMetho
             "entries at the offsets the directory gives, Python's zipfile shifts them by those "
             "bytes",
         {}, d.offset + d.size, where);
-  const auto dir =
-      bytes.subspan(static_cast<std::size_t>(d.offset), static_cast<std::size_t>(d.size));
+  const auto dir = bytes.span(d.offset, d.size);
   z.entries_.resize(static_cast<std::size_t>(d.entries));
   std::vector<std::uint16_t> flags(z.entries_.size());
   std::uint64_t pos = 0;
@@ -456,12 +579,19 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits, ZipMetho
                   {}, d.offset + pos, where);
     ZipEntry& e = z.entries_[i];
     pos += read_central(dir, pos, d.offset + pos, e, flags[i], where);
+    e.flags = flags[i];
     if (flags[i] & kFlagsNotExtracted)
       throw Error(ErrorCode::unsupported,
                   (flags[i] & kFlagEncrypted)
                       ? "entry is encrypted"
                       : "entry is flagged as patch data or strongly encrypted "
                         "(general purpose bits 5, 6), which torch's reader refuses",
+                  e.name, std::nullopt, where);
+    if (zip_torch_refuses_archive(e) && methods == ZipMethods::torch)
+      throw Error(ErrorCode::unsupported,
+                  "entry's local header is flagged as masked (general purpose bit 13, central "
+                  "directory encryption), which torch's reader refuses (miniz: unsupported "
+                  "encryption)",
                   e.name, std::nullopt, where);
     if (!zip_method_read(e.method, methods))
       throw Error(ErrorCode::unsupported,
@@ -497,7 +627,23 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits, ZipMetho
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return z.entries_[a].header_offset < z.entries_[b].header_offset;
   });
-  LocalReader reader(source);
+  std::vector<std::uint64_t> headers(order.size());
+  for (std::size_t k = 0; k < order.size(); ++k) headers[k] = z.entries_[order[k]].header_offset;
+  LocalReader reader(source, std::move(headers));
+  if (!source.contiguous()) {
+    // Each local header with its name and torch's padding (up to 64 bytes
+    // of extra field; a longer one is read when met), and the data
+    // descriptor before it.
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> windows;
+    for (const ZipEntry& e : z.entries_) {
+      const std::uint64_t from = e.header_offset >= 24 ? e.header_offset - 24 : 0;
+      if (e.header_offset > bytes.size()) continue;
+      windows.push_back(
+          {from, std::min<std::uint64_t>(bytes.size() - from, e.header_offset - from + kLocalLen +
+                                                                  e.name.size() + 128)});
+    }
+    reader.prefetch(std::move(windows));
+  }
   // One pass in file order: an entry's local header, then the gap after its
   // data (a data descriptor), whose read window also holds the next header.
   for (std::size_t k = 0; k < order.size(); ++k) {
@@ -541,7 +687,7 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits, ZipMetho
   // The central directory is read once (about 70 bytes an entry): its
   // pages leave the resident set (the page cache keeps them), not to sit
   // beside what the entries become for a file of many small tensors.
-  if (source.file() != nullptr && d.size > 0)
+  if (source.file() != nullptr && source.contiguous() && d.size > 0)
     source.file()->release(dir.data(), dir.data() + dir.size());
   return z;
 }
@@ -602,9 +748,8 @@ std::shared_ptr<Storage> inflate_entry(const Source& src, const ZipEntry& e, con
                 e.name, e.data_offset, src.name());
   auto out = Storage::allocate(e.size);
   auto dst = out->mutable_bytes();
-  const auto in = src.bytes().subspan(static_cast<std::size_t>(e.data_offset),
-                                      static_cast<std::size_t>(e.compressed_size));
-  decompress_zip_entry(e.method, in, dst, e.name, e.data_offset, src.name());
+  const Source in = src.fetch(e.data_offset, e.compressed_size);
+  decompress_zip_entry(e.method, in.bytes(), dst, e.name, e.data_offset, src.name());
   const auto crc = crc32_z(0, reinterpret_cast<const Bytef*>(dst.data()), dst.size());
   if (crc != e.crc32)
     throw Error(ErrorCode::corrupt, "CRC-32 mismatch after decompressing", e.name, e.data_offset,
@@ -624,7 +769,10 @@ std::shared_ptr<Storage> ZipArchive::storage(const ZipEntry& e) const {
 }
 
 Source ZipArchive::read(const ZipEntry& e) const {
-  if (e.method == 0) return source_.slice(e.data_offset, e.size, e.name);
+  if (e.method == 0) {
+    Source s = source_.fetch(e.data_offset, e.size);
+    return s.slice(0, s.size(), e.name);
+  }
   return Source::from_storage(inflate_entry(source_, e, limits_), e.name);
 }
 

@@ -24,6 +24,8 @@ constexpr std::uint16_t kVersion = 20;             // 2.0: stored entries
 constexpr std::uint16_t kVersionZip64 = 45;        // 4.5: zip64
 constexpr std::uint16_t kMadeByUnix = 0x0300;
 constexpr std::uint16_t kFlagUtf8 = 0x0800;
+constexpr std::uint16_t kFlagDescriptor = 0x0008;  // CRC-32 and sizes follow the data
+constexpr std::uint32_t kDescriptorSig = 0x08074b50;
 constexpr std::uint16_t kDosDate = 0x0021;  // 1980-01-01
 constexpr std::uint32_t kMax32 = 0xFFFFFFFFu;
 constexpr std::uint16_t kMax16 = 0xFFFFu;
@@ -97,29 +99,47 @@ void ZipWriter::begin_entry(std::string_view name, std::uint64_t size) {
   e.header_offset = file_.size();
   e.size = size;
   e.utf8 = non_ascii(name);
-  const bool zip64 = options_.force_zip64 || size >= kMax32;
+  // torch's layout: a zip64 field of the sizes when the size needs it and
+  // of the header offset when that does (inline_container.cc getPadding
+  // counts exactly these); ours otherwise: the sizes, when they need it.
+  const bool torch = options_.torch_layout;
+  const bool big_size = options_.force_zip64 || size >= kMax32;
+  const bool big_offset = torch && e.header_offset >= kMax32;
+  const bool zip64 = big_size || big_offset;
+  e.descriptor = torch && size > 0;
+  e.zip64_descriptor = e.descriptor && zip64;
 
-  const std::uint64_t zip64_len = zip64 ? 20 : 0;
+  const std::uint64_t zip64_len = zip64 ? 4 + (big_size ? 16 : 0) + (big_offset ? 8 : 0) : 0;
   const std::uint64_t align = options_.alignment;
   // Where the data would start with an empty padding field; pad up to the
   // alignment (torch always writes the field, even when it is empty).
   const std::uint64_t unpadded = e.header_offset + 30 + name.size() + zip64_len + 4;
   const std::uint64_t pad = (align - unpadded % align) % align;
 
+  // With a data descriptor the CRC-32 and sizes follow the data and are
+  // zero here (miniz writes zeros, zip64 or not).
+  const std::uint32_t local_size = e.descriptor ? 0
+                                   : big_size   ? kMax32
+                                                : static_cast<std::uint32_t>(size);
   Bytes h;
   h.u32(kLocalSig)
       .u16(zip64 ? kVersionZip64 : kVersion)
-      .u16(e.utf8 ? kFlagUtf8 : 0)
+      .u16(static_cast<std::uint16_t>((e.utf8 ? kFlagUtf8 : 0) |
+                                      (e.descriptor ? kFlagDescriptor : 0)))
       .u16(0)  // stored
       .u16(0)  // time
       .u16(kDosDate)
-      .u32(0)  // CRC-32, patched by end_entry
-      .u32(zip64 ? kMax32 : static_cast<std::uint32_t>(size))
-      .u32(zip64 ? kMax32 : static_cast<std::uint32_t>(size))
+      .u32(0)  // CRC-32, patched by end_entry (or in the data descriptor)
+      .u32(local_size)
+      .u32(local_size)
       .u16(static_cast<std::uint16_t>(name.size()))
       .u16(static_cast<std::uint16_t>(zip64_len + 4 + pad))
       .str(name);
-  if (zip64) h.u16(kZip64ExtraId).u16(16).u64(size).u64(size);
+  if (zip64) {
+    h.u16(kZip64ExtraId).u16(static_cast<std::uint16_t>(zip64_len - 4));
+    if (big_size) h.u64(size).u64(size);
+    if (big_offset) h.u64(e.header_offset);
+  }
   h.u16(kPaddingExtraId)
       .u16(static_cast<std::uint16_t>(pad))
       .fill(static_cast<std::size_t>(pad), 'Z');
@@ -157,8 +177,17 @@ void ZipWriter::end_entry() {
                 e.name, std::nullopt, file_.target().string());
   e.crc = crc_;
   Bytes c;
-  c.u32(crc_);
-  file_.write_at(e.header_offset + 14, c.span());
+  if (e.descriptor) {  // APPNOTE 4.3.9, with the optional signature, as miniz writes it
+    c.u32(kDescriptorSig).u32(crc_);
+    if (e.zip64_descriptor)
+      c.u64(e.size).u64(e.size);
+    else
+      c.u32(static_cast<std::uint32_t>(e.size)).u32(static_cast<std::uint32_t>(e.size));
+    file_.write(c.span());
+  } else {
+    c.u32(crc_);
+    file_.write_at(e.header_offset + 14, c.span());
+  }
   open_ = false;
 }
 
@@ -188,7 +217,8 @@ void ZipWriter::finish() {
     h.u32(kCentralSig)
         .u16(kMadeByUnix | kVersionZip64)
         .u16(zip64 ? kVersionZip64 : kVersion)
-        .u16(e.utf8 ? kFlagUtf8 : 0)
+        .u16(static_cast<std::uint16_t>((e.utf8 ? kFlagUtf8 : 0) |
+                                        (e.descriptor ? kFlagDescriptor : 0)))
         .u16(0)
         .u16(0)
         .u16(kDosDate)

@@ -1,7 +1,7 @@
 // The allow-list and the deny-list of pickle globals, Python's protocol-2
 // renames, and the user's allow patterns.
 //
-// The allow-list is torch 2.6's weights_only list exactly
+// The allow-list is torch 2.14's weights_only list exactly
 // (torch/_weights_only_unpickler.py, _get_allowed_globals: kTorchWeightsOnly)
 // plus ours (kAllowedExact: numpy's arrays, torch 1.13's spellings, layouts)
 // and the storage and dtype globals torch.* names. It alone decides: `scan` calls a file
@@ -28,8 +28,12 @@
 namespace torchport::pickle {
 namespace {
 
-// torch 2.6's weights_only allow-list, exactly (`_get_allowed_globals()`
-// printed by torch 2.6.0, sorted): what `torch.load` accepts by default.
+// torch 2.14.1's weights_only allow-list, exactly: what `torch.load` accepts
+// by default. Printed by the current torch (tests/interop/check_weights_only.py
+// compares it with the torch it runs under, release by release):
+//   scripts/torch.sh current python3 -c "import torch._weights_only_unpickler as w;
+//     print(*sorted(w._get_allowed_globals()), sep=chr(10))"
+// Names later releases added carry their first release in kWeightsOnlySince.
 constexpr std::string_view kTorchWeightsOnly[] = {
     "_codecs.encode",
     "builtins.bytearray",
@@ -79,6 +83,7 @@ constexpr std::string_view kTorchWeightsOnly[] = {
     "torch._utils._rebuild_tensor_v2",
     "torch._utils._rebuild_tensor_v3",
     "torch._utils._rebuild_wrapper_subclass",
+    "torch.bcomplex32",
     "torch.bfloat16",
     "torch.bits16",
     "torch.bits1x8",
@@ -123,14 +128,23 @@ constexpr std::string_view kTorchWeightsOnly[] = {
     "torch.device",
     "torch.float16",
     "torch.float32",
+    "torch.float4_e2m1fn_x2",
     "torch.float64",
     "torch.float8_e4m3fn",
     "torch.float8_e4m3fnuz",
     "torch.float8_e5m2",
     "torch.float8_e5m2fnuz",
+    "torch.float8_e8m0fnu",
+    "torch.int1",
     "torch.int16",
+    "torch.int2",
+    "torch.int3",
     "torch.int32",
+    "torch.int4",
+    "torch.int5",
+    "torch.int6",
     "torch.int64",
+    "torch.int7",
     "torch.int8",
     "torch.nn.parameter.Parameter",
     "torch.per_channel_affine",
@@ -155,17 +169,47 @@ constexpr std::string_view kTorchWeightsOnly[] = {
     "torch.sparse.ShortTensor",
     "torch.storage.TypedStorage",
     "torch.storage.UntypedStorage",
+    "torch.uint1",
     "torch.uint16",
+    "torch.uint2",
+    "torch.uint3",
     "torch.uint32",
+    "torch.uint4",
+    "torch.uint5",
+    "torch.uint6",
     "torch.uint64",
+    "torch.uint7",
     "torch.uint8",
 };
 
 static_assert(std::is_sorted(std::begin(kTorchWeightsOnly), std::end(kTorchWeightsOnly)),
               "kTorchWeightsOnly is searched by bisection");
 
-// The opcodes torch 2.6's weights_only Unpickler.load reads; any other
-// stops it ("Unsupported operand").
+// The names of kTorchWeightsOnly torch 2.6's list lacks, with the torch 2.x
+// release that first allows each (the `_get_allowed_globals()` of 2.6.0 to
+// 2.14.1 compared): 2.7 allows the sub-byte integer dtypes and
+// float8_e8m0fnu, 2.8 float4_e2m1fn_x2, 2.14 bcomplex32; and the first
+// release that has the attribute at all (torch 2.6 has torch.int1 to int7
+// and uint1 to uint7 but not float8_e8m0fnu, 2.7 not float4_e2m1fn_x2,
+// 2.13 not bcomplex32), before which no add_safe_globals can name it.
+struct Since {
+  std::string_view name;
+  int allowed, exists;
+};
+constexpr Since kWeightsOnlySince[] = {
+    {"torch.bcomplex32", 14, 14},   {"torch.float4_e2m1fn_x2", 8, 8},
+    {"torch.float8_e8m0fnu", 7, 7}, {"torch.int1", 7, 6},
+    {"torch.int2", 7, 6},           {"torch.int3", 7, 6},
+    {"torch.int4", 7, 6},           {"torch.int5", 7, 6},
+    {"torch.int6", 7, 6},           {"torch.int7", 7, 6},
+    {"torch.uint1", 7, 6},          {"torch.uint2", 7, 6},
+    {"torch.uint3", 7, 6},          {"torch.uint4", 7, 6},
+    {"torch.uint5", 7, 6},          {"torch.uint6", 7, 6},
+    {"torch.uint7", 7, 6},
+};
+
+// The opcodes torch's weights_only Unpickler.load reads (the same in 2.6.0
+// to 2.14.1); any other stops it ("Unsupported operand").
 constexpr std::uint8_t kTorchWeightsOnlyOpcodes[] = {
     ops::GLOBAL,          ops::NEWOBJ,      ops::REDUCE,     ops::BUILD,       ops::APPEND,
     ops::APPENDS,         ops::SETITEM,     ops::SETITEMS,   ops::MARK,        ops::TUPLE,
@@ -176,7 +220,7 @@ constexpr std::uint8_t kTorchWeightsOnlyOpcodes[] = {
     ops::LONG_BINPUT,     ops::LONG1,       ops::PROTO,      ops::STOP,
 };
 
-// Ours beyond torch 2.6's default list (kTorchWeightsOnly, also allowed):
+// Ours beyond torch's default list (kTorchWeightsOnly, also allowed):
 // classify_global accepts a name on either.
 constexpr std::string_view kAllowedExact[] = {
     // torch 1.13 spells the untyped storage class this way.
@@ -207,6 +251,10 @@ constexpr std::string_view kAllowedExact[] = {
     "torch.distributed.checkpoint.filesystem._StorageInfo",
     "pathlib.PosixPath",
     "pathlib._local.PosixPath",
+    // joblib's placeholder for a numpy array (joblib.numpy_pickle): a plain
+    // object whose attributes BUILD sets; joblib's unpickler then reads the
+    // array's bytes (or a nested pickle, judged on its own) after it.
+    "joblib.numpy_pickle.NumpyArrayWrapper",
     // layouts (_get_layout only maps a layout's name to the layout object)
     "torch.strided",
     "torch.sparse_coo",
@@ -641,7 +689,7 @@ GlobalClass classify_global(std::string_view module_in, std::string_view name_in
     heap = std::string(module) + "." + std::string(name);
     full = heap;
   }
-  // Ours, and everything torch 2.6's weights_only loader accepts by default
+  // Ours, and everything torch's weights_only loader accepts by default
   // (its bits and sub-byte quantized dtypes, say): what torch calls safe is
   // never unsafe here.
   if (std::ranges::find(kAllowedExact, full) != std::end(kAllowedExact) ||
@@ -673,8 +721,54 @@ GlobalClass classify_global(std::string_view module_in, std::string_view name_in
   return GlobalClass::unknown;
 }
 
-bool torch_weights_only_allows(std::string_view full_name) noexcept {
-  return std::binary_search(std::begin(kTorchWeightsOnly), std::end(kTorchWeightsOnly), full_name);
+bool allowed_enum_member(std::string_view module, std::string_view cls,
+                         std::string_view member) noexcept {
+  // torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING (a DCP
+  // .metadata's TensorProperties.memory_format), its members as 2.6 to
+  // 2.14 define them.
+  constexpr std::string_view kMemFormat[] = {"TORCH_CONTIGUOUS_FORMAT", "TORCH_CHANNELS_LAST",
+                                             "TORCH_PRESERVE_FORMAT"};
+  return module == "torch.distributed.checkpoint.metadata" && cls == "_MEM_FORMAT_ENCODING" &&
+         std::ranges::find(kMemFormat, member) != std::end(kMemFormat);
+}
+
+bool torch_weights_only_allows(std::string_view full_name, int minor) noexcept {
+  if (minor < kTorchWeightsOnlyFirst ||
+      !std::binary_search(std::begin(kTorchWeightsOnly), std::end(kTorchWeightsOnly), full_name))
+    return false;
+  for (const Since& s : kWeightsOnlySince)
+    if (s.name == full_name) return minor >= s.allowed;
+  return true;
+}
+
+int torch_global_since(std::string_view full_name) noexcept {
+  for (const Since& s : kWeightsOnlySince)
+    if (s.name == full_name) return s.exists;
+  return 0;
+}
+
+// torch._utils' IMPORT_MAPPING and NAME_MAPPING, which the weights_only
+// unpickler applies to every GLOBAL (whatever the protocol): a subset of
+// CPython's _compat_pickle tables (kImportMapping, kNameMapping), widened
+// in 2.14 by every Python 2 exception (`exceptions.X` -> `builtins.X`).
+std::string torch_weights_only_name(std::string_view module, std::string_view name, int minor) {
+  static constexpr std::string_view kTorchImports[] = {
+      "Queue",   "StringIO",  "UserDict", "UserList", "UserString", "__builtin__",
+      "_abcoll", "cStringIO", "copy_reg", "repr",     "whichdb"};
+  static constexpr std::string_view kTorchNameModules[] = {"UserDict", "UserList", "UserString",
+                                                           "__builtin__", "itertools"};
+  const auto has = [](const auto& list, std::string_view m) {
+    return std::find(std::begin(list), std::end(list), m) != std::end(list);
+  };
+  for (const NameRename& r : kNameMapping)
+    if (r.module == module && r.name == name &&
+        (has(kTorchNameModules, module) ||
+         (module == "exceptions" && (name == "StandardError" || minor >= 14))))
+      return std::string(r.to_module) + "." + std::string(r.to_name);
+  if (has(kTorchImports, module))
+    for (const ImportRename& r : kImportMapping)
+      if (r.from == module) return std::string(r.to) + "." + std::string(name);
+  return std::string(module) + "." + std::string(name);
 }
 
 bool torch_weights_only_reads(std::uint8_t code) noexcept {

@@ -38,13 +38,16 @@ bool is_ascii(std::string_view s) {
 class Machine {
  public:
   Machine(ByteReader& r, const Limits& limits, const PersistentLoad& persistent,
-          const CallHook& hook, const BuildHook& build_hook, Stats& stats)
+          const CallHook& hook, const BuildHook& build_hook, Stats& stats,
+          std::span<const std::string> profiles, const AfterBuildHook& after_build)
       : r_(r),
         limits_(limits),
         persistent_(persistent),
         hook_(hook),
         build_hook_(build_hook),
-        stats_(stats) {}
+        after_build_(after_build),
+        stats_(stats),
+        profiles_(profiles) {}
 
   Value run();
   std::uint64_t op_offset() const noexcept { return op_offset_; }
@@ -97,6 +100,15 @@ class Machine {
     return items;
   }
 
+  // Counts the items a data constructor copies from its argument (set(),
+  // torch.Size of a list) against Limits::max_constructed_bytes, as the
+  // bytes bytearray and _codecs.encode copy: one memo-shared container
+  // given to a constructor many times would otherwise multiply memory.
+  void count_copy(std::size_t items) {
+    constructed_ += static_cast<std::uint64_t>(items) * sizeof(Value);
+    if (constructed_ > limits_.max_constructed_bytes)
+      limit("max_constructed_bytes", limits_.max_constructed_bytes);
+  }
   // Counts items put into containers (all containers of the pickle together).
   void count_items(std::size_t n) {
     items_ += n;
@@ -239,8 +251,27 @@ class Machine {
     list.set_item(static_cast<std::size_t>(i), std::move(v));
     check_container(list);
   }
+  void note_list_setitem() {
+    if (stats_.list_setitems++ == 0) stats_.first_list_setitem_offset = op_offset_;
+  }
+  // SETITEM/SETITEMS on a tensor (or a storage): Python's unpickler calls
+  // its __setitem__, which writes into the tensor's data; so did torch's
+  // weights_only unpickler up to 2.9 (with a storage declared larger than
+  // its record, past the data: CVE-2026-24747). From 2.10 that unpickler
+  // refuses it. The readers disagree: refused, whatever the item.
+  [[noreturn]] void setitem_on_tensor(const Value& target) {
+    fail(ErrorCode::ambiguous,
+         std::string(opcode_name(op_)) + " on a " + (target.is_storage() ? "storage" : "tensor") +
+             ": torch >= 2.10's default torch.load refuses it (\"Can only " +
+             std::string(opcode_name(op_)) +
+             " for dict, collections.OrderedDict, collections.Counter\"), while torch 1.13, "
+             "torch 2.6 to 2.9 and any torch.load(weights_only=False) write the item into the "
+             "tensor's data (CVE-2026-24747)");
+  }
   void call(Value callable, Value args);
   void build();
+  GlobalUse* use_of(const Global& g);
+  static void settle_profile(GlobalUse& use);
   void persistent(Value pid);
 
   ByteReader& r_;
@@ -248,7 +279,9 @@ class Machine {
   const PersistentLoad& persistent_;
   const CallHook& hook_;
   const BuildHook& build_hook_;
+  const AfterBuildHook& after_build_;
   Stats& stats_;
+  std::span<const std::string> profiles_;
   std::vector<Value> stack_;
   std::vector<std::size_t> marks_;        // stack sizes at each open MARK
   std::vector<std::uint64_t> memo_bits_;  // entries that exist, by index
@@ -266,6 +299,7 @@ class Machine {
       0;                     // bytes copied by data constructors, for Limits::max_constructed_bytes
   std::uint64_t items_ = 0;  // items put into containers, for Limits::max_container_items
   std::uint64_t op_offset_ = 0;
+  std::uint64_t frame_end_ = 0;  // file offset where the current FRAME ends (0: none)
   std::uint8_t op_ = 0;
 };
 
@@ -276,6 +310,7 @@ void Machine::global(std::string module, std::string name) {
   if (!is_utf8(module) || !is_utf8(name))
     fail(ErrorCode::corrupt,
          std::string(opcode_name(op_)) + " names a module or name that is not UTF-8");
+  std::string written_module = module, written_name = name;
   GlobalName g = python_global_name(std::move(module), std::move(name), stats_.protocol);
   module = std::move(g.module);
   name = std::move(g.name);
@@ -285,9 +320,17 @@ void Machine::global(std::string module, std::string name) {
   auto [it, fresh] = global_index_.emplace(key, stats_.globals.size());
   if (fresh) {
     GlobalUse use;
+    use.written_module = std::move(written_module);
+    use.written_name = std::move(written_name);
     use.module = module;
     use.name = name;
     use.klass = classify_global(module, name);
+    // A class of an active profile: allowed while it is used only as the
+    // profile lists (settle_profile).
+    if (use.klass == GlobalClass::unknown && !profiles_.empty()) {
+      use.profile = profile_class(profiles_, module, name);
+      if (use.profile) use.klass = GlobalClass::allowed;
+    }
     use.first_offset = op_offset_;
     use.written = std::move(written);
     use.opcode = op_;
@@ -326,6 +369,25 @@ void Machine::note_use(const Value& v, bool build) {
   }
 }
 
+// The statistics of a global the pickle named (null for a value the VM
+// made, such as an Enum member).
+GlobalUse* Machine::use_of(const Global& g) {
+  use_key_.assign(g.module);
+  use_key_ += '.';
+  use_key_ += g.name;
+  const auto it = global_index_.find(use_key_);
+  return it == global_index_.end() ? nullptr : &stats_.globals[it->second];
+}
+
+// A profile's class stays allowed while every call and BUILD of it is in
+// the form its profile lists, and nothing sets its own attributes.
+void Machine::settle_profile(GlobalUse& use) {
+  if (use.profile == nullptr) return;
+  use.klass = use.calls == use.inert_calls && use.builds == use.inert_builds && use.sets == 0
+                  ? GlobalClass::allowed
+                  : GlobalClass::unknown;
+}
+
 void Machine::call(Value callable, Value args) {
   note_use(callable, false);
   if (!callable.is(Value::Kind::Global))
@@ -337,10 +399,42 @@ void Machine::call(Value callable, Value args) {
                                  std::string(args.kind_name()) + " arguments, not a tuple");
   const Global& g = callable.as_global();
   const auto& a = args.items();
+  GlobalUse* const use = use_of(g);
+  // An Enum member (a value getattr gave): Python cannot call it either.
+  if (use == nullptr)
+    fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " of " + g.qualified() +
+                                 ", an Enum member, which is not callable");
+  if (use->profile != nullptr) {
+    // cls.__new__(cls): NEWOBJ (or NEWOBJ_EX without keywords) with no
+    // arguments; a REDUCE would run the class's __init__.
+    if (use->profile->use == ProfileUse::object && a.empty() && (op_ == NEWOBJ || op_ == NEWOBJ_EX))
+      ++use->inert_calls;
+    settle_profile(*use);
+  }
+  if (g.is("builtins", "getattr")) {
+    // An Enum member by name, as Python 3.11 pickles one: the member, a
+    // value. Any other getattr leaves the global dangerous.
+    bool member = false;
+    if (a.size() == 2 && a[0].is(Value::Kind::Global) && a[1].is(Value::Kind::Str)) {
+      const Global& cls = a[0].as_global();
+      member = allowed_enum_member(cls.module, cls.name, a[1].as_str());
+      if (!member && enum_member_name(a[1].as_str()))
+        if (const GlobalUse* enum_use = use_of(cls))
+          member =
+              enum_use->profile != nullptr && enum_use->profile->use == ProfileUse::enum_member;
+    }
+    if (member) {
+      if (++use->inert_calls == use->calls) use->klass = GlobalClass::allowed;
+      push(Value::global(a[0].as_global().module, a[0].as_global().name + "." + a[1].as_str()));
+      return;
+    }
+    use->klass = GlobalClass::dangerous;
+  }
   // Pure data constructors: build the data, run nothing.
   if (g.is("collections", "OrderedDict")) {
     Value d = Value::ordered_dict();
     if (a.size() == 1 && (a[0].is(Value::Kind::List) || a[0].is(Value::Kind::Tuple))) {
+      count_copy(2 * a[0].items().size());
       for (const auto& kv : a[0].items()) {
         if (!(kv.is(Value::Kind::List) || kv.is(Value::Kind::Tuple)) || kv.size() != 2)
           fail(ErrorCode::corrupt, "OrderedDict item is not a pair");
@@ -358,6 +452,7 @@ void Machine::call(Value callable, Value args) {
     if (a.size() != 1 ||
         !(a[0].is(Value::Kind::List) || a[0].is(Value::Kind::Tuple) || a[0].is(Value::Kind::Set)))
       fail(ErrorCode::unsupported, "set called with unexpected arguments " + args.repr(3));
+    count_copy(a[0].items().size());
     return push(make_seq(Value::Kind::Set, a[0].items()));
   }
   if (g.is("builtins", "complex")) {
@@ -401,6 +496,11 @@ void Machine::call(Value callable, Value args) {
   if (g.is("torch", "Size")) {
     if (a.size() != 1 || !(a[0].is(Value::Kind::Tuple) || a[0].is(Value::Kind::List)))
       fail(ErrorCode::unsupported, "torch.Size called with arguments " + args.repr(3));
+    // A tuple is the Size's items as they are: shared, not copied (one
+    // memo-shared tuple of 100,000 ints given to torch.Size 200 times cost
+    // 1.26 GB copied). A list is copied, as Python copies it, and counted.
+    if (a[0].is(Value::Kind::Tuple)) return push(a[0]);
+    count_copy(a[0].items().size());
     return push(make_seq(Value::Kind::Tuple, a[0].items()));
   }
   if (classify_global(g.module, g.name) != GlobalClass::allowed) ++stats_.calls;
@@ -410,7 +510,7 @@ void Machine::call(Value callable, Value args) {
       return;
     }
   }
-  Value obj = Value::object(g, std::move(args), op_offset_);
+  Value obj = Value::object(g, std::move(args), op_offset_, op_ == NEWOBJ || op_ == NEWOBJ_EX);
   check_container(obj);
   push(std::move(obj));
 }
@@ -419,9 +519,30 @@ void Machine::build() {
   Value state = pop();
   Value& target = top();
   note_use(target, true);
+  if (target.is(Value::Kind::Global) || target.is(Value::Kind::Object)) {
+    const Global& g = target.is(Value::Kind::Global) ? target.as_global() : target.as_object().cls;
+    if (GlobalUse* use = use_of(g); use != nullptr && use->profile != nullptr) {
+      // Python's load_build stores a dict's items into the instance's
+      // __dict__ (the class has no __setstate__ to run).
+      if (target.is(Value::Kind::Object) && use->profile->use == ProfileUse::object &&
+          state.is(Value::Kind::Dict) &&
+          std::all_of(state.pairs().begin(), state.pairs().end(),
+                      [](const auto& kv) { return kv.first.is(Value::Kind::Str); }))
+        ++use->inert_builds;
+      settle_profile(*use);
+    }
+  }
   if (target.is(Value::Kind::Object)) {
+    Value previous = target.as_object().state;
     target.set_state(std::move(state));
     check_container(target);
+    if (after_build_) {
+      // The object stays on the stack (the hook reads bytes; what a
+      // loader puts there instead is no concern of the scan's).
+      const Value built = target;
+      after_build_(built, previous, r_, frame_end_ != 0 && r_.file_offset() < frame_end_,
+                   op_offset_);
+    }
   } else if (target.is(Value::Kind::Tensor)) {
     // A tensor the call hook built: Python would call its __setstate__,
     // which can re-view it (set_). The hook applies that or refuses; the
@@ -536,7 +657,16 @@ Value Machine::run() {
       fail(ErrorCode::corrupt, std::string("unknown opcode ") + hex + "; not a pickle, or damaged");
     }
     if (info->refused) refuse();  // before its argument: what it names is not in the file
+    if (frame_end_ != 0 && op_offset_ >= frame_end_) frame_end_ = 0;  // the frame is read
     const Operand arg = read_operand(r_, *info, limits_.max_string_bytes);
+    // An opcode whose argument runs past the end of its frame: CPython's C
+    // unpickler before 3.13.15 and 3.14.7 read across it (as this VM does),
+    // its Python unpickler and later releases refuse ("pickle exhausted
+    // before end of frame", gh-154848). Two readings: counted for the scan.
+    if (frame_end_ != 0 && r_.file_offset() > frame_end_) {
+      if (stats_.frame_straddles++ == 0) stats_.first_frame_straddle_offset = op_offset_;
+      frame_end_ = 0;
+    }
     switch (op_) {
       case PROTO: {
         const auto p = static_cast<int>(arg.number);
@@ -551,7 +681,13 @@ Value Machine::run() {
         if (n > r_.remaining())
           fail(ErrorCode::truncated, "frame of " + std::to_string(n) + " bytes but only " +
                                          std::to_string(r_.remaining()) + " remain");
-        break;  // frames only group opcodes; we read straight through
+        // A frame begun before the current one ends: Python's unpickler
+        // refuses ("beginning of a new frame before end of current
+        // frame"), the C one reads on.
+        if (frame_end_ != 0 && r_.file_offset() < frame_end_ && stats_.frame_straddles++ == 0)
+          stats_.first_frame_straddle_offset = op_offset_;
+        frame_end_ = r_.file_offset() + n;
+        break;  // frames only group opcodes; we read straight through (as CPython's C unpickler)
       }
       case STOP:
         // As CPython's unpickler: the value above the innermost open MARK
@@ -692,8 +828,9 @@ Value Machine::run() {
         Value item = pop();
         Value& list = top();
         if (!list.is(Value::Kind::List))
-          fail(foreign(list, true),
-               "APPEND to a " + std::string(list.kind_name()) + " (only lists)");
+          fail(foreign(list, true), "APPEND to a " + std::string(list.kind_name()) +
+                                        " (only lists; torch's weights_only unpickler refuses "
+                                        "it too: \"Can only append to lists\")");
         count_items(1);
         list.append(std::move(item));
         check_container(list);
@@ -703,8 +840,9 @@ Value Machine::run() {
         auto items = pop_mark();
         Value& list = top();
         if (!list.is(Value::Kind::List))
-          fail(foreign(list, true),
-               "APPENDS to a " + std::string(list.kind_name()) + " (only lists)");
+          fail(foreign(list, true), "APPENDS to a " + std::string(list.kind_name()) +
+                                        " (only lists; torch's weights_only unpickler refuses "
+                                        "it too: \"Can only append to lists\")");
         count_items(items.size());
         list.reserve(list.size() + items.size());  // grows geometrically
         for (auto& i : items) list.append(std::move(i));
@@ -727,9 +865,11 @@ Value Machine::run() {
         Value& d = top();
         count_items(1);
         if (d.is(Value::Kind::List)) {
+          note_list_setitem();
           set_list_item(d, k, std::move(v));
           break;
         }
+        if (d.is(Value::Kind::Tensor)) setitem_on_tensor(d);
         if (!d.is(Value::Kind::Dict))
           fail(foreign(d, false),
                "SETITEM on a " + std::string(d.kind_name()) + " (only dicts and lists)");
@@ -748,12 +888,14 @@ Value Machine::run() {
           fail(ErrorCode::corrupt, "SETITEMS on an empty stack");
         Value& d = stack_[mark - 1];
         if (d.is(Value::Kind::List)) {
+          note_list_setitem();
           count_items((stack_.size() - mark) / 2);
           for (std::size_t i = mark; i < stack_.size(); i += 2)
             set_list_item(d, stack_[i], std::move(stack_[i + 1]));
           stack_.resize(mark);
           break;
         }
+        if (d.is(Value::Kind::Tensor)) setitem_on_tensor(d);
         if (!d.is(Value::Kind::Dict))
           fail(foreign(d, false),
                "SETITEMS on a " + std::string(d.kind_name()) + " (only dicts and lists)");
@@ -877,10 +1019,11 @@ Value Machine::run() {
 }  // namespace
 
 Value unpickle(ByteReader& reader, const Limits& limits, const PersistentLoad& persistent,
-               Stats* stats, const CallHook& hook, const BuildHook& build) {
+               Stats* stats, const CallHook& hook, const BuildHook& build,
+               std::span<const std::string> profiles, const AfterBuildHook& after_build) {
   Stats local;
   Stats& s = stats ? *stats : local;
-  Machine m(reader, limits, persistent, hook, build, s);
+  Machine m(reader, limits, persistent, hook, build, s, profiles, after_build);
   try {
     return m.run();
   } catch (const Error& e) {

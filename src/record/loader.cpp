@@ -4,80 +4,20 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
+#include <deque>
+#include <functional>
 #include <map>
 #include <unordered_map>
 
 #include "torchport/formats/format.hpp"
 #include "torchport/record/load.hpp"
 
+#include "torchport/detail/page_release.hpp"
 #include "torchport/formats/slice.hpp"
 #include "torchport/version.hpp"
 
 namespace torchport::detail {
-
-// Where each leaf of the tree came from: the file's key (after remapping),
-// by the leaf's index; tensors an adapter derived point to the index of the
-// leaf they were made from (by the identity of their value). Scalars have
-// no identity: they are found by their path in the tree, which adapters do
-// not rename. Indices, not key strings, are what the loader passes around:
-// a file of many small tensors pays for each key once.
-class Provenance : public AdapterContext {
- public:
-  static constexpr std::uint32_t npos = UINT32_MAX;
-
-  void reserve(std::size_t n) {
-    keys_.reserve(n);
-    leaves_.reserve(n);
-  }
-  /// Adds the leaf `leaf` under `key`; returns its index.
-  std::uint32_t add_leaf(const Value& leaf, std::string key) {
-    if (keys_.size() >= npos)
-      throw Error(ErrorCode::limit_exceeded, "more than 2^32 - 1 keys in one load");
-    const auto i = static_cast<std::uint32_t>(keys_.size());
-    if (leaf.identity() != nullptr)
-      origin_[leaf.identity()] = i;
-    else
-      by_path_.emplace(key, i);
-    keys_.push_back(std::move(key));
-    leaves_.push_back(leaf);
-    return i;
-  }
-  Value derive(Tensor t, const Value& from) override {
-    Value v = Value::tensor(std::move(t));
-    const auto it = origin_.find(from.identity());
-    if (it != origin_.end()) origin_[v.identity()] = it->second;
-    return v;
-  }
-  /// The index of the leaf reached at `path` (npos when it is no leaf of the file).
-  std::uint32_t index_of(const Value& leaf, const std::string& path) const {
-    if (leaf.identity() != nullptr) {
-      const auto it = origin_.find(leaf.identity());
-      if (it != origin_.end()) return it->second;
-    }
-    const auto it = by_path_.find(path);
-    return it == by_path_.end() ? npos : it->second;
-  }
-  /// The file key of a leaf reached at `path`.
-  std::string key_of(const Value& leaf, const std::string& path) const {
-    const std::uint32_t i = index_of(leaf, path);
-    return i == npos ? path : keys_[i];
-  }
-  std::size_t size() const noexcept { return keys_.size(); }
-  const std::string& key(std::uint32_t i) const { return keys_[i]; }
-  const Value& leaf(std::uint32_t i) const { return leaves_[i]; }
-  /// The shape of leaf `i` as the file holds it (before the adapters);
-  /// `otherwise` for a leaf that is no tensor.
-  Shape file_shape(std::uint32_t i, const Shape& otherwise) const {
-    return i < leaves_.size() && leaves_[i].is(Value::Kind::Tensor) ? leaves_[i].as_tensor().shape()
-                                                                    : otherwise;
-  }
-
- private:
-  std::unordered_map<const void*, std::uint32_t> origin_;
-  std::unordered_map<std::string, std::uint32_t> by_path_;  // scalars
-  std::vector<std::string> keys_;
-  std::vector<Value> leaves_;
-};
 
 namespace {
 
@@ -108,23 +48,32 @@ bool numeric_items(const Value& node, std::vector<std::pair<std::size_t, const V
   return true;
 }
 
-// Dotted keys to a tree: segments become dict levels (split as NameTree
-// splits them); a level whose keys are all integers becomes a list, in
-// increasing order, gaps closed (fc.0, fc.2, fc.4 -> fc[0], fc[1], fc[2], as
-// nn.Sequential with activations leaves them).
+}  // namespace
+
+// Dotted keys, unflattened: segments are levels (split as NameTree splits
+// them); a level whose keys are all integers is a list, in increasing order,
+// gaps closed (fc.0, fc.2, fc.4 -> fc[0], fc[1], fc[2], as nn.Sequential
+// with activations leaves them).
 //
-// A node is 32 bytes: its segment is a view into the provenance's key it
-// was first met in, children are a linked list, and the (parent, segment)
-// index is one open-addressed table of node numbers (a file of many small
-// tensors pays for about two nodes a tensor, not for a string, a vector and
-// a hash node each).
+// The loader walks the trie itself: no tree of values is built for the
+// file (a file of many small tensors paid a dict, a list item and a tensor
+// value a tensor for it). A node is 32 bytes: its segment is a view into
+// the key it was first met in, children are a linked list, and the
+// (parent, segment) index is one open-addressed table of node numbers. A
+// list level's children are also kept sorted by index, for `item`.
+class Provenance;
+
 class Trie {
  public:
+  static constexpr std::uint32_t kNone = UINT32_MAX;
+
   explicit Trie(const Provenance& keys) : keys_(keys), nodes_(1) {}
+
+  void reserve(std::size_t leaves) { nodes_.reserve(leaves + leaves / 16 + 1); }
 
   // Adds leaf `leaf` (an index of the provenance) under its key.
   void insert(std::uint32_t leaf) {
-    const std::string_view key = keys_.key(leaf);
+    const std::string_view key = key_of(leaf);
     if (key.size() > UINT32_MAX) throw Error(ErrorCode::limit_exceeded, "a key of 4 GiB or more");
     std::uint32_t node = 0;
     std::uint32_t prefix = kNone;  // the shallowest ancestor that is a value
@@ -150,26 +99,77 @@ class Trie {
     nodes_[node].leaf = leaf;
   }
 
-  // The tree of values: a dict or list a level, the provenance's leaves at
-  // the ends. Segment names repeated across levels ("weight", "w") share
-  // one string value.
-  Value build() const {
+  // After the last insert: which levels are lists, their children sorted.
+  void finish() {
+    if (nodes_.capacity() - nodes_.size() > nodes_.size() / 4) nodes_.shrink_to_fit();
+    std::vector<std::pair<std::size_t, std::uint32_t>> items;
+    for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+      Node& n = nodes_[i];
+      n.last = kNone;  // from here on: where a list's children are listed
+      items.clear();
+      bool indexed = n.first != kNone;
+      for (std::uint32_t c = n.first; c != kNone && indexed; c = nodes_[c].next) {
+        std::size_t k;
+        indexed = parse_index(segment(nodes_[c]), k);
+        if (indexed) items.emplace_back(k, c);
+      }
+      if (!indexed) continue;
+      std::sort(items.begin(), items.end());
+      if (lists_.size() + items.size() + 1 > UINT32_MAX)
+        throw Error(ErrorCode::limit_exceeded, "more than 2^32 - 2 key segments in one load");
+      n.last = static_cast<std::uint32_t>(lists_.size());
+      lists_.push_back(static_cast<std::uint32_t>(items.size()));
+      for (const auto& [k, c] : items) lists_.push_back(c);
+    }
+    lists_.shrink_to_fit();
+  }
+
+  std::uint32_t leaf(std::uint32_t node) const { return nodes_[node].leaf; }
+  bool is_list(std::uint32_t node) const { return nodes_[node].last != kNone; }
+  // The number of children of a list level.
+  std::size_t list_size(std::uint32_t node) const { return lists_[nodes_[node].last]; }
+  // Child `i` of a list level, in index order (kNone past the end).
+  std::uint32_t list_item(std::uint32_t node, std::size_t i) const {
+    return i < list_size(node) ? lists_[nodes_[node].last + 1 + i] : kNone;
+  }
+  // The child named `seg` (kNone when there is none).
+  std::uint32_t find(std::uint32_t parent, std::string_view seg) const {
+    if (slots_.empty()) return kNone;
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t s = hash(parent, seg) & mask; slots_[s] != 0; s = (s + 1) & mask) {
+      const Node& n = nodes_[slots_[s] - 1];
+      if (n.parent == parent && segment(n) == seg) return slots_[s] - 1;
+    }
+    return kNone;
+  }
+  // The children's segments, in the order the keys came.
+  std::vector<std::string> segments(std::uint32_t node) const {
+    std::vector<std::string> out;
+    for (std::uint32_t c = nodes_[node].first; c != kNone; c = nodes_[c].next)
+      out.emplace_back(segment(nodes_[c]));
+    return out;
+  }
+  bool has_children(std::uint32_t node) const { return nodes_[node].first != kNone; }
+
+  // The subtree at `node` as values: a dict or list a level, `leaf_value`
+  // at the ends. Segment names repeated across levels ("weight", "w") share
+  // one string value. For the adapters, and for messages.
+  template <class LeafValue>
+  Value build(std::uint32_t node, const LeafValue& leaf_value) const {
     std::unordered_map<std::string_view, Value> names;
-    return build(0, names);
+    return build(node, leaf_value, names);
   }
 
  private:
-  static constexpr std::uint32_t kNone = UINT32_MAX;
   struct Node {
     std::uint32_t key = 0, offset = 0,
-                  size = 0;  // the segment: keys_.key(key).substr(offset, size)
+                  size = 0;  // the segment: key_of(key).substr(offset, size)
     std::uint32_t parent = kNone, first = kNone, last = kNone, next = kNone;
     std::uint32_t leaf = kNone;
   };
 
-  std::string_view segment(const Node& n) const {
-    return std::string_view(keys_.key(n.key)).substr(n.offset, n.size);
-  }
+  std::string_view key_of(std::uint32_t leaf) const;  // the provenance's key
+  std::string_view segment(const Node& n) const { return key_of(n.key).substr(n.offset, n.size); }
   static std::size_t hash(std::uint32_t parent, std::string_view seg) {
     return std::hash<std::string_view>{}(seg) ^ (std::size_t{parent} * 0x9E3779B97F4A7C15ULL);
   }
@@ -178,7 +178,7 @@ class Trie {
   // made when missing.
   std::uint32_t child(std::uint32_t parent, std::uint32_t key, std::uint32_t offset,
                       std::uint32_t size) {
-    const std::string_view seg = std::string_view(keys_.key(key)).substr(offset, size);
+    const std::string_view seg = key_of(key).substr(offset, size);
     if (2 * (nodes_.size() + 1) > slots_.size()) rehash();
     const std::size_t mask = slots_.size() - 1;
     std::size_t s = hash(parent, seg) & mask;
@@ -198,7 +198,10 @@ class Trie {
   }
 
   void rehash() {
-    std::vector<std::uint32_t> slots(std::max<std::size_t>(64, 4 * nodes_.size()), 0);
+    // At most half full after growing (slots of 4 bytes: 8 to 16 bytes a node).
+    std::size_t cap = 64;
+    while (cap < 4 * nodes_.size()) cap *= 2;
+    std::vector<std::uint32_t> slots(cap, 0);
     const std::size_t mask = slots.size() - 1;
     for (std::uint32_t i = 1; i < nodes_.size(); ++i) {
       std::size_t s = hash(nodes_[i].parent, segment(nodes_[i])) & mask;
@@ -218,20 +221,15 @@ class Trie {
     return out;
   }
 
-  Value build(std::uint32_t node, std::unordered_map<std::string_view, Value>& names) const {
+  template <class LeafValue>
+  Value build(std::uint32_t node, const LeafValue& leaf_value,
+              std::unordered_map<std::string_view, Value>& names) const {
     const Node& n = nodes_[node];
-    if (n.leaf != kNone) return keys_.leaf(n.leaf);
-    std::vector<std::pair<std::size_t, std::uint32_t>> items;
-    bool indexed = n.first != kNone;
-    for (std::uint32_t c = n.first; c != kNone && indexed; c = nodes_[c].next) {
-      std::size_t i;
-      indexed = parse_index(segment(nodes_[c]), i);
-      if (indexed) items.emplace_back(i, c);
-    }
-    if (indexed) {
-      std::sort(items.begin(), items.end());
+    if (n.leaf != kNone) return leaf_value(n.leaf);
+    if (is_list(node)) {
       Value list = Value::list();
-      for (const auto& [i, c] : items) list.append(build(c, names));
+      for (std::size_t i = 0; i < list_size(node); ++i)
+        list.append(build(list_item(node, i), leaf_value, names));
       return list;
     }
     Value dict = Value::dict();
@@ -239,7 +237,7 @@ class Trie {
       const std::string_view seg = segment(nodes_[c]);
       auto it = names.find(seg);
       if (it == names.end()) it = names.emplace(seg, Value::str(std::string(seg))).first;
-      dict.insert(it->second, build(c, names));
+      dict.insert(it->second, build(c, leaf_value, names));
     }
     return dict;
   }
@@ -247,7 +245,146 @@ class Trie {
   const Provenance& keys_;
   std::vector<Node> nodes_;
   std::vector<std::uint32_t> slots_;  // node index + 1; 0 is empty
+  std::vector<std::uint32_t> lists_;  // for each list level: its size, then its children
 };
+
+// Where each leaf of the tree came from: the file's key (after remapping)
+// and its tensor or scalar, by the leaf's index, and the key trie over
+// them. Indices, not key strings, are what the loader passes around, and a
+// leaf of the catalogue is its index there (4 bytes: its name is the key
+// when no rule renames it, its tensor the leaf's): a file of many small
+// tensors pays for each key once, in the catalogue.
+//
+// Adapters see values: the subtree of a module they adapt is built from
+// the trie when they ask (`value_at`), each leaf's value made once and kept;
+// tensors an adapter derived point to the index of the leaf they were made
+// from (by the identity of their value). Scalars have no identity: they are
+// found by their path, which adapters do not rename.
+class Provenance : public AdapterContext {
+ public:
+  static constexpr std::uint32_t npos = UINT32_MAX;
+
+  /// Leaves of `catalog` (which must outlive the load, or be kept with
+  /// `keep`); `renames`: every key is owned (remap rules rename them).
+  Provenance(const TensorCatalog& catalog, bool renames)
+      : catalog_(&catalog), renames_(renames), trie_(*this) {}
+
+  void reserve(std::size_t n) {
+    source_.reserve(n);
+    if (renames_) keys_.reserve(n);
+    trie_.reserve(n);
+  }
+  /// Keeps `catalog` alive (a selection made for the load).
+  void keep(std::shared_ptr<const TensorCatalog> catalog) { kept_ = std::move(catalog); }
+  /// Adds tensor `index` of the catalogue as a leaf, under its name or (with
+  /// renames) `renamed`; `replaced`, when defined, stands for its tensor (a
+  /// rank's slice). Returns the leaf's index.
+  std::uint32_t add_tensor(std::uint32_t index, std::string renamed, Tensor replaced) {
+    const std::uint32_t i = next();
+    source_.push_back(index);
+    if (renames_) keys_.push_back(own(std::move(renamed)));
+    if (replaced.defined()) replaced_.emplace(i, std::move(replaced));
+    trie_.insert(i);
+    return i;
+  }
+  /// Adds a scalar leaf under `key`. Returns its index.
+  std::uint32_t add_scalar(std::string key, Value scalar) {
+    const std::uint32_t i = next();
+    source_.push_back(kScalar);
+    const std::string_view k = own(std::move(key));
+    if (renames_) keys_.push_back(k);
+    scalars_.emplace(i, std::make_pair(k, std::move(scalar)));
+    by_path_.emplace(std::string(k), i);
+    trie_.insert(i);
+    return i;
+  }
+  void finish() { trie_.finish(); }
+
+  Value derive(Tensor t, const Value& from) override {
+    Value v = Value::tensor(std::move(t));
+    const auto it = origin_.find(from.identity());
+    if (it != origin_.end()) origin_[v.identity()] = it->second;
+    return v;
+  }
+  /// The index of the leaf value `leaf` reached at `path` (npos when it is
+  /// no leaf of the file).
+  std::uint32_t index_of(const Value& leaf, const std::string& path) const {
+    if (leaf.identity() != nullptr) {
+      const auto it = origin_.find(leaf.identity());
+      if (it != origin_.end()) return it->second;
+    }
+    const auto it = by_path_.find(path);
+    return it == by_path_.end() ? npos : it->second;
+  }
+  std::size_t size() const noexcept { return source_.size(); }
+  std::string_view key_view(std::uint32_t i) const {
+    if (renames_) return keys_[i];
+    if (source_[i] == kScalar) return scalars_.at(i).first;
+    return catalog_->tensors()[source_[i]].name;
+  }
+  std::string key(std::uint32_t i) const { return std::string(key_view(i)); }
+  /// Leaf `i`'s tensor (undefined for a scalar).
+  const Tensor& tensor(std::uint32_t i) const {
+    static const Tensor none;
+    if (source_[i] == kScalar) return none;
+    if (!replaced_.empty())
+      if (const auto it = replaced_.find(i); it != replaced_.end()) return it->second;
+    return catalog_->tensors()[source_[i]].tensor;
+  }
+  /// Leaf `i` as a value: its scalar, or a tensor value made once (whose
+  /// identity names it).
+  const Value& leaf_value(std::uint32_t i) {
+    if (source_[i] == kScalar) return scalars_.at(i).second;
+    auto [it, fresh] = values_.try_emplace(i);
+    if (fresh) {
+      it->second = Value::tensor(tensor(i));
+      origin_[it->second.identity()] = i;
+    }
+    return it->second;
+  }
+  /// The trie node `node` as values (see `leaf_value`).
+  Value value_at(std::uint32_t node) {
+    return trie_.build(node, [this](std::uint32_t i) { return leaf_value(i); });
+  }
+  /// The shape of leaf `i` as the file holds it (before the adapters);
+  /// `otherwise` for a leaf that is no tensor.
+  Shape file_shape(std::uint32_t i, const Shape& otherwise) const {
+    return i < size() && tensor(i).defined() ? tensor(i).shape() : otherwise;
+  }
+  const Trie& trie() const noexcept { return trie_; }
+
+ private:
+  static constexpr std::uint32_t kScalar = UINT32_MAX;
+
+  std::uint32_t next() const {
+    if (source_.size() >= npos)
+      throw Error(ErrorCode::limit_exceeded, "more than 2^32 - 1 keys in one load");
+    return static_cast<std::uint32_t>(source_.size());
+  }
+  std::string_view own(std::string s) {
+    owned_.push_back(std::move(s));
+    return owned_.back();
+  }
+
+  const TensorCatalog* catalog_;
+  std::shared_ptr<const TensorCatalog> kept_;
+  bool renames_;
+  std::vector<std::uint32_t> source_;                   // the catalogue's tensor index, or kScalar
+  std::vector<std::string_view> keys_;                  // with renames: every key (in owned_)
+  std::deque<std::string> owned_;                       // keys no catalogue name holds
+  std::unordered_map<std::uint32_t, Tensor> replaced_;  // a rank's slices
+  std::unordered_map<std::uint32_t, std::pair<std::string_view, Value>> scalars_;
+  std::unordered_map<std::string, std::uint32_t> by_path_;  // scalars
+  std::unordered_map<std::uint32_t, Value> values_;         // leaves made values for adapters
+  std::unordered_map<const void*, std::uint32_t> origin_;
+  Trie trie_;
+};
+
+inline std::string_view Trie::key_of(std::uint32_t leaf) const {
+  return keys_.key_view(leaf);
+}
+
+namespace {
 
 // Scalars of the root reachable through dicts and lists (configs and
 // counters), with the catalogue's naming rules.
@@ -412,8 +549,46 @@ std::optional<LoadReport::Warning> look_alike(
 
 }  // namespace
 
+// The mapped pages a load is done with, dropped a few ranges at a time
+// (not one madvise per tensor), and the memory small tensors are copied
+// into: 64-byte aligned slices of shared chunks, not an aligned allocation
+// each (whose leftovers the heap could not reuse for the next: a file of
+// many small tensors grew the heap by about 100 bytes a tensor).
+struct Loader::Pending {
+  static constexpr std::uint64_t kChunk = std::uint64_t{256} << 10;
+  static constexpr std::uint64_t kSmall = std::uint64_t{16} << 10;  // from a chunk below this
+
+  PageReleaser released;
+  std::shared_ptr<Storage> chunk;
+  std::uint64_t used = 0;
+
+  // Room for `n` bytes of a tensor's copy (writable, 64-byte aligned).
+  std::shared_ptr<Storage> room(std::uint64_t n) {
+    if (n >= kSmall) return Storage::allocate(n);
+    const std::uint64_t take = (n + 63) / 64 * 64;
+    if (!chunk || used + take > chunk->nbytes()) {
+      chunk = Storage::allocate(kChunk);
+      used = 0;
+    }
+    auto s = Storage::borrow_mutable(
+        chunk->mutable_bytes().subspan(static_cast<std::size_t>(used), static_cast<std::size_t>(n)),
+        chunk);
+    used += take;
+    return s;
+  }
+};
+
 Loader::Loader(LoadSettings settings, LoadReport& report, std::shared_ptr<Provenance> provenance)
-    : settings_(std::move(settings)), report_(&report), provenance_(std::move(provenance)) {}
+    : settings_(std::move(settings)),
+      report_(&report),
+      provenance_(std::move(provenance)),
+      consumed_((provenance_->size() + 63) / 64, 0),
+      pending_(std::make_unique<Pending>()) {}
+
+Loader::Loader(Loader&&) noexcept = default;
+Loader& Loader::operator=(Loader&&) noexcept = default;
+
+Loader::~Loader() = default;  // the releaser drops what is left
 
 Loader Loader::trial(LoadReport& scratch) const {
   Loader t(settings_, scratch, provenance_);
@@ -421,53 +596,102 @@ Loader Loader::trial(LoadReport& scratch) const {
   return t;
 }
 
-const Value* Loader::child(const Value* node, std::string_view name) const {
-  if (node == nullptr) return nullptr;
-  if (node->is(Value::Kind::Dict)) return node->find(name);
-  // A level whose keys were all numbers became a list; a module that names
-  // its fields "0", "1" (an nn.Sequential as a struct) reads it by index.
-  std::size_t i;
-  if ((node->is(Value::Kind::List) || node->is(Value::Kind::Tuple)) && parse_index(name, i))
-    return i < node->size() ? &node->items()[i] : nullptr;
-  return nullptr;
+LoadNode Loader::root() const {
+  return LoadNode::key(0);
 }
 
-std::size_t Loader::length(const Value* node, const std::string& path) const {
-  if (node->is(Value::Kind::List) || node->is(Value::Kind::Tuple)) return node->size();
-  std::vector<std::pair<std::size_t, const Value*>> items;
-  if (node->is(Value::Kind::Dict) && numeric_items(*node, items)) return items.size();
+LoadNode Loader::child(LoadNode node, std::string_view name) const {
+  if (const Value* v = node.value()) {
+    if (v->is(Value::Kind::Dict)) return LoadNode(v->find(name));
+    // A level whose keys were all numbers became a list; a module that names
+    // its fields "0", "1" (an nn.Sequential as a struct) reads it by index.
+    std::size_t i;
+    if ((v->is(Value::Kind::List) || v->is(Value::Kind::Tuple)) && parse_index(name, i))
+      return LoadNode(i < v->size() ? &v->items()[i] : nullptr);
+    return {};
+  }
+  if (!node) return {};
+  const Trie& trie = provenance_->trie();
+  const std::uint32_t n = node.trie();
+  if (trie.leaf(n) != Trie::kNone) return {};
+  if (trie.is_list(n)) {
+    std::size_t i;
+    if (!parse_index(name, i)) return {};
+    const std::uint32_t c = trie.list_item(n, i);
+    return c == Trie::kNone ? LoadNode{} : LoadNode::key(c);
+  }
+  const std::uint32_t c = trie.find(n, name);
+  return c == Trie::kNone ? LoadNode{} : LoadNode::key(c);
+}
+
+std::size_t Loader::length(LoadNode node, const std::string& path) const {
+  if (const Value* v = node.value()) {
+    if (v->is(Value::Kind::List) || v->is(Value::Kind::Tuple)) return v->size();
+    std::vector<std::pair<std::size_t, const Value*>> items;
+    if (v->is(Value::Kind::Dict) && numeric_items(*v, items)) return items.size();
+    throw Error(ErrorCode::corrupt,
+                "the module has a list here but the file has a " + std::string(v->kind_name()) +
+                    (v->is(Value::Kind::Dict) ? " with non-numeric keys" : ""),
+                path);
+  }
+  const Trie& trie = provenance_->trie();
+  const std::uint32_t n = node.trie();
+  if (trie.is_list(n)) return trie.list_size(n);
+  if (trie.leaf(n) == Trie::kNone && !trie.has_children(n)) return 0;  // an empty file
+  const Value shown = provenance_->value_at(n);
   throw Error(ErrorCode::corrupt,
-              "the module has a list here but the file has a " + std::string(node->kind_name()) +
-                  (node->is(Value::Kind::Dict) ? " with non-numeric keys" : ""),
+              "the module has a list here but the file has a " + std::string(shown.kind_name()) +
+                  (shown.is(Value::Kind::Dict) ? " with non-numeric keys" : ""),
               path);
 }
 
-const Value* Loader::item(const Value* node, std::size_t i) const {
-  if (node->is(Value::Kind::List) || node->is(Value::Kind::Tuple))
-    return i < node->size() ? &node->items()[i] : nullptr;
-  std::vector<std::pair<std::size_t, const Value*>> items;
-  if (node->is(Value::Kind::Dict) && numeric_items(*node, items) && i < items.size())
-    return items[i].second;
-  return nullptr;
+LoadNode Loader::item(LoadNode node, std::size_t i) const {
+  if (const Value* v = node.value()) {
+    if (v->is(Value::Kind::List) || v->is(Value::Kind::Tuple))
+      return LoadNode(i < v->size() ? &v->items()[i] : nullptr);
+    std::vector<std::pair<std::size_t, const Value*>> items;
+    if (v->is(Value::Kind::Dict) && numeric_items(*v, items) && i < items.size())
+      return LoadNode(items[i].second);
+    return {};
+  }
+  const Trie& trie = provenance_->trie();
+  if (!trie.is_list(node.trie())) return {};
+  const std::uint32_t c = trie.list_item(node.trie(), i);
+  return c == Trie::kNone ? LoadNode{} : LoadNode::key(c);
 }
 
-std::vector<std::string> Loader::keys(const Value* node, const std::string& path) const {
-  if (node->is(Value::Kind::List) || node->is(Value::Kind::Tuple)) {
+std::vector<std::string> Loader::keys(LoadNode node, const std::string& path) const {
+  if (const Value* v = node.value()) {
+    if (v->is(Value::Kind::List) || v->is(Value::Kind::Tuple)) {
+      std::vector<std::string> out;
+      for (std::size_t i = 0; i < v->size(); ++i) out.push_back(std::to_string(i));
+      return out;
+    }
+    if (!v->is(Value::Kind::Dict))
+      throw Error(ErrorCode::corrupt,
+                  "the module has a map here but the file has a " + std::string(v->kind_name()),
+                  path);
     std::vector<std::string> out;
-    for (std::size_t i = 0; i < node->size(); ++i) out.push_back(std::to_string(i));
+    for (const auto& [k, x] : v->pairs()) out.push_back(key_text(k));
     return out;
   }
-  if (!node->is(Value::Kind::Dict))
+  const Trie& trie = provenance_->trie();
+  const std::uint32_t n = node.trie();
+  if (trie.is_list(n)) {
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < trie.list_size(n); ++i) out.push_back(std::to_string(i));
+    return out;
+  }
+  if (trie.leaf(n) != Trie::kNone)
     throw Error(ErrorCode::corrupt,
-                "the module has a map here but the file has a " + std::string(node->kind_name()),
+                "the module has a map here but the file has a " +
+                    std::string(provenance_->value_at(n).kind_name()),
                 path);
-  std::vector<std::string> out;
-  for (const auto& [k, v] : node->pairs()) out.push_back(key_text(k));
-  return out;
+  return trie.segments(n);
 }
 
-Value Loader::adapt(const ModuleInfo& module, const Value& node, const std::string& path) {
-  Value v = node;
+Value Loader::adapt(const ModuleInfo& module, LoadNode node, const std::string& path) {
+  Value v = node.value() ? *node.value() : provenance_->value_at(node.trie());
   try {
     for (const auto& a : settings_.adapters) v = a->import_module(module, v, *provenance_);
   } catch (const Error& e) {
@@ -476,25 +700,25 @@ Value Loader::adapt(const ModuleInfo& module, const Value& node, const std::stri
   return v;
 }
 
-void Loader::consume(const Value& leaf, const std::string& path) {
-  const std::uint32_t i = provenance_->index_of(leaf, path);
+void Loader::consume(std::uint32_t leaf, const Value* value, const std::string& path) {
+  const std::uint32_t i = leaf != Provenance::npos ? leaf
+                          : value != nullptr       ? provenance_->index_of(*value, path)
+                                                   : Provenance::npos;
   if (i != Provenance::npos)
-    consumed_.push_back(i);
+    consumed_[i / 64] |= std::uint64_t{1} << (i % 64);
   else
     consumed_paths_.insert(path);  // a leaf an adapter made without `derive`
 }
 
 std::size_t Loader::consumed() const {
-  std::vector<std::uint32_t> distinct = consumed_;
-  std::sort(distinct.begin(), distinct.end());
-  return static_cast<std::size_t>(std::unique(distinct.begin(), distinct.end()) -
-                                  distinct.begin()) +
-         consumed_paths_.size();
+  std::size_t n = consumed_paths_.size();
+  for (const std::uint64_t w : consumed_) n += static_cast<std::size_t>(__builtin_popcountll(w));
+  return n;
 }
 
 std::vector<bool> Loader::used() const {
   std::vector<bool> out(provenance_->size(), false);
-  for (const std::uint32_t i : consumed_) out[i] = true;
+  for (std::uint32_t i = 0; i < out.size(); ++i) out[i] = (consumed_[i / 64] >> (i % 64)) & 1u;
   if (!consumed_paths_.empty())
     for (std::uint32_t i = 0; i < out.size(); ++i)
       if (consumed_paths_.count(provenance_->key(i))) out[i] = true;
@@ -509,27 +733,47 @@ void Loader::absent(const std::string& path) {
   report_->absent.push_back(path);
 }
 
-void Loader::tensor(const Value* node, const std::string& path, Tensor& field) {
-  if (node == nullptr) {
+Tensor Loader::leaf_tensor(LoadNode node, const std::string& path, std::uint32_t& leaf) const {
+  leaf = Provenance::npos;
+  if (const Value* v = node.value()) {
+    if (!v->is(Value::Kind::Tensor))
+      throw Error(ErrorCode::dtype_mismatch,
+                  "the module has a tensor here but the file has a " + std::string(v->kind_name()) +
+                      " " + v->repr(3),
+                  path);
+    return v->as_tensor();
+  }
+  const std::uint32_t i = provenance_->trie().leaf(node.trie());
+  if (i == Trie::kNone || !provenance_->tensor(i).defined()) {
+    const Value shown = provenance_->value_at(node.trie());
+    throw Error(ErrorCode::dtype_mismatch,
+                "the module has a tensor here but the file has a " +
+                    std::string(shown.kind_name()) + " " + shown.repr(3),
+                path);
+  }
+  leaf = i;
+  return provenance_->tensor(i);
+}
+
+void Loader::tensor(LoadNode node, const std::string& path, Tensor& field) {
+  if (!node) {
     missing(path, "Tensor");
     return;
   }
-  if (!node->is(Value::Kind::Tensor))
-    throw Error(ErrorCode::dtype_mismatch,
-                "the module has a tensor here but the file has a " +
-                    std::string(node->kind_name()) + " " + node->repr(3),
-                path);
-  consume(*node, path);
-  Tensor t = node->as_tensor();
+  std::uint32_t leaf;
+  const Tensor from_file = leaf_tensor(node, path, leaf);
+  consume(leaf, node.value(), path);
+  Tensor t = from_file;
   try {
     for (const auto& a : settings_.adapters) t = a->import_tensor(path, t);
   } catch (const Error& e) {
     throw e.at_key(path);
   }
   if (field.defined() && field.shape() != t.shape()) {
-    const std::uint32_t i = provenance_->index_of(*node, path);
+    const std::uint32_t i =
+        leaf != Provenance::npos ? leaf : provenance_->index_of(*node.value(), path);
     std::string key = i == Provenance::npos ? path : provenance_->key(i);
-    Shape file_shape = provenance_->file_shape(i, node->as_tensor().shape());
+    Shape file_shape = provenance_->file_shape(i, from_file.shape());
     report_->mismatched.push_back(
         {path, std::move(key), field.shape(), t.shape(), std::move(file_shape)});
     return;
@@ -560,15 +804,30 @@ void Loader::tensor(const Value* node, const std::string& path, Tensor& field) {
     target = precision_dtype(Precision::Full, t.dtype());
   try {
     const Tensor source = t;
-    if (t.dtype() != target || !t.is_contiguous())
+    const std::uint64_t offset =
+        static_cast<std::uint64_t>(source.storage_offset()) * dtype_size(source.dtype());
+    if (t.dtype() != target || !t.is_contiguous()) {
       t = t.to(target);
-    else if (settings_.residence == Residence::owned && !t.storage()->writable())
-      t = t.clone();
+    } else if (settings_.residence == Residence::owned && !t.storage()->writable()) {
+      // A small tensor of a mapped file is copied from the mapping (its
+      // pages go in batches below): a pread each would be a system call a
+      // tensor. From 1 MiB on, one pread reads it without faulting the
+      // mapping in.
+      constexpr std::uint64_t kFromMapping = std::uint64_t{1} << 20;
+      const Storage& from = *t.storage();
+      if (from.reads_file() && t.nbytes() < kFromMapping) {
+        auto room = pending_->room(t.nbytes());
+        std::memcpy(room->mutable_bytes().data(), from.file_data() + offset,
+                    static_cast<std::size_t>(t.nbytes()));
+        Shape strides = contiguous_strides(t.shape());
+        t = Tensor(t.dtype(), t.shape(), std::move(strides), 0, std::move(room));
+      } else {
+        t = t.clone();
+      }
+    }
     // A copy was made: the mapped pages it came from need not stay resident.
     if (t.storage() != source.storage() && source.numel() > 0 && source.is_contiguous())
-      source.storage()->release_pages(
-          static_cast<std::uint64_t>(source.storage_offset()) * dtype_size(source.dtype()),
-          source.nbytes());
+      pending_->released.add(*source.storage(), offset, source.nbytes());
   } catch (const Error& e) {
     throw Error(e.code(), e.message(), path, e.offset(), e.where());
   }
@@ -580,16 +839,35 @@ void Loader::tensor(const Value* node, const std::string& path, Tensor& field) {
   field = std::move(t);
 }
 
-std::optional<Value> Loader::scalar(const Value* node, const std::string& path,
+void Loader::finish() {
+  pending_->released.flush();
+}
+
+std::optional<Value> Loader::scalar(LoadNode node, const std::string& path,
                                     const std::string& type) {
-  if (node == nullptr) {
+  if (!node) {
     missing(path, type);
     return std::nullopt;
   }
-  consume(*node, path);
+  std::uint32_t leaf = Provenance::npos;
+  Value held;
+  const Value* v = node.value();
+  if (v == nullptr) {
+    leaf = provenance_->trie().leaf(node.trie());
+    if (leaf == Trie::kNone) {
+      held = provenance_->value_at(node.trie());
+      leaf = Provenance::npos;
+    } else if (provenance_->tensor(leaf).defined()) {
+      held = Value::tensor(provenance_->tensor(leaf));
+    } else {
+      held = provenance_->leaf_value(leaf);
+    }
+    v = &held;
+  }
+  consume(leaf, v, path);
   if (!trial_) report_->loaded.push_back(path);
-  if (node->is(Value::Kind::Tensor)) {
-    const Tensor& t = node->as_tensor();
+  if (v->is(Value::Kind::Tensor)) {
+    const Tensor& t = v->as_tensor();
     if (t.numel() != 1)
       throw Error(ErrorCode::shape_mismatch,
                   "the module has a " + type + " here but the file has a tensor of shape " +
@@ -606,22 +884,21 @@ std::optional<Value> Loader::scalar(const Value* node, const std::string& path,
     const Tensor i = t.to(DType::I64);
     return Value::integer(i.span<std::int64_t>()[0]);
   }
-  if (node->is(Value::Kind::Bool) || node->is(Value::Kind::Int) || node->is(Value::Kind::Float) ||
-      node->is(Value::Kind::Str))
-    return *node;
+  if (v->is(Value::Kind::Bool) || v->is(Value::Kind::Int) || v->is(Value::Kind::Float) ||
+      v->is(Value::Kind::Str))
+    return *v;
   throw Error(
       ErrorCode::dtype_mismatch,
-      "the module has a " + type + " here but the file has a " + std::string(node->kind_name()),
-      path);
+      "the module has a " + type + " here but the file has a " + std::string(v->kind_name()), path);
 }
 
 namespace {
 
 // A sharded load: replaces a tensor leaf by this rank's slice (lazy: read
-// when a field takes it) and records what the rank reads of it.
-void shard_leaf(const LoadArgs& args, const std::string& format, const std::string& name,
-                Value& leaf, PreparedLoad& p, std::uint32_t index) {
-  const Tensor t = leaf.as_tensor();
+// when a field takes it) and records what the rank reads of it. Returns
+// whether it replaced `t`.
+bool shard_leaf(const LoadArgs& args, const std::string& format, const std::string& name, Tensor& t,
+                PreparedLoad& p, std::uint32_t index) {
   const ShardSlice sl =
       args.shard_plan()->resolve(name, t.shape(), args.shard_rank(), args.shard_world());
   LoadReport::ShardRead read{name,       std::string(shard_kind_name(sl.kind)),
@@ -632,14 +909,15 @@ void shard_leaf(const LoadArgs& args, const std::string& format, const std::stri
     try {
       check_sliceable_format(format);
       read.bytes = slice_nbytes(t, sl.dim, sl.ranges);
-      leaf = Value::tensor(read_slice(t, sl.dim, sl.ranges));
+      t = read_slice(t, sl.dim, sl.ranges);
     } catch (const Error& e) {
       throw e.at_key(name);
     }
-    read.shape = leaf.as_tensor().shape();
+    read.shape = t.shape();
   }
   p.report.shard->reads.push_back(std::move(read));
   p.shard_keys.push_back(index);
+  return sl.kind != ShardKind::replicate;
 }
 
 }  // namespace
@@ -649,55 +927,70 @@ PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args,
   PreparedLoad p;
   if (args.shard_plan())
     p.report.shard = LoadReport::Shard{args.shard_rank(), args.shard_world(), {}, 0, 0, 0, 0};
-  const TensorCatalog cat =
-      args.top_level_key().empty() ? catalog : catalog.select(args.top_level_key());
-  std::vector<std::pair<std::string, Value>> leaves;
-  leaves.reserve(cat.size());
-  for (const auto& t : cat.tensors()) leaves.emplace_back(t.name, Value::tensor(t.tensor));
-  collect_scalars(cat.root(), "", leaves);
-
-  auto provenance = std::make_shared<Provenance>();
-  provenance->reserve(leaves.size());
-  Trie trie(*provenance);
+  // The leaves are the catalogue's tensors by index (their names the keys
+  // unless renamed): a selection is kept for the load.
+  const TensorCatalog* cat = &catalog;
+  std::shared_ptr<const TensorCatalog> selected;
+  if (!args.top_level_key().empty()) {
+    selected = std::make_shared<const TensorCatalog>(catalog.select(args.top_level_key()));
+    cat = selected.get();
+  }
   const bool renames = !args.remap().empty();
+  auto provenance = std::make_shared<Provenance>(*cat, renames);
+  if (selected) provenance->keep(std::move(selected));
+  std::vector<std::pair<std::string, Value>> scalars;
+  if (!cat->root_is_tensors()) collect_scalars(cat->root(), "", scalars);
+  provenance->reserve(cat->size() + scalars.size());
   // Remapped -> original, to name both keys the rules turn into one
   // (without rules the keys are the catalogue's names: the trie refuses a
   // repeat).
   std::unordered_map<std::string, std::string> taken;
   // As `torchport convert` does (see transform()): filters see the file's
-  // names, then the remap rules rename what is kept.
-  for (auto& [name, leaf] : leaves) {
+  // names, then the remap rules rename what is kept. `index`: the tensor's
+  // in the catalogue; the key of a scalar (undefined `t`) is its path.
+  const auto add = [&](std::string_view name, std::uint32_t index, const Tensor& t, Value scalar) {
     const bool kept = args.filter().accepts(name);
-    std::string renamed = kept && renames ? args.remap().apply(name) : std::string();
-    const std::string& key = kept && renames ? renamed : name;
+    std::string renamed = kept && renames ? args.remap().apply(std::string(name)) : std::string();
     if (args.debug()) {
-      LoadReport::KeyLine line{name, kept ? key : "", "", {}};
-      if (leaf.is(Value::Kind::Tensor)) {
-        line.dtype = std::string(dtype_name(leaf.as_tensor().dtype()));
-        line.shape = leaf.as_tensor().shape();
+      LoadReport::KeyLine line{
+          std::string(name), kept ? (renames ? renamed : std::string(name)) : "", "", {}};
+      if (t.defined()) {
+        line.dtype = std::string(dtype_name(t.dtype()));
+        line.shape = t.shape();
       } else {
-        line.dtype = "scalar " + std::string(leaf.kind_name());
+        line.dtype = "scalar " + std::string(scalar.kind_name());
       }
       p.report.keys.push_back(std::move(line));
     }
-    if (!kept) continue;
-    if (args.shard_plan() && leaf.is(Value::Kind::Tensor))
-      shard_leaf(args, catalog.format(), name, leaf, p,
-                 static_cast<std::uint32_t>(provenance->size()));
-    if (renames) {
-      auto [it, fresh] = taken.emplace(key, name);
-      if (!fresh)
-        throw Error(
-            ErrorCode::invalid_argument,
-            "the remap rules turn both '" + it->second + "' and '" + name + "' into '" + key + "'",
-            key);
+    if (!kept) return;
+    Tensor slice;
+    if (args.shard_plan() && t.defined()) {
+      slice = t;
+      if (!shard_leaf(args, catalog.format(), std::string(name), slice, p,
+                      static_cast<std::uint32_t>(provenance->size())))
+        slice = Tensor();
     }
-    trie.insert(provenance->add_leaf(leaf, renames ? std::move(renamed) : std::move(name)));
-  }
-  // Freed before the tree is built (`= {}` would keep their memory).
-  std::vector<std::pair<std::string, Value>>().swap(leaves);
+    if (renames) {
+      auto [it, fresh] = taken.emplace(renamed, std::string(name));
+      if (!fresh)
+        throw Error(ErrorCode::invalid_argument,
+                    "the remap rules turn both '" + it->second + "' and '" + std::string(name) +
+                        "' into '" + renamed + "'",
+                    renamed);
+    }
+    if (t.defined())
+      provenance->add_tensor(index, std::move(renamed), std::move(slice));
+    else
+      provenance->add_scalar(renames ? std::move(renamed) : std::string(name), std::move(scalar));
+  };
+  if (cat->size() >= UINT32_MAX)
+    throw Error(ErrorCode::limit_exceeded, "more than 2^32 - 1 keys in one load");
+  for (std::uint32_t i = 0; i < cat->size(); ++i)
+    add(cat->tensors()[i].name, i, cat->tensors()[i].tensor, Value());
+  for (auto& [name, v] : scalars) add(name, 0, Tensor(), std::move(v));
   std::unordered_map<std::string, std::string>().swap(taken);
-  p.tree = trie.build();
+  provenance->finish();
+  p.report.loaded.reserve(provenance->size());  // a field a key, at most
 
   LoadSettings settings;
   settings.precision = args.precision();
@@ -740,6 +1033,7 @@ std::string metadata_differences(const std::map<std::string, std::string>& meta,
 }
 
 LoadReport finish_load(PreparedLoad& p, const LoadArgs& args, const std::string& module_type) {
+  p.loader->finish();
   LoadReport& r = p.report;
   const std::string differs = metadata_differences(p.file_metadata, module_type);
   const std::vector<bool> used = p.loader->used();
@@ -821,10 +1115,12 @@ LoadReport finish_load(PreparedLoad& p, const LoadArgs& args, const std::string&
                 r.warnings.front().path, std::nullopt, r.source);
   if (!r.unused.empty() && args.strict())
     throw Error(ErrorCode::unused_key,
-                std::to_string(r.unused.size()) + " key(s) of the file are used by no field: " +
+                std::to_string(r.unused.size()) +
+                    (r.unused.size() == 1 ? " key of the file is" : " keys of the file are") +
+                    " used by no field: " +
                     listing(r.unused, [](const std::string& x) { return x; }) + differs,
                 r.unused.front(), std::nullopt, r.source);
-  return r;
+  return std::move(r);  // the prepared load is done with it: a copy would double it
 }
 
 }  // namespace torchport::detail

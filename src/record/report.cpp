@@ -19,8 +19,9 @@ std::string count(std::uint64_t n) {
 }  // namespace
 
 std::string LoadReport::summary() const {
-  std::string s = "loaded " + std::to_string(tensors) + " tensors (" + count(elements) +
-                  " elements, " + count(bytes) + "B";
+  std::string s = "loaded " + std::to_string(tensors) +
+                  (tensors == 1 ? " tensor (" : " tensors (") + count(elements) +
+                  (elements == 1 ? " element, " : " elements, ") + count(bytes) + "B";
   if (zero_copy_bytes) s += ", " + count(zero_copy_bytes) + "B zero-copy";
   s += ")";
   if (!source.empty()) s += " from " + source;

@@ -4,7 +4,10 @@
 #include <pcre2.h>
 
 #include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -250,9 +253,14 @@ ShardPlan ShardPlan::parse(std::string_view text, std::string_view name) {
 }
 
 ShardPlan ShardPlan::read_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(ErrorCode::io, "cannot read the shard plan: it is a directory", {}, std::nullopt,
+                path.string());
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    throw Error(ErrorCode::io, "cannot open the shard plan", {}, std::nullopt, path.string());
+    throw Error(ErrorCode::io, std::string("cannot open the shard plan: ") + std::strerror(errno),
+                {}, std::nullopt, path.string());
   std::ostringstream ss;
   ss << in.rdbuf();
   return parse(ss.str(), path.filename().string());

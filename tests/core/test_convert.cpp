@@ -49,7 +49,10 @@ TEST_F(Conversions, F32ToF16MatchesTorch) {
 TEST_F(Conversions, F32ToBF16MatchesTorch) {
   same_bits_16(t("f32").to(DType::BF16), t("f32_to_bf16"), bf16_nan);
 }
-TEST_F(Conversions, F64ToF16RoundsOnce) {
+// torch rounds a double to float, then to half (c10::Half is made from a
+// float): the fixture holds doubles just off a tie, where that differs from
+// rounding once.
+TEST_F(Conversions, F64ToF16RoundsAsTorchDoes) {
   same_bits_16(t("f64").to(DType::F16), t("f64_to_f16"), half_nan);
 }
 
@@ -68,6 +71,22 @@ TEST_F(Conversions, EveryHalfWidensExactly) {
 
 TEST_F(Conversions, F64ToF32MatchesTorch) {
   EXPECT_TRUE(t("f64").to(DType::F32).equal(t("f64_to_f32")));
+}
+
+// A 64-bit integer becomes a float in one rounding, as torch's .float()
+// gives (printed by torch 2.14.1: 2^60 + 2^36 + 1 -> 0x1.000002p+60; through
+// a double it would tie and round to 2^60).
+TEST(Convert, Int64RoundsToFloatOnce) {
+  const std::vector<std::int64_t> v = {(std::int64_t{1} << 60) + (std::int64_t{1} << 36) + 1,
+                                       -((std::int64_t{1} << 60) + (std::int64_t{1} << 36) + 1)};
+  const Tensor x = Tensor::from(std::span<const std::int64_t>(v), Shape{2});
+  const Tensor xf = x.to(DType::F32);
+  const auto f = xf.span<float>();
+  EXPECT_EQ(f[0], std::ldexp(1.0f + std::ldexp(1.0f, -23), 60));
+  EXPECT_EQ(f[1], -std::ldexp(1.0f + std::ldexp(1.0f, -23), 60));
+  // bfloat16 from the same float: 2^60 (torch: 1.152921504606847e+18).
+  const Tensor b = x.to(DType::BF16).to(DType::F32);  // bf16 widens exactly
+  EXPECT_EQ(b.span<float>()[0], std::ldexp(1.0f, 60));
 }
 
 TEST(Convert, IntegersAreRangeChecked) {

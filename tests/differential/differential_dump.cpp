@@ -12,6 +12,11 @@
 //        or {"ok": false, "code": "corrupt", "message": ...},
 //    "scan": {"verdict": "clean", "format": ..., "reason": ...}}
 //
+// Options (the ecosystem corpus uses them): --profile NAME and --allow
+// PATTERN, each repeatable, set OpenOptions::profiles and ::allow for both
+// the reading and the scan; the scan's JSON then also carries "needs" and
+// "add_safe_globals" (what torch >= 2.6's default torch.load would need).
+//
 // Nothing here decides whether torchport is right: run.py compares this with
 // torch's reading of the same file.
 
@@ -42,9 +47,12 @@ json error_json(const std::string& code, const std::string& message) {
   return json{{"ok", false}, {"code", code}, {"message", message}};
 }
 
+torchport::OpenOptions g_options;  // from the command line
+
 json read_open(const std::string& path) {
   try {
-    const torchport::TensorCatalog catalog = torchport::open(std::filesystem::path(path));
+    const torchport::TensorCatalog catalog =
+        torchport::open(std::filesystem::path(path), g_options);
     json tensors = json::array();
     std::map<const torchport::Storage*, std::int64_t> first_user;
     std::int64_t index = 0;
@@ -100,14 +108,28 @@ json read_open(const std::string& path) {
 
 json read_scan(const std::string& path) {
   try {
-    const torchport::ScanReport r = torchport::scan(std::filesystem::path(path));
+    const torchport::ScanReport r = torchport::scan(std::filesystem::path(path), g_options);
     json out{{"verdict", std::string(torchport::scan_verdict_name(r.verdict))},
              {"format", r.format},
              {"reason", r.reason()}};
     // Whether torch >= 2.6's default torch.load loads it (null: not judged).
     if (r.torch_weights_only && r.torch_weights_only->loads)
       out["weights_only_loads"] = *r.torch_weights_only->loads;
-    if (r.torch_weights_only) out["weights_only_why"] = r.torch_weights_only->why;
+    if (r.torch_weights_only) {
+      out["weights_only_why"] = r.torch_weights_only->why;
+      out["needs"] = r.torch_weights_only->needs;
+      out["add_safe_globals"] =
+          r.torch_weights_only->why.empty()
+              ? torchport::add_safe_globals_line(r, r.torch_weights_only->needs)
+              : std::string();
+      // Release by release, for the torch the run compares with.
+      auto& releases = out["weights_only_releases"] = json::array();
+      for (const auto& x : r.torch_weights_only->releases)
+        releases.push_back({{"first", x.first},
+                            {"last", x.last},
+                            {"loads", x.loads ? json(*x.loads) : json(nullptr)},
+                            {"why", x.why}});
+    }
     return out;
   } catch (const torchport::Error& e) {
     return json{{"verdict", "error"}, {"format", ""}, {"reason", e.what()}};
@@ -118,8 +140,19 @@ json read_scan(const std::string& path) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--profile") {
+      g_options.profiles.emplace_back(argv[i + 1]);
+    } else if (flag == "--allow") {
+      g_options.allow.emplace_back(argv[i + 1]);
+    } else {
+      std::cerr << "differential_dump: unknown option " << flag << '\n';
+      return 2;
+    }
+  }
   std::string path;
   while (std::getline(std::cin, path)) {
     if (path.empty()) continue;

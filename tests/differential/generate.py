@@ -551,13 +551,18 @@ class Gen:
         model = make_model(rng, rng.randint(2, 4), dtypes=["float32", "int64"])
         items = []
         target = rng.randrange(len(model["items"]))
-        m = rng.choice(["index0", "slice_like", "append"])
+        m = rng.choice(["index0", "slice_like", "append", "list_item"])
+        legacy = legacy and m != "list_item"  # a zip, below
         for i, (name, spec) in enumerate(model["items"]):
             v = spec_value(model, spec, legacy)
             if i == target and m == "index0":
                 v = P.SetItem(v, 0, 7)
             elif i == target and m == "slice_like":
                 v = P.SetItem(v, -1, 3.5)
+            elif i == target and m == "list_item":
+                # SETITEM on a list holding the tensor: every reader sets the
+                # item, torch >= 2.10's weights_only refuses it.
+                v = P.SetItem([v, 1], 1, 7)
             items.append((name, v))
         obj = P.ODict(items)
         if m == "append":
@@ -568,6 +573,12 @@ class Gen:
             w.out += b"a"
             raw = bytes(w.out)
             obj = P.ODict([("t", P.Raw(raw))] + items[1:])
+        if m == "list_item":
+            # In the opcodes torch's weights_only unpickler reads, so that
+            # its SETITEM rule (not an opcode it lacks) decides there.
+            data = C.zip_build(model_zip(model, P.dumps(obj, rng, 2, forms="torch")))
+            self.emit(data, "synthetic-zip", "setitem", m)
+            return
         self.zip_or_legacy(rng, model, obj, m, "setitem", legacy)
 
     def f_dtype_reuse(self, rng):

@@ -78,7 +78,9 @@ class Writer:
     """Emits one pickle. `proto` is the PROTO header (None: no header, as
     protocols 0 and 1 write); `rng` picks forms; `forms` restricts them:
     'text' (protocol 0 forms only where one exists), 'bin' (protocol 1-3),
-    'mixed' (any form of any protocol, as the unpickler reads them all)."""
+    'torch' (only the forms torch's weights_only unpickler reads, as
+    torch.save writes them), 'mixed' (any form of any protocol, as the
+    unpickler reads them all)."""
 
     def __init__(self, rng, proto=2, forms="mixed", memo=True, frame=False):
         self.rng = rng
@@ -102,7 +104,12 @@ class Writer:
             return proto == 0
         if self.forms == "bin":
             return proto <= 3
+        if self.forms == "torch":
+            return 1 <= proto <= 2
         return True
+
+    def torch_only(self):
+        return self.forms == "torch"
 
     # -- memo
     def memoize(self):
@@ -110,7 +117,7 @@ class Writer:
             return None
         i = self.memo_next
         self.memo_next += 1
-        opts = ["PUT"]
+        opts = [] if self.torch_only() else ["PUT"]
         if self.allow(1):
             opts += ["BINPUT", "LONG_BINPUT"] if i < 256 else ["LONG_BINPUT"]
         if self.allow(4):
@@ -127,7 +134,7 @@ class Writer:
         return i
 
     def get(self, i):
-        opts = ["GET"]
+        opts = [] if self.torch_only() else ["GET"]
         if self.allow(1):
             opts += ["BINGET", "LONG_BINGET"] if i < 256 else ["LONG_BINGET"]
         op = self.rng.choice(opts)
@@ -140,7 +147,7 @@ class Writer:
 
     # -- scalars
     def w_int(self, v):
-        opts = ["INT", "LONG"]
+        opts = [] if self.torch_only() else ["INT", "LONG"]
         if self.allow(1) and -(2**31) <= v < 2**31:
             opts += ["BININT"]
             if 0 <= v < 256:
@@ -148,7 +155,7 @@ class Writer:
             if 0 <= v < 65536:
                 opts += ["BININT2"]
         if self.allow(2):
-            opts += ["LONG1", "LONG4"]
+            opts += ["LONG1"] if self.torch_only() else ["LONG1", "LONG4"]
         op = self.rng.choice(opts)
         if op == "INT":
             if -(2**31) <= v < 2**31 or self.rng.random() < 0.5:
@@ -172,7 +179,7 @@ class Writer:
                 self.out += b"\x8b" + struct.pack("<i", n) + data
 
     def w_bool(self, v):
-        if self.allow(2) and self.rng.random() < 0.6:
+        if self.allow(2) and (self.torch_only() or self.rng.random() < 0.6):
             self.out += b"\x88" if v else b"\x89"
         else:
             self.out += b"I01\n" if v else b"I00\n"
@@ -181,7 +188,7 @@ class Writer:
         self.out += b"N"
 
     def w_float(self, v):
-        if self.allow(1) and self.rng.random() < 0.6:
+        if self.allow(1) and (self.torch_only() or self.rng.random() < 0.6):
             self.out += b"G" + struct.pack(">d", v)
         else:
             self.out += b"F" + repr(v).encode() + b"\n"
@@ -189,11 +196,13 @@ class Writer:
     def w_str(self, s, memo=True):
         b = s.encode("utf-8")
         opts = ["UNICODE"]
-        if s.isascii() and "\\" not in s and "\n" not in s:
+        if self.torch_only():
+            opts = []
+        if s.isascii() and "\\" not in s and "\n" not in s and not self.torch_only():
             opts += ["STRING"]  # a py2 str; torch.load decodes it as utf-8
         if self.allow(1):
             opts += ["BINUNICODE"]
-            if s.isascii():
+            if s.isascii() and not self.torch_only():
                 opts += ["BINSTRING"]
         if self.allow(3) and s.isascii() and len(b) < 256:
             opts += ["SHORT_BINSTRING"]
@@ -236,7 +245,7 @@ class Writer:
         self.memoize()
 
     def w_list(self, items):
-        if self.allow(1) and self.rng.random() < 0.6:
+        if self.allow(1) and (self.torch_only() or self.rng.random() < 0.6):
             self.out += b"]"
             self.memoize()
             if items and self.rng.random() < 0.5:
@@ -269,7 +278,7 @@ class Writer:
                 self.out += b"s"
 
     def w_dict(self, items):
-        if self.allow(1) and self.rng.random() < 0.6:
+        if self.allow(1) and (self.torch_only() or self.rng.random() < 0.6):
             self.out += b"}"
             self.memoize()
             self.w_setitems(items)
@@ -300,7 +309,7 @@ class Writer:
         form = c.form
         if form is None:
             form = "REDUCE"
-            if isinstance(c.func, Global) and self.rng.random() < 0.15:
+            if isinstance(c.func, Global) and not self.torch_only() and self.rng.random() < 0.15:
                 form = self.pick("INST", "OBJ")
         if form == "INST" and isinstance(c.func, Global):
             self.out += b"("

@@ -21,8 +21,17 @@ import tempfile
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PY = "/usr/bin/python3"  # generates the files (torch 1.13)
-TORCH_PY = [PY]  # reads them as torch does; --torch2: torch 2.6 (scripts/torch2.sh)
+TORCH_SH = os.path.join(HERE, "..", "..", "scripts", "torch.sh")
+
+
+def torch_argv(ref):
+    """The command that runs torch REF's Python (scripts/torch.sh REF argv)."""
+    return subprocess.run(["bash", TORCH_SH, ref, "argv"], check=True, capture_output=True,
+                          text=True).stdout.splitlines()
+
+
+PY = None  # generates the files: torch 1.13
+TORCH_PY = None  # reads them as torch does: --torch 1.13, 2.6 or current
 NATIVE_FORMATS = ("safetensors", "torchport")
 
 
@@ -251,6 +260,22 @@ def torch_error_kind(err):
     return err.split(":", 1)[0] or "error"
 
 
+def release(text):
+    return tuple(int(x) for x in text.split("+")[0].split(".")[:2])
+
+
+def weights_only_loads(scan, tr):
+    """scan's torch_weights_only answer for the release of the torch that
+    read the file (its range in weights_only_releases), or None."""
+    version = tr.get("torch_version")
+    if not version:
+        return None
+    for r in scan.get("weights_only_releases") or []:
+        if release(r["first"]) <= release(version) <= release(r["last"]):
+            return r["loads"]
+    return None
+
+
 def classify(rec, tr, pr):
     """One case's outcome: (outcome, class, detail). outcome is one of
     agree, allowed, fail, inconclusive."""
@@ -272,14 +297,16 @@ def classify(rec, tr, pr):
         return "agree", "code_flagged", f"{pre['code_globals'][:3]} -> scan {verdict}"
     t_ok = tr.get("ok")
     p_ok = po.get("ok")
-    if TORCH_PY != [PY] and "weights_only_loads" in scan and not pre.get("runs_code") \
+    scan_wo = weights_only_loads(scan, tr)
+    if TORCH_PY != PY and scan_wo is not None and not pre.get("runs_code") \
             and pre.get("mode") != "jit":  # the worker reads TorchScript with torch.jit.load
-        # torch 2.6's side: does its default torch.load load the file, as
-        # scan's torch_weights_only says? (Only files the pre-scan let torch
-        # read, and which torch did not stop in for other reasons.)
+        # torch >= 2.6's side: does its default torch.load load the file, as
+        # scan's torch_weights_only says for that release? (Only files the
+        # pre-scan let torch read, and which torch did not stop in for
+        # other reasons.)
         wo_loads = bool(t_ok) and not tr.get("weights_only_refuses")
-        if scan["weights_only_loads"] != wo_loads and (t_ok or not scan["weights_only_loads"]):
-            return "fail", f"weights_only_verdict:scan_{scan['weights_only_loads']}_torch_{wo_loads}", \
+        if scan_wo != wo_loads and (t_ok or not scan_wo):
+            return "fail", f"weights_only_verdict:scan_{scan_wo}_torch_{wo_loads}", \
                 f"scan: {scan.get('weights_only_why', '')[:120]}; torch: " \
                 f"{(tr.get('weights_only_refuses') or tr.get('error') or 'loads')[:160]}"
     if t_ok and verdict == "dangerous":
@@ -294,6 +321,10 @@ def classify(rec, tr, pr):
             aspects = sorted({a for a, _ in diffs})
             detail = "; ".join(d for _, d in diffs[:3])
             fmt = po.get("format", "")
+            if route == "safetensors" and fmt == "safetensors" and aspects == ["order"]:
+                # The safetensors library lists tensors by data offset, ties
+                # (empty tensors) in its own order; names and values agree.
+                return "allowed", "lenient:safetensors_library_order", detail
             if route == "legacy" and fmt == "pickle":
                 return "fail", "legacy_read_as_plain_pickle", f"torchport: format pickle, {len(po['tensors'])} " \
                                                               f"tensors; {detail}"
@@ -352,17 +383,17 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--count", type=int, default=2000)
     ap.add_argument("--cli", default="")
-    ap.add_argument("--torch2", action="store_true",
-                    help="torch's side is torch 2.6 (scripts/torch2.sh) with weights_only=True")
+    ap.add_argument("--torch", choices=("1.13", "2.6", "current"), default="1.13",
+                    help="torch's side (scripts/torch.sh): 1.13's full unpickler behind an allow-list "
+                         "guard, or 2.6's or the current torch's default, weights_only=True")
     ap.add_argument("--no-generate", action="store_true")
     ap.add_argument("--no-sandbox", action="store_true")
     ap.add_argument("--list", type=int, default=3, help="failing cases listed per class")
     ap.add_argument("files", nargs="*", help="read these files only (a reproducer), no generation")
     a = ap.parse_args()
-    if a.torch2:
-        global TORCH_PY
-        TORCH_PY = subprocess.run(["bash", os.path.join(HERE, "..", "..", "scripts", "torch2.sh"), "argv"],
-                                  check=True, capture_output=True, text=True).stdout.splitlines()
+    global PY, TORCH_PY
+    PY = torch_argv("1.13")
+    TORCH_PY = torch_argv(a.torch)
     a.dump, a.out = os.path.abspath(a.dump), os.path.abspath(a.out)
     a.cli = os.path.abspath(a.cli) if a.cli else ""
     t0 = time.time()
@@ -381,7 +412,7 @@ def main():
                 f.write(json.dumps({"id": stem, "path": dst, "base": fam, "family": fam, "mutation": mut}) + "\n")
     if not a.no_generate:
         os.makedirs(mutants, exist_ok=True)
-        cmd = [PY, os.path.join(HERE, "generate.py"), mutants, "--seed", str(a.seed), "--count", str(a.count)]
+        cmd = PY + [os.path.join(HERE, "generate.py"), mutants, "--seed", str(a.seed), "--count", str(a.count)]
         if a.cli:
             cmd += ["--cli", a.cli]
         r = subprocess.run(cmd)
@@ -427,7 +458,7 @@ def main():
                                       "code": pr["open"].get("code"), "message": pr["open"].get("message"),
                                       "tensors": len(pr["open"].get("tensors") or []),
                                       "scan": pr.get("scan", {}).get("verdict"),
-                                      "weights_only_loads": pr.get("scan", {}).get("weights_only_loads")}})
+                                      "weights_only_loads": weights_only_loads(pr.get("scan", {}), tr)}})
     with open(os.path.join(a.out, "results.jsonl"), "w") as f:
         for r in results:
             f.write(json.dumps(r) + "\n")
@@ -440,17 +471,17 @@ def main():
     by_class = collections.Counter((r["outcome"], r["class"]) for r in results)
     lines = []
     lines.append(f"differential: {n} files (seed {a.seed}), generated in {t_gen:.0f} s, read in {t_read:.0f} s, "
-                 f"torch side: {'torch 2.6, weights_only=True' if a.torch2 else 'torch 1.13'}")
+                 f"torch side: torch {a.torch}{', weights_only=True' if a.torch != '1.13' else ''}")
     lines.append(f"sandbox for torch.load: {sandbox_note}")
     lines.append(f"accepted by torch: {t_acc}   not run by torch (would run code): {t_skip}   "
                  f"accepted by torchport: {p_acc}")
     lines.append(f"agreements: {by_outcome['agree']}   allowed differences: {by_outcome['allowed']}   "
                  f"inconclusive: {by_outcome['inconclusive']}   FAILURES: {by_outcome['fail']}")
-    if TORCH_PY != [PY]:
+    if TORCH_PY != PY:
         judged = [r for r in results if r["torchport"]["weights_only_loads"] is not None
                   and r["torch"]["globals"] is not None and r["outcome"] != "fail"
                   and (r["torch"]["ok"] or not r["torchport"]["weights_only_loads"])]
-        lines.append(f"scan's torch_weights_only matched torch 2.6 on {len(judged)} files "
+        lines.append(f"scan's torch_weights_only matched torch {a.torch} on {len(judged)} files "
                      f"({sum(r['torchport']['weights_only_loads'] for r in judged)} loading)")
     amb = sum(c for (o, k), c in by_class.items() if k == "ambiguous_refusal")
     lines.append(f"ambiguous refusals (torch accepts, torchport refuses as ambiguous): {amb}")

@@ -42,6 +42,11 @@ else:
     }
 
 
+# torch >= 2.13 reads a path ending in .safetensors with the safetensors
+# library (serialization.py, torch.load).
+SAFETENSORS_BY_NAME = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)
+
+
 class Blocked(Exception):
     pass
 
@@ -160,8 +165,12 @@ def read(path, mode):
                 text = str(e)
                 if "weights_only" not in text and "Weights only" not in text:
                     raise
+                # torch 2.6 writes the reason after "WeightsUnpickler
+                # error:" on its line; 2.14 on a line of its own below it.
                 at = text.find("WeightsUnpickler error:")
-                wo_error = (text[at:] if at >= 0 else text).split("\n")[0][:200]
+                rest = text[at + len("WeightsUnpickler error:"):] if at >= 0 else text
+                reason = next((line.strip() for line in rest.split("\n") if line.strip()), "")
+                wo_error = ("WeightsUnpickler error: " + reason if at >= 0 else reason)[:200]
         if obj is None:
             obj = torch.load(path, map_location="cpu", pickle_module=guarded, weights_only=False)
     pairs = flatten(obj)
@@ -201,6 +210,10 @@ def main():
         scan = None
         try:
             scan = prescan(req["path"], ALLOWED, mapped_name)
+            if SAFETENSORS_BY_NAME and req["path"].endswith(".safetensors"):
+                # torch >= 2.13's torch.load hands a path named so to
+                # safetensors.torch.load_file.
+                scan["route"] = "safetensors"
             if scan["runs_code"]:
                 res = {"ok": False, "skipped": True, "error": "not run: would run code"}
             else:
@@ -215,6 +228,7 @@ def main():
             signal.alarm(0)
         res["path"] = req["path"]
         res["prescan"] = scan
+        res["torch_version"] = torch.__version__
         sys.stdout.write(json.dumps(res) + "\n")
         sys.stdout.flush()
 

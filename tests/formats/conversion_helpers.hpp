@@ -41,8 +41,8 @@ inline std::vector<NamedTensor> every_dtype(bool safetensors_only) {
   std::vector<NamedTensor> out;
   for (int i = 0; i < kDTypeCount; ++i) {
     const auto d = static_cast<DType>(i);
-    if (safetensors_only && (d == DType::C32 || d == DType::C128 || d == DType::F8_E4M3FNUZ ||
-                             d == DType::F8_E5M2FNUZ || is_bits(d)))
+    if (safetensors_only && (d == DType::C32 || d == DType::C128 || d == DType::BC32 ||
+                             d == DType::F8_E4M3FNUZ || d == DType::F8_E5M2FNUZ || is_bits(d)))
       continue;
     out.push_back({std::string(dtype_name(d)), patterned(d, {2, 3}, static_cast<unsigned>(i))});
   }

@@ -1,11 +1,15 @@
 // torch.distributed.checkpoint folders saved by torch 2.6
-// (tests/fixtures/dcp/make_dcp_fixtures.py): by one process, by 2 and 4
-// ranks with DTensor shards (uneven, empty, 2-D meshes, replicas), and with
-// an optimizer's state. Each must list what torch's own reassembly
-// (dcp_to_torch_save) gives, bit for bit; the bad folders are refused.
+// (tests/fixtures/dcp/make_dcp_fixtures.py) and torch 2.14
+// (make_dcp214_fixtures.py, under v214/): by one process, by 2 and 4 ranks
+// with DTensor shards (uneven, empty, 2-D meshes, replicas), with an
+// optimizer's state, through zstd stream transforms, and in the Hugging
+// Face storage (per-rank safetensors shards, and their consolidation). Each
+// must list what torch's own readers give (dcp_to_torch_save,
+// HuggingFaceStorageReader), bit for bit; the bad folders are refused.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -48,7 +52,7 @@ TEST_P(Dcp, ListsWhatTorchReassembles) {
   const fs::path dir = test::fixture("dcp/" + GetParam());
   const auto want = test::read_json(dir / "expected.json");
   const TensorCatalog cat = open(dir);
-  EXPECT_EQ(cat.format(), "dcp");
+  EXPECT_EQ(cat.format(), want["format"].get<std::string>());
   for (const auto& w : want["tensors"]) {
     const std::string name = w["name"];
     SCOPED_TRACE(name);
@@ -87,6 +91,148 @@ TEST_P(Dcp, ListsWhatTorchReassembles) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Saved, Dcp, ::testing::Values("single", "tp2", "tp4", "optim"));
+INSTANTIATE_TEST_SUITE_P(Saved214, Dcp,
+                         ::testing::Values("v214/single", "v214/tp2", "v214/tp4", "v214/optim",
+                                           "v214/zstd", "v214/zstd_tp2", "v214/zstd_two_frames",
+                                           "v214/hf_rank0", "v214/hf_sharded",
+                                           "v214/hf_consolidated", "v214/hf_consolidated/sharded"),
+                         [](const auto& p) {
+                           std::string n = p.param.substr(5);
+                           std::replace(n.begin(), n.end(), '/', '_');
+                           return n;
+                         });
+
+// The Hugging Face storage's two layouts of one save: the per-rank shards
+// (read as HuggingFaceStorageReader reads them) and torch's consolidation
+// of them hold the same tensors, bit for bit.
+TEST(DcpSafetensors, ShardsEqualTorchsConsolidation) {
+  const TensorCatalog shards = open(test::fixture("dcp/v214/hf_consolidated/sharded"));
+  const TensorCatalog whole = open(test::fixture("dcp/v214/hf_consolidated"));
+  EXPECT_EQ(shards.format(), "dcp-safetensors");
+  EXPECT_EQ(whole.format(), "sharded-safetensors");
+  ASSERT_EQ(shards.size(), whole.size());
+  for (const auto& [name, t] : shards.tensors()) {
+    SCOPED_TRACE(name);
+    const Tensor* w = whole.find(name);
+    ASSERT_NE(w, nullptr);
+    EXPECT_TRUE(t.equal(*w));
+  }
+}
+
+// Each shard file is judged by itself too (a folder scan): safetensors,
+// data only.
+TEST(DcpSafetensors, ShardsAreScannedAsData) {
+  const auto reports = scan_directory(test::fixture("dcp/v214/hf_sharded"));
+  ASSERT_EQ(reports.size(), 5u);  // 4 shards and expected.json
+  for (const ScanReport& r : reports)
+    if (r.path.ends_with(".safetensors")) {
+      EXPECT_EQ(r.verdict, ScanVerdict::clean) << r.path;
+      EXPECT_EQ(r.format, "safetensors") << r.path;
+    }
+}
+
+// A tensor-parallel rank's slice of a tensor sharded over the Hugging
+// Face shards reads only the files it overlaps.
+TEST(DcpSafetensors, SlicesReadTheShardsTheyOverlap) {
+  const TensorCatalog cat = open(test::fixture("dcp/v214/hf_sharded"));
+  const TensorCatalog whole = materialize(cat, Residence::owned);
+  for (const auto& [start, length] : {std::pair{0, 4}, std::pair{4, 3}}) {
+    SliceOptions o;
+    o.counter = std::make_shared<ReadCounter>();
+    o.lazy = false;
+    const Tensor s = read_slice(cat, "model.emb.weight", 0, start, length, o);
+    EXPECT_TRUE(s.equal(whole.find("model.emb.weight")->narrow(0, start, length).contiguous()));
+    EXPECT_EQ(o.counter->reads(), 2u) << start;
+  }
+}
+
+// A zstd-transformed item is judged by what it decodes to: a value whose
+// zstd frame holds a pickle calling os.system is unsafe to the scan (and
+// refused by open, below), not merely undecodable.
+TEST(DcpSafetensors, AScanJudgesWhatAZstdItemHolds) {
+  const ScanReport r = scan(test::fixture("dcp/v214/bad/zstd_unsafe"));
+  EXPECT_EQ(r.verdict, ScanVerdict::unsafe) << r.reason();
+  EXPECT_NE(r.reason().find("os.system"), std::string::npos) << r.reason();
+  EXPECT_EQ(scan(test::fixture("dcp/v214/zstd")).verdict, ScanVerdict::clean);
+}
+
+// A shard that links out of the folder is neither read to tell the folder's
+// format nor read as a shard.
+TEST(DcpSafetensors, AShardLinkingOutOfTheFolderIsNotRead) {
+  const fs::path dir = test::temp_dir("dcp_link");
+  const fs::path shards = test::fixture("dcp/v214/hf_sharded");
+  fs::create_directories(dir / "only_link");
+  fs::create_symlink(shards / "shard-00001-model-00001-of-00001.safetensors",
+                     dir / "only_link" / "shard-00001-model-00001-of-00001.safetensors");
+  try {
+    (void)open(dir / "only_link");
+    FAIL() << "a folder of one outside link was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::not_a_checkpoint) << e.what();  // no index, no shard of its own
+  }
+  fs::create_directories(dir / "mixed");
+  for (int r = 1; r <= 4; ++r) {
+    const std::string name = "shard-0000" + std::to_string(r) + "-model-00001-of-00001.safetensors";
+    if (r == 3)
+      fs::create_symlink(shards / name, dir / "mixed" / name);
+    else
+      fs::copy_file(shards / name, dir / "mixed" / name);
+  }
+  try {
+    (void)open(dir / "mixed");
+    FAIL() << "a shard linking out of the folder was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("outside"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+// A Hugging Face storage shard placed by an index: at offset zero it is the
+// tensor (the writer's rank-0 layout, read above); a piece of a larger
+// tensor is one thing to torch's HuggingFaceStorageReader and another to
+// transformers.
+TEST(DcpSafetensors, AnIndexOverAPieceOfAGlobalTensorIsAmbiguous) {
+  const fs::path dir = test::temp_dir("dcp_index_piece");
+  fs::create_directories(dir);
+  const std::string shard = "shard-00002-model-00001-of-00001.safetensors";
+  fs::copy_file(test::fixture("dcp/v214/hf_sharded") / shard, dir / shard);
+  const TensorCatalog piece = open(dir / shard);  // the file alone: its own tensors
+  std::string index = R"({"weight_map": {)";
+  for (const auto& [name, t] : piece.tensors())
+    index += (index.back() == '{' ? "\"" : ", \"") + name + "\": \"" + shard + "\"";
+  std::ofstream(dir / "model.safetensors.index.json") << index << "}}";
+  try {
+    (void)open(dir);
+    FAIL() << "an index over pieces of global tensors was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::ambiguous) << e.what();
+    EXPECT_NE(std::string(e.what()).find("DCP_SHARDING_INFO"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+// A folder holding both a .metadata and an *.index.json is two
+// checkpoints to two readers.
+TEST(DcpSafetensors, AFolderWithAMetadataAndAnIndexIsAmbiguous) {
+  const fs::path dir = test::temp_dir("dcp_both");
+  fs::create_directories(dir);
+  fs::copy(test::fixture("dcp/v214/single"), dir, fs::copy_options::recursive);
+  fs::copy(test::fixture("dcp/v214/hf_rank0"), dir,
+           fs::copy_options::recursive | fs::copy_options::skip_existing);
+  try {
+    (void)open(dir);
+    FAIL() << "a folder of both layouts was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::ambiguous) << e.what();
+    EXPECT_NE(std::string(e.what()).find("model.safetensors.index.json"), std::string::npos)
+        << e.what();
+  }
+  // Each is still read when named.
+  EXPECT_EQ(open(dir / ".metadata").format(), "dcp");
+  EXPECT_EQ(open(dir / "model.safetensors.index.json").format(), "sharded-safetensors");
+  fs::remove_all(dir);
+}
 
 // A tensor-parallel rank's slice reads the chunks it overlaps and no
 // other, whatever world size saved the checkpoint: each slice of the
@@ -275,10 +421,14 @@ std::vector<BadCase> bad_cases() {
   std::vector<BadCase> out;
   for (const auto& c : test::read_json(test::fixture("dcp/bad/expected.json")))
     out.push_back({c["dir"], c["code"], c["message"]});
+  for (const auto& c : test::read_json(test::fixture("dcp/v214/bad/expected.json")))
+    out.push_back({"../v214/bad/" + c["dir"].get<std::string>(), c["code"], c["message"]});
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(All, DcpBad, ::testing::ValuesIn(bad_cases()),
-                         [](const auto& p) { return p.param.dir; });
+INSTANTIATE_TEST_SUITE_P(All, DcpBad, ::testing::ValuesIn(bad_cases()), [](const auto& p) {
+  const std::string& d = p.param.dir;
+  return d.starts_with("../v214/bad/") ? "v214_" + d.substr(12) : d;
+});
 
 }  // namespace

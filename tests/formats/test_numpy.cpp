@@ -211,4 +211,74 @@ TEST(Numpy, ScanNamesObjectArrays) {
   for (const auto& p : r.pickles) EXPECT_EQ(p.object_array_count, 0u) << p.name;
 }
 
+// An .npy of version 1.0 with this header text and body, padded as np.save pads.
+Source npy_file(const std::string& header, const std::string& body) {
+  std::string h = header;
+  while ((10 + h.size() + 1) % 64 != 0) h += ' ';
+  h += '\n';
+  std::string b = std::string("\x93NUMPY\x01\x00", 8);
+  b += static_cast<char>(h.size() & 0xff);
+  b += static_cast<char>(h.size() >> 8);
+  b += h + body;
+  const auto* p = reinterpret_cast<const std::byte*>(b.data());
+  return Source::from_buffer(std::vector<std::byte>(p, p + b.size()), "crafted.npy");
+}
+
+// Headers numpy reads with ast.literal_eval whose dtype holds objects, in the
+// forms a reader that accepts less would miss: each is an object array, its
+// data a pickle numpy runs (np.load(allow_pickle=True)), so a scan judges it.
+TEST(Numpy, HeadersAreReadAsAstLiteralEvalReadsThem) {
+  const std::string evil = std::string(
+      "\x80\x03"
+      "cposix\nsystem\nq\x00X\x02\x00\x00\x00idq\x01\x85q\x02Rq\x03.",
+      31);
+  const std::string benign = std::string("\x80\x03]q\x00(K\x01K\x02e.", 12);
+  const char* headers[] = {
+      "{'descr': '|O', # a comment\n 'fortran_order': False, 'shape': (2,), }",
+      "{'descr': '|' 'O', 'fortran_order': False, 'shape': (2,), }",
+      "{'descr': '\\x7cO', 'fortran_order': False, 'shape': (2,), }",
+      "{'descr': '\\u007cO', 'fortran_order': False, 'shape': (2,), }",
+      "{'descr':\x0c'|O',\r'fortran_order': False, 'shape': (2,)}",
+      "{'descr': '(2,)O', 'fortran_order': False, 'shape': (1,), }",
+      "{'descr': ['aO'], 'fortran_order': False, 'shape': (2,), }",
+      "{'descr': '4,O', 'fortran_order': False, 'shape': (2,), }",
+      "\x0c {'descr': '|O', 'fortran_order': False, 'shape': (2L,), }",
+  };
+  for (const char* h : headers) {
+    SCOPED_TRACE(h);
+    const ScanReport bad = scan(npy_file(h, evil));
+    EXPECT_EQ(bad.verdict, ScanVerdict::unsafe) << bad.reason();
+    const ScanReport good = scan(npy_file(h, benign));
+    EXPECT_EQ(good.verdict, ScanVerdict::clean) << good.reason();
+    EXPECT_NO_THROW((void)open(npy_file(h, benign)));
+  }
+  // Numbers, however the header is written, are a tensor of numpy's dtype.
+  const TensorCatalog c =
+      open(npy_file("{'descr': '<' 'f4', 'fortran_order': False, # c\n"
+                    " 'shape': (0x2,)}",
+                    std::string(8, '\0')));
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c.tensors().front().tensor.dtype(), DType::F32);
+  EXPECT_EQ(c.tensors().front().tensor.shape(), (Shape{2}));
+}
+
+// A header this reader cannot read (\N{...} needs Unicode's name table) is
+// refused by name, and a scan still judges its data as the pickle numpy may
+// run: never clean by default.
+TEST(Numpy, AHeaderNotReadHasItsDataJudged) {
+  const std::string h = "{'descr': '\\N{VERTICAL LINE}O', 'fortran_order': False, 'shape': (2,), }";
+  try {
+    (void)open(npy_file(h, ""));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("\\N{"), std::string::npos) << e.what();
+  }
+  const std::string evil = std::string(
+      "\x80\x03"
+      "cposix\nsystem\nq\x00X\x02\x00\x00\x00idq\x01\x85q\x02Rq\x03.",
+      31);
+  EXPECT_EQ(scan(npy_file(h, evil)).verdict, ScanVerdict::unsafe);
+}
+
 }  // namespace

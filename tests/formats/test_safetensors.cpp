@@ -76,16 +76,37 @@ TEST(Safetensors, EveryDtypeName) {
   for (int i = 0; i < kDTypeCount; ++i) {
     const auto d = static_cast<DType>(i);
     const std::uint64_t n = 3 * dtype_size(d);
+    // F4 shapes count 4-bit values: [6] is torch's [3].
     h += std::string(i ? "," : "") + "\"t" + std::to_string(i) + "\":{\"dtype\":\"" +
-         std::string(dtype_name(d)) + "\",\"shape\":[3],\"data_offsets\":[" + std::to_string(off) +
-         "," + std::to_string(off + n) + "]}";
+         std::string(dtype_name(d)) + "\",\"shape\":[" + (d == DType::F4 ? "6" : "3") +
+         "],\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + n) + "]}";
     off += n;
     want.push_back(d);
   }
   h += "}";
   const auto cat = read(h, off);
   ASSERT_EQ(cat.size(), want.size());
-  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_EQ(cat.tensors()[i].tensor.dtype(), want[i]);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(cat.tensors()[i].tensor.dtype(), want[i]);
+    EXPECT_EQ(cat.tensors()[i].tensor.shape(), (Shape{3}));
+  }
+}
+
+// safetensors 0.8.0's F4 (torch.float4_e2m1fn_x2) counts 4-bit values, two a
+// byte: the header must hold whole bytes, and safetensors' torch loader
+// halves the last dimension, which must be even. What it refuses is refused.
+TEST(Safetensors, Float4ShapesAreHalved) {
+  const auto cat = read(R"({"a":{"dtype":"F4","shape":[2,6],"data_offsets":[0,6]},)"
+                        R"("b":{"dtype":"F4","shape":[2,3,4],"data_offsets":[6,18]},)"
+                        R"("e":{"dtype":"F4","shape":[3,0],"data_offsets":[18,18]},)"
+                        R"("m":{"dtype":"F8_E8M0","shape":[2],"data_offsets":[18,20]}})",
+                        20);
+  EXPECT_EQ(cat.find("a")->shape(), (Shape{2, 3}));
+  EXPECT_EQ(cat.find("a")->dtype(), DType::F4);
+  EXPECT_EQ(cat.find("b")->shape(), (Shape{2, 3, 2}));
+  EXPECT_EQ(cat.find("e")->shape(), (Shape{3, 0}));
+  EXPECT_EQ(cat.find("m")->dtype(), DType::F8_E8M0);
+  EXPECT_EQ(cat.find("m")->nbytes(), 2u);
 }
 
 TEST(Safetensors, EmptyHeaderZeroSizedAndZeroDimTensors) {
@@ -179,8 +200,23 @@ TEST(SafetensorsBad, Dtypes) {
       {"unknown dtype 'F33'"});
   bad(R"({"w":{"dtype":"f32","shape":[1],"data_offsets":[0,4]}})", 4, ErrorCode::corrupt,
       {"unknown dtype 'f32'"});
-  bad(R"({"w":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}})", 1, ErrorCode::unsupported,
-      {"F4"});
+  bad(R"({"w":{"dtype":"F6_E2M3","shape":[4],"data_offsets":[0,3]}})", 3, ErrorCode::unsupported,
+      {"F6_E2M3", "torch has no dtype"});
+  bad(R"({"w":{"dtype":"F6_E3M2","shape":[4],"data_offsets":[0,3]}})", 3, ErrorCode::unsupported,
+      {"F6_E3M2"});
+  // F4: whole bytes, then an even last dimension (torch's is half of it).
+  bad(R"({"w":{"dtype":"F4","shape":[5],"data_offsets":[0,3]}})", 3, ErrorCode::corrupt,
+      {"odd number of 4-bit values"});
+  bad(R"({"w":{"dtype":"F4","shape":[],"data_offsets":[0,1]}})", 1, ErrorCode::corrupt,
+      {"odd number of 4-bit values"});
+  bad(R"({"w":{"dtype":"F4","shape":[3,1],"data_offsets":[0,2]}})", 2, ErrorCode::corrupt,
+      {"odd number of 4-bit values"});
+  bad(R"({"w":{"dtype":"F4","shape":[2,5],"data_offsets":[0,5]}})", 5, ErrorCode::unsupported,
+      {"F4[2, 5]", "must be even"});
+  bad(R"({"w":{"dtype":"F4","shape":[0,3],"data_offsets":[0,0]}})", 0, ErrorCode::unsupported,
+      {"must be even"});
+  bad(R"({"w":{"dtype":"F4","shape":[2,6],"data_offsets":[0,12]}})", 12, ErrorCode::corrupt,
+      {"needs 6 bytes"});
   bad(R"({"w":{"dtype":3,"shape":[1],"data_offsets":[0,4]}})", 4, ErrorCode::corrupt,
       {"not a string"});
 }

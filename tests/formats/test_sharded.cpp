@@ -11,6 +11,7 @@
 #include "support/fixtures.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/formats/save.hpp"
+#include "torchport/formats/scan.hpp"
 
 namespace fs = std::filesystem;
 using namespace torchport;
@@ -155,6 +156,50 @@ TEST_F(Sharded, AFailedShardedSaveLeavesNothing) {
       },
       ErrorCode::io, {"disk gone"});
   EXPECT_TRUE(test::files_in(dir_).empty());
+}
+
+// A folder without an index, as transformers, PEFT, sentence-transformers
+// and timm's save_for_hf lay it out: its one weights file, safetensors before
+// the pickle, as those libraries load it.
+TEST_F(Sharded, AModelFolderIsItsWeightsFile) {
+  shard("model.safetensors", {"a"});
+  save(TensorCatalog::from_tensors("t", layers()), dir_ / "pytorch_model.bin", SaveFormat::pytorch);
+  write_text("config.json", "{}");
+  write_text("optimizer.pt", "not read");
+  const TensorCatalog c = open(dir_);
+  EXPECT_EQ(c.format(), "safetensors");
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c.metadata().at("torchport.folder_file"), "model.safetensors");
+  fs::remove(dir_ / "model.safetensors");
+  const TensorCatalog bin = open(dir_);
+  EXPECT_EQ(bin.format(), "pytorch-zip");
+  EXPECT_EQ(bin.size(), 10u);
+  // A PEFT adapter folder.
+  fs::remove(dir_ / "pytorch_model.bin");
+  shard("adapter_model.safetensors", {"lora_A", "lora_B"});
+  EXPECT_EQ(open(dir_).size(), 2u);
+  // A scan of the folder judges the file it reads.
+  EXPECT_EQ(scan(dir_).verdict, ScanVerdict::clean);
+}
+
+TEST_F(Sharded, AFolderOfTwoLayoutsIsAmbiguous) {
+  shard("model.safetensors", {"a"});
+  shard("adapter_model.safetensors", {"b"});
+  expect_error([&] { (void)open(dir_); }, ErrorCode::ambiguous, {"adapter_model.safetensors"});
+}
+
+TEST_F(Sharded, AFolderWithNoWeightsSaysWhatItLookedFor) {
+  write_text("config.json", "{}");
+  expect_error([&] { (void)open(dir_); }, ErrorCode::not_a_checkpoint, {"model.safetensors"});
+}
+
+TEST_F(Sharded, AFolderWeightsFileMayNotLeaveTheFolder) {
+  const fs::path outside = test::temp_dir("sharded-outside");
+  save(TensorCatalog::from_tensors("t", layers()), outside / "w.safetensors",
+       SaveFormat::safetensors);
+  fs::create_symlink(outside / "w.safetensors", dir_ / "model.safetensors");
+  expect_error([&] { (void)open(dir_); }, ErrorCode::invalid_argument, {"outside"});
+  fs::remove_all(outside);
 }
 
 TEST(ByteSize, ParsesHuggingFaceSpellings) {

@@ -128,4 +128,97 @@ TEST(Sparse, BadPartsAreRefused) {
   EXPECT_THROW(Tensor::sparse_tensor(c).to_dense(), Error);
 }
 
+// torch.load's validation (_validate_loaded_sparse_tensors), with torch's
+// messages (checked against torch 2.6 and 2.14 by
+// tests/security/crafted/weights_only/ and check_weights_only.py).
+void invalid(const SparseParts& p, const std::string& message, bool coalesced = false) {
+  try {
+    p.validate(coalesced);
+    ADD_FAILURE() << "valid; wanted: " << message;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::corrupt) << e.what();
+    EXPECT_NE(e.message().find(message), std::string::npos) << e.what();
+  }
+}
+
+TEST(Sparse, ValidatedAsTorchLoadValidates) {
+  SparseParts p;
+  p.size = {2, 2};
+  p.indices = Tensor::from<std::int64_t>({0, 1, 0, 1}, {2, 2});
+  p.values = Tensor::from({1.f, 2.f}, {2});
+  EXPECT_NO_THROW(p.validate(true));
+  p.indices = Tensor::from<std::int64_t>({0, 5, 0, 1}, {2, 2});
+  invalid(p, "size is inconsistent with indices: for dim 0, size is 2 but found index 5");
+  p.indices = Tensor::from<std::int64_t>({0, 1, -1, 1}, {2, 2});
+  invalid(p, "found negative index -1 for dim 1");
+  // Saved as coalesced: repeated or unordered entries are refused; not
+  // coalesced, a repeated entry is summed by to_dense().
+  p.indices = Tensor::from<std::int64_t>({1, 1, 1, 1}, {2, 2});
+  EXPECT_NO_THROW(p.validate(false));
+  invalid(p, "cannot set is_coalesced to true", true);
+  p.indices = Tensor::from<std::int64_t>({1, 0, 0, 1}, {2, 2});
+  invalid(p, "cannot set is_coalesced to true", true);
+
+  SparseParts c;
+  c.layout = SparseParts::Layout::csr;
+  c.size = {2, 2};
+  c.compressed_indices = Tensor::from<std::int64_t>({0, 1, 2}, {3});
+  c.plain_indices = Tensor::from<std::int64_t>({0, 1}, {2});
+  c.values = Tensor::from({1.f, 2.f}, {2});
+  EXPECT_NO_THROW(c.validate());
+  c.plain_indices = Tensor::from<std::int64_t>({0, 7}, {2});
+  invalid(c, "`0 <= col_indices < ncols` is not satisfied.");
+  c.compressed_indices = Tensor::from<std::int64_t>({0, 2, 2}, {3});
+  c.plain_indices = Tensor::from<std::int64_t>({1, 0}, {2});
+  invalid(c, "are sorted and distinct along the last dimension values` is not satisfied.");
+  c.plain_indices = Tensor::from<std::int64_t>({1, 1}, {2});
+  invalid(c, "are sorted and distinct");
+  c.compressed_indices = Tensor::from<std::int64_t>({1, 2, 2}, {3});
+  c.plain_indices = Tensor::from<std::int64_t>({0, 1}, {2});
+  invalid(c, "`crow_indices[..., 0] == 0` is not satisfied.");
+  c.compressed_indices = Tensor::from<std::int64_t>({0, 1, 1}, {3});
+  invalid(c, "`crow_indices[..., -1] == nnz` is not satisfied.");
+  c.compressed_indices = Tensor::from<std::int64_t>({0, 1}, {2});
+  invalid(
+      c, "crow_indices have wrong shape: crow_indices.shape[-1] = 2 is not equal to nrows + 1 = 3");
+  c.layout = SparseParts::Layout::csc;
+  c.compressed_indices = Tensor::from<std::int64_t>({0, 2, 2}, {3});
+  c.plain_indices = Tensor::from<std::int64_t>({0, 9}, {2});
+  invalid(c, "`0 <= row_indices < nrows` is not satisfied.");
+}
+
+// Read through the reader: the crafted files of
+// tests/security/crafted/weights_only (invalid) and their twins in
+// tests/security/benign/weights_only.
+TEST(Sparse, ReadersRefuseWhatTorchLoadRefuses) {
+  const fs::path security = fs::path(TORCHPORT_FIXTURES_DIR) / ".." / "security";
+  for (const char* name :
+       {"sparse_coo_index_out_of_range", "sparse_coo_negative_index",
+        "sparse_coo_coalesced_with_duplicates", "sparse_csr_column_out_of_range",
+        "sparse_csr_unsorted_columns", "sparse_legacy_constructor_out_of_range"}) {
+    SCOPED_TRACE(name);
+    try {
+      (void)open(security / "crafted" / "weights_only" / (std::string(name) + ".pt"));
+      ADD_FAILURE() << "read";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::corrupt) << e.what();
+      EXPECT_NE(e.message().find("torch.load refuses it too"), std::string::npos) << e.what();
+      EXPECT_EQ(e.key(), "s") << e.what();
+    }
+  }
+  for (const char* name :
+       {"sparse_coo", "sparse_coo_coalesced", "sparse_csr", "sparse_legacy_constructor"}) {
+    SCOPED_TRACE(name);
+    const TensorCatalog cat =
+        open(security / "benign" / "weights_only" / (std::string(name) + ".pt"));
+    const Tensor* t = cat.find("s");
+    ASSERT_NE(t, nullptr);
+    ASSERT_TRUE(t->is_sparse());
+    EXPECT_EQ(t->shape(), (Shape{2, 2}));
+    const Tensor d = t->to_dense();
+    EXPECT_EQ(d.span<float>()[0], 1.f);
+    EXPECT_EQ(d.span<float>()[3], 2.f);
+  }
+}
+
 }  // namespace

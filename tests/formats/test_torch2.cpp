@@ -210,7 +210,7 @@ TEST(MetaTensors, TypedLoadThroughAnAdapterSaysTheFileHasNoData) {
 }
 
 // Files torch 2.6 itself saved (tests/fixtures/torch26, made by
-// make_torch26_fixtures.py under scripts/torch2.sh): read as its
+// make_torch26_fixtures.py under scripts/torch.sh 2.6): read as its
 // torch.load(weights_only=True) gives them, or refused naming what is not
 // read; scan never calls them unsafe, and says torch 2.6 loads those it reads.
 class Torch26Saved : public ::testing::TestWithParam<std::string> {};

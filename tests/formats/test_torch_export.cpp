@@ -1,9 +1,10 @@
-// torch.export archives saved by torch 2.6's torch.export.save
-// (tests/fixtures/export/make_export_fixtures.py): the catalogue holds the
-// state dict's and the constants' tensors under the names
-// torch.export.load gives them, bit for bit; the program is not read.
-// PT2 archives, the layout of later releases, written to torch's published
-// spec (make_pt2_archive_fixtures.py), and hostile ones built here.
+// torch.export archives: torch 2.6's layout (make_export_fixtures.py, saved
+// by torch 2.6), the PT2 archives torch 2.14 writes
+// (make_export214_fixtures.py: what its torch.export.load returned, names,
+// views, storages and bytes), the older spec-made PT2 fixtures
+// (make_pt2_archive_fixtures.py, which torch 2.14 reads as their expected
+// files say), and hostile or damaged archives built here. No Python runs:
+// check_export_torch_current (tests/interop) compares with torch itself.
 
 #include <gtest/gtest.h>
 
@@ -82,6 +83,119 @@ TEST_P(Pt2ArchiveFixture, ListsWhatTheSpecsLoaderGives) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Spec, Pt2ArchiveFixture, ::testing::Values("archive", "two_models"));
+
+// Archives written by torch 2.14's torch.export.save and package_pt2
+// (make_export214_fixtures.py), each with what torch.export.load (load_pt2
+// for several models) gave back: names, dtypes, shapes, strides, offsets,
+// bytes and which tensors share a storage, as torch's own loaded objects
+// had them; or the refusal and the scan's verdict where torchport reads no
+// objects (a tensor subclass, torchbind and opaque objects, AOTInductor).
+
+// Every pickle, member and code record a scan met, the report's own and its
+// members', in one list of lines (for looking a name up).
+void collect(const ScanReport& r, std::vector<std::string>& out) {
+  for (const auto& p : r.pickles)
+    for (const auto& g : p.globals)
+      out.push_back(r.path + " " + p.name + " " + g.name + (g.allowed ? " allowed" : " flagged"));
+  for (const auto& c : r.code_records) out.push_back("code " + c);
+  for (const auto& m : r.members) collect(m, out);
+}
+
+class Torch214Export : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Torch214Export, ListsWhatTorchExportLoadGives) {
+  const auto want = test::read_json(test::fixture("export/" + GetParam() + ".expected.json"));
+  const auto path = test::fixture("export/" + GetParam() + ".pt2");
+  if (want.contains("refused")) {
+    try {
+      (void)open(path);
+      ADD_FAILURE() << "read; torchport refuses this archive";
+    } catch (const Error& e) {
+      EXPECT_EQ(error_code_name(e.code()), want["refused"]["code"].get<std::string>()) << e.what();
+      EXPECT_NE(std::string(e.what()).find(want["refused"]["says"].get<std::string>()),
+                std::string::npos)
+          << e.what();
+    }
+  } else {
+    const TensorCatalog cat = open(path);
+    EXPECT_EQ(cat.format(), "torch-export");
+    EXPECT_EQ(cat.metadata().at("torch_export.layout"), "pt2-archive");
+    ASSERT_EQ(cat.size(), want["tensors"].size());
+    std::map<std::int64_t, const Storage*> storages;
+    for (std::size_t i = 0; i < cat.size(); ++i) {
+      const auto& w = want["tensors"][i];
+      const NamedTensor& t = cat.tensors()[i];
+      SCOPED_TRACE(t.name);
+      EXPECT_EQ(t.name, w["name"].get<std::string>());
+      EXPECT_EQ(dtype_name(t.tensor.dtype()), w["dtype"].get<std::string>());
+      EXPECT_EQ(t.tensor.shape(), w["shape"].get<Shape>());
+      EXPECT_EQ(t.tensor.strides(), w["strides"].get<Shape>());
+      EXPECT_EQ(t.tensor.storage_offset(), w["offset"].get<std::int64_t>());
+      EXPECT_EQ(t.tensor.storage()->nbytes(), w["storage_nbytes"].get<std::uint64_t>());
+      EXPECT_EQ(test::tensor_sha256(t.tensor), w["sha256"].get<std::string>());
+      // One storage where torch's tensors share one, and only there.
+      const auto [it, fresh] =
+          storages.try_emplace(w["storage"].get<std::int64_t>(), t.tensor.storage().get());
+      if (!fresh) {
+        EXPECT_EQ(it->second, t.tensor.storage().get()) << "not one storage";
+      }
+      for (const auto& [id, st] : storages) {
+        if (id != w["storage"].get<std::int64_t>()) {
+          EXPECT_NE(st, t.tensor.storage().get()) << "shares storage " << id;
+        }
+      }
+    }
+  }
+  const ScanReport r = scan(path);
+  EXPECT_EQ(scan_verdict_name(r.verdict), want["scan"]["verdict"].get<std::string>()) << r.reason();
+  std::vector<std::string> seen;
+  collect(r, seen);
+  const auto has = [&](const std::string& needle) {
+    return std::any_of(seen.begin(), seen.end(),
+                       [&](const std::string& l) { return l.find(needle) != std::string::npos; });
+  };
+  if (want["scan"].contains("global")) {
+    EXPECT_TRUE(has(want["scan"]["global"].get<std::string>() + " flagged"));
+  }
+  if (want["scan"].contains("code")) {
+    for (const auto& c : want["scan"]["code"]) {
+      EXPECT_TRUE(has("code " + c.get<std::string>()));
+    }
+  }
+  // No finding but the objects' and the code's: the archive is read to its
+  // end, nothing is malformed.
+  for (const auto& f : r.findings)
+    EXPECT_TRUE(f.severity == ScanVerdict::unsafe) << f.reason << ": " << f.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Saved, Torch214Export,
+                         ::testing::Values("net214", "multi214", "pickled214", "objects214",
+                                           "aoti214"));
+
+// Each object torch 2.14's loader unpickles is judged with what its
+// unpickler would import: the opaque object's class (pickle.loads), the
+// torchbind class (TorchScript's unpickler), the tensor subclass
+// (torch.load(weights_only=False)).
+TEST(Torch214Objects, EachObjectIsJudgedAsTheLoaderReadsIt) {
+  const ScanReport r = scan(test::fixture("export/objects214.pt2"));
+  EXPECT_EQ(r.reading, "ok") << r.reading_error;
+  std::vector<std::string> seen;
+  collect(r, seen);
+  const auto has = [&](const std::string& needle) {
+    return std::any_of(seen.begin(), seen.end(),
+                       [&](const std::string& l) { return l.find(needle) != std::string::npos; });
+  };
+  EXPECT_TRUE(has("opaque_obj_0 pickle __main__.Counter flagged"));
+  EXPECT_TRUE(
+      has("custom_obj_0 archive/data.pkl "
+          "__torch__.torch.classes.quantized.LinearPackedParamsBase flagged"));
+  // The sample inputs (torch.load, weights_only=True then False) are judged too.
+  EXPECT_TRUE(
+      has("data/sample_inputs/model.pt archive/data.pkl torch._utils._rebuild_tensor_v2 "
+          "allowed"));
+  const ScanReport p = scan(test::fixture("export/pickled214.pt2"));
+  EXPECT_EQ(p.reading, "ok") << p.reading_error;
+}
 
 // A PT2 archive built record by record: a valid one-model archive ("m")
 // whose records a test replaces or adds to.
@@ -277,6 +391,28 @@ TEST(Pt2ArchiveBuilt, PickledObjectsAreRefusedAndJudged) {
                .weights("{\"w\": " + Pt2Builder::payload("weight_0", 1, {56}, {1}, 0) + "}")
                .write(dir2));
   EXPECT_EQ(named.verdict, ScanVerdict::unsafe);
+  // Each place torch 2.14's loader unpickles: a use_pickle weight
+  // (torch.load, weights_only=False), the sample inputs (torch.load,
+  // weights_only=True and then False), a torchbind object (TorchScript's
+  // unpickler), an opaque object (pickle.loads).
+  const std::string pickled =
+      "{\"w\": {\"path_name\": \"weight_0\", \"is_param\": true, \"use_pickle\": true, "
+      "\"tensor_meta\": " +
+      Pt2Builder::meta(7, {4}, {1}, 0) + "}}";
+  const auto use_pickle = Pt2Builder().set("data/weights/weight_0", evil).weights(pickled);
+  expect_refused(use_pickle, ErrorCode::unsafe_global, "os.system");
+  EXPECT_EQ(scan(use_pickle.write(dir2)).verdict, ScanVerdict::unsafe);
+  const auto inputs = Pt2Builder().set("data/sample_inputs/m.pt", evil);
+  EXPECT_EQ(scan(inputs.write(dir2)).verdict, ScanVerdict::unsafe);
+  const auto custom = Pt2Builder()
+                          .set("data/constants/custom_obj_0", evil)
+                          .constants(
+                              "{\"obj\": {\"path_name\": \"custom_obj_0\", \"is_param\": "
+                              "false, \"use_pickle\": true, \"tensor_meta\": null}}");
+  expect_refused(custom, ErrorCode::unsupported, "torchbind");
+  const ScanReport c = scan(custom.write(dir2));
+  EXPECT_EQ(c.verdict, ScanVerdict::unsafe);
+  EXPECT_EQ(c.reading, "ok") << c.reading_error;
   // Raw floats that merely begin like a pickle (0x80 0x02, then no opcode)
   // are tensor data: the archive is clean, not malformed.
   const std::string raw = std::string("\x80\x02\xff\xfe", 4) + std::string(12, '\x01');
@@ -322,6 +458,93 @@ TEST(TorchExportLater, AotInductorPackageIsRefusedAndItsCodeListed) {
   std::filesystem::remove_all(dir);
 }
 
+// torch 2.6's layout as torch.export.load (2.6, and 2.14's fallback) reads
+// it: Python's zipfile, the last of serialized_state_dict.pt / .json in the
+// archive's order, a version record of major 8, the constants and example
+// inputs present.
+TEST(TorchExportSaved, ReadAsTorchExportLoadReadsIt) {
+  const auto bytes = [](const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string views = bytes(test::fixture("views.pt"));
+  const std::string protocol2 = bytes(test::fixture("protocol2.pt"));
+  const std::string others = bytes(test::fixture("dtypes.pt"));  // the constants
+  const auto dir = test::temp_dir("export26");
+  const auto write = [&](const std::vector<std::pair<std::string, std::string>>& records) {
+    const auto path = dir / "e.pt2";
+    AtomicFile f(path);
+    ZipWriter z(f);
+    for (const auto& [name, data] : records)
+      z.add_entry(name, std::as_bytes(std::span<const char>(data.data(), data.size())));
+    z.finish();
+    f.commit();
+    return path;
+  };
+  const auto first_name = [](const std::filesystem::path& p) {
+    return open(p).tensors().at(0).name;
+  };
+  const std::string want_views = open(test::fixture("views.pt")).tensors().at(0).name;
+  const std::string want_p2 = open(test::fixture("protocol2.pt")).tensors().at(0).name;
+  ASSERT_NE(want_views, want_p2);
+  // Both spellings: the later one is the state dict.
+  EXPECT_EQ(first_name(write({{"serialized_exported_program.json", "{}"},
+                              {"serialized_state_dict.pt", views},
+                              {"serialized_state_dict.json", protocol2},
+                              {"serialized_constants.pt", others},
+                              {"serialized_example_inputs.pt", ""},
+                              {"version", "8.2"}})),
+            want_p2);
+  EXPECT_EQ(first_name(write({{"serialized_exported_program.json", "{}"},
+                              {"serialized_state_dict.json", protocol2},
+                              {"serialized_state_dict.pt", views},
+                              {"serialized_constants.pt", others},
+                              {"serialized_example_inputs.pt", ""},
+                              {"version", "8.2"}})),
+            want_views);
+  const auto refused = [&](const std::vector<std::pair<std::string, std::string>>& records,
+                           ErrorCode code, const std::string& needle) {
+    try {
+      (void)open(write(records));
+      ADD_FAILURE() << "read; expected " << needle;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  // Example inputs naming a class torch imports (its torch.load falls back
+  // to weights_only=False): judged as a file of their own, the archive
+  // still read to its end.
+  const std::string thing =
+      std::string("\x80\x02") + std::string("cmymod\nThing\nq\x00)\x81q\x01.", 20);
+  const auto with_inputs = write({{"serialized_exported_program.json", "{}"},
+                                  {"serialized_state_dict.pt", views},
+                                  {"serialized_constants.pt", others},
+                                  {"serialized_example_inputs.pt", thing},
+                                  {"version", "8.2"}});
+  EXPECT_EQ(first_name(with_inputs), want_views);
+  const ScanReport r = scan(with_inputs);
+  EXPECT_EQ(r.verdict, ScanVerdict::unsafe);
+  EXPECT_EQ(r.reading, "ok") << r.reading_error;
+  refused({{"serialized_exported_program.json", "{}"},
+           {"serialized_state_dict.pt", views},
+           {"serialized_example_inputs.pt", ""},
+           {"version", "8.2"}},
+          ErrorCode::corrupt, "serialized_constants.pt");
+  refused({{"serialized_exported_program.json", "{}"},
+           {"serialized_state_dict.pt", views},
+           {"serialized_constants.pt", others},
+           {"serialized_example_inputs.pt", ""}},
+          ErrorCode::corrupt, "version record");
+  refused({{"serialized_exported_program.json", "{}"},
+           {"serialized_state_dict.pt", views},
+           {"serialized_constants.pt", others},
+           {"serialized_example_inputs.pt", ""},
+           {"version", "9.0"}},
+          ErrorCode::unsupported, "major version 8");
+  std::filesystem::remove_all(dir);
+}
+
 // An export archive whose state dict is another export archive (each
 // level would recurse, as deep as the file is long): refused at the
 // second level. Each level ends with 70 KB of padding so that no inner end
@@ -340,6 +563,8 @@ TEST(TorchExportLater, NestedExportArchivesAreRefused) {
       };
       add("serialized_exported_program.json", "{}");
       add("serialized_state_dict.pt", inner);
+      add("serialized_constants.pt", "not reached");
+      add("serialized_example_inputs.pt", "not reached");
       add("version", "8.2");
       add("extra_files/pad", pad);
       z.finish();

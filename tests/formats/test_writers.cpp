@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <fstream>
@@ -82,21 +83,18 @@ TEST_F(Writers, SafetensorsLayout) {
   EXPECT_EQ(it.key(), "__metadata__");
   EXPECT_EQ((*it)["format"], "pt");
   EXPECT_EQ((*it)["source"], "unit test");
-  // Sorted by alignment (largest first), then name; every offset aligned.
-  std::size_t prev_align = 64;
-  std::string prev_name;
+  // The catalogue's order, in the header and the data, the data tiled.
+  std::vector<std::string> names;
   std::uint64_t expect_begin = 0;
   for (++it; it != j.end(); ++it) {
-    const DType d = *dtype_from_name((*it)["dtype"].get<std::string>());
-    const std::size_t a = dtype_alignment(d);
-    EXPECT_TRUE(a < prev_align || (a == prev_align && it.key() > prev_name)) << it.key();
+    names.push_back(it.key());
     const auto begin = (*it)["data_offsets"][0].get<std::uint64_t>();
     EXPECT_EQ(begin, expect_begin);
-    EXPECT_EQ((8 + n + begin) % a, 0u) << it.key();
     expect_begin = (*it)["data_offsets"][1].get<std::uint64_t>();
-    prev_align = a;
-    prev_name = it.key();
   }
+  std::vector<std::string> order;
+  for (const auto& t : want) order.push_back(t.name);
+  EXPECT_EQ(names, order);
   EXPECT_EQ(8 + n + expect_begin, bytes.size());
 }
 
@@ -166,10 +164,17 @@ TEST_F(Writers, PytorchArchiveLayout) {
   const auto zip = ZipArchive::open(src, {});
   ASSERT_GE(zip.entries().size(), 4u);
   EXPECT_EQ(zip.entries().front().name, "my/data.pkl");  // torch: the stem up to the first dot
-  // torch 2.x's order: ..., version, then .data/serialization_id (40 digits)
-  ASSERT_GE(zip.entries().size(), 2u);
-  EXPECT_EQ(zip.entries()[zip.entries().size() - 2].name, "my/version");
-  EXPECT_EQ(zip.entries().back().name, "my/.data/serialization_id");
+  // torch 2.14's records in its order: data.pkl, .format_version,
+  // .storage_alignment, byteorder, the storages numbered in order, version,
+  // then .data/serialization_id (40 digits).
+  std::vector<std::string> names;
+  for (const auto& e : zip.entries()) names.push_back(e.name);
+  std::vector<std::string> want = {"my/data.pkl", "my/.format_version", "my/.storage_alignment",
+                                   "my/byteorder"};
+  for (int i = 0; i < kDTypeCount; ++i) want.push_back("my/data/" + std::to_string(i));
+  want.push_back("my/version");
+  want.push_back("my/.data/serialization_id");
+  EXPECT_EQ(names, want);
   auto text = [&](const char* name) {
     const auto* e = zip.find(name);
     EXPECT_NE(e, nullptr) << name;
@@ -181,6 +186,8 @@ TEST_F(Writers, PytorchArchiveLayout) {
   EXPECT_EQ(id.size(), 40u);
   EXPECT_TRUE(std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; })) << id;
   EXPECT_EQ(text("my/byteorder"), "little");
+  EXPECT_EQ(text("my/.format_version"), "1");
+  EXPECT_EQ(text("my/.storage_alignment"), "64");
   const std::string pkl = text("my/data.pkl");
   EXPECT_EQ(pkl.substr(0, 2), "\x80\x02");
   EXPECT_NE(pkl.find("ccollections\nOrderedDict\n"), std::string::npos);
@@ -484,6 +491,60 @@ TEST_F(Writers, ZipWriterForcedZip64Records) {
               data[i]);
     EXPECT_EQ(le(x, local + 14, 4), le(x, cd + 16, 4));  // the patched CRC matches the directory
     cd += 46 + name_len + extra_len;
+  }
+}
+
+// torch's layout (miniz): a non-empty entry's local header has flag bit 3
+// and zero CRC-32 and sizes, and a data descriptor follows its data; an
+// empty entry has neither; the next local header follows at once. torch
+// 2.x's load computes record offsets from exactly this.
+TEST_F(Writers, ZipWriterTorchLayoutAsMiniz) {
+  for (const bool force64 : {false, true}) {
+    SCOPED_TRACE(force64 ? "zip64" : "plain");
+    AtomicFile f(dir_ / "t.zip");
+    ZipWriterOptions o;
+    o.torch_layout = true;
+    o.force_zip64 = force64;
+    ZipWriter z(f, o);
+    const std::string a = "torch's first record", b = "second";
+    z.add_entry("t/a", std::as_bytes(std::span<const char>(a.data(), a.size())));
+    z.add_entry("t/empty", {});
+    z.add_entry("t/b", std::as_bytes(std::span<const char>(b.data(), b.size())));
+    z.finish();
+    f.commit();
+    const auto x = test::read_bytes(dir_ / "t.zip");
+    std::size_t local = 0;
+    const std::vector<std::string> data = {a, "", b};
+    for (const auto& d : data) {
+      SCOPED_TRACE(d);
+      ASSERT_EQ(le(x, local, 4), 0x04034b50u);
+      EXPECT_EQ(le(x, local + 6, 2), d.empty() ? 0u : 8u);  // bit 3
+      EXPECT_EQ(le(x, local + 14, 4), 0u);                  // CRC-32 follows
+      if (!d.empty() && !force64) {
+        EXPECT_EQ(le(x, local + 18, 4), 0u);
+        EXPECT_EQ(le(x, local + 22, 4), 0u);
+      }
+      const std::size_t extra = le(x, local + 28, 2);
+      const std::size_t start = local + 30 + le(x, local + 26, 2) + extra;
+      EXPECT_EQ(start % 64, 0u);
+      // The extra fields: zip64 sizes (when forced), then torch's padding.
+      const std::size_t pad_at = local + 30 + le(x, local + 26, 2) + (force64 ? 20 : 0);
+      EXPECT_EQ(le(x, pad_at, 2), 0x4246u);
+      EXPECT_EQ(pad_at + 4 + le(x, pad_at + 2, 2), start);
+      std::size_t next = start + d.size();
+      if (!d.empty()) {
+        EXPECT_EQ(le(x, next, 4), 0x08074b50u);
+        EXPECT_EQ(le(x, next + 4, 4),
+                  crc32_z(0, reinterpret_cast<const Bytef*>(d.data()), d.size()));
+        EXPECT_EQ(le(x, next + 8, force64 ? 8 : 4), d.size());
+        next += force64 ? 24 : 16;
+      }
+      local = next;
+    }
+    EXPECT_EQ(le(x, local, 4), 0x02014b50u);  // the directory follows the last record
+    const auto zip = ZipArchive::open(Source::map_file(dir_ / "t.zip"), {});
+    ASSERT_EQ(zip.entries().size(), 3u);
+    for (const auto& e : zip.entries()) EXPECT_NO_THROW(zip.verify_crc(e)) << e.name;
   }
 }
 

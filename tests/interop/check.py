@@ -209,7 +209,25 @@ def check_dcp(folder, out_path):
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         ref_path = os.path.join(tmp, "ref.pt")
-        dcp_to_torch_save(folder, ref_path)
+        try:
+            dcp_to_torch_save(folder, ref_path)
+        except BaseException as e:  # noqa: BLE001 - torch wraps it in CheckpointException, a BaseException
+            # The fixtures' .metadata was pickled by torch 2.6 on Python 3.13,
+            # which names pathlib._local: an older Python cannot unpickle it,
+            # so this torch cannot reassemble them (the current torch's own
+            # DCPs are checked by dcp_consolidation.py).
+            import traceback
+
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            causes = [e, *getattr(e, "failures", {}).values()]
+            text = "".join("".join(traceback.format_exception(c)) if isinstance(c, BaseException) else str(c)
+                           for c in causes)
+            if "pathlib._local" not in text:
+                raise
+            print(f"skipped: Python {sys.version.split()[0]} cannot unpickle a .metadata written "
+                  "on Python 3.13 (pathlib._local)")
+            return
         ref = torch.load(ref_path, weights_only=False)
     out = torch.load(out_path, weights_only=False)
     same_tree(ref, out)

@@ -108,7 +108,7 @@ TEST_F(Interop, SafetensorsBackToPytorch) {
   convert_and_check(
       p("state.pt") + " " + p("st.safetensors") + " --exclude complex128",
       "safetensors " + p("state.pt") + " " + p("st.safetensors") + " --exclude complex128");
-  // Back to a PyTorch zip: the same tensors (in safetensors' sorted order).
+  // Back to a PyTorch zip: the same tensors, in the same order.
   std::string out;
   ASSERT_EQ(run_command(std::string(TORCHPORT_TOOL) + " convert " + p("st.safetensors") + " " +
                             p("st_back.pt"),

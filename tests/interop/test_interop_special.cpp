@@ -7,6 +7,9 @@
 // The other direction (files torch and numpy wrote, read by torchport) is
 // tests/formats/test_quantized.cpp and test_numpy.cpp.
 
+#include <sstream>
+#include <utility>
+
 #include <gtest/gtest.h>
 
 #include "support/fixtures.hpp"
@@ -25,7 +28,8 @@ std::string q(const fs::path& p) {
 
 void convert(const std::string& args, int want_rc = 0, std::string* out = nullptr) {
   std::string o;
-  EXPECT_EQ(run_command(std::string(TORCHPORT_TOOL) + " convert " + args, &o), want_rc) << o;
+  EXPECT_EQ(run_command(std::string(TORCHPORT_TOOL) + " convert --force " + args, &o), want_rc)
+      << o;
   if (out) *out = o;
 }
 
@@ -153,6 +157,25 @@ TEST(InteropSpecial, NumpyArraysToPt) {
   }
 }
 
+// The whole object, numpy arrays written back as numpy pickles them: torch
+// loads the same containers, numbers and arrays (dtype, shape, memory order,
+// values) from the copy as from the original.
+TEST(InteropSpecial, NumpyArraysStayArraysInTheWholeObject) {
+  const fs::path dir = torchport::test::temp_dir("interop_numpy_whole");
+  for (const char* name : {"training_numpy.pt", "training_numpy_legacy.pt"}) {
+    SCOPED_TRACE(name);
+    const fs::path in = fixture(std::string("numpy/") + name);
+    const fs::path out = dir / (std::string(name) + ".whole.pt");
+    convert(q(in) + " " + q(out));
+    std::string o;
+    ASSERT_EQ(run_command(kPython + " " + q(fixture("numpy/make_numpy_fixtures.py")) +
+                              " check_whole " + q(out) + " " + q(in),
+                          &o),
+              0)
+        << o;
+  }
+}
+
 // What torch 2.6 saved with its new dtypes (uint16/32/64, float8,
 // complex32, bits), conj/neg views and nested tensors, converted to .pt,
 // loads with its
@@ -187,6 +210,81 @@ TEST(InteropSpecial, PackedQuantizedRoundTripThroughPt) {
     convert(q(in) + " " + q(dir / (std::string(name) + "_out.pt")));
     python_check(fixture("torch26/make_torch26_fixtures.py"), dir / (std::string(name) + "_out.pt"),
                  in);
+  }
+}
+
+// The torch this test runs under, as (major, minor).
+std::pair<int, int> torch_version() {
+  std::string o;
+  EXPECT_EQ(run_command(kPython + " -W ignore -c \"import torch; v = torch.__version__.split('.'); "
+                                  "print(v[0], v[1])\"",
+                        &o),
+            0)
+      << o;
+  int major = 0, minor = 0;
+  std::istringstream(o.substr(o.find_last_of('\n', o.size() - 2) + 1)) >> major >> minor;
+  return {major, minor};
+}
+
+// What torch 2.14 saved (tests/fixtures/torch214), converted to .pt: torch
+// 2.14 loads it with weights_only=True as the original (plain, mmap, and
+// with calculate_storage_offsets, which finds every record from the
+// layout alone); torch 1.13 and 2.6 have no float8_e8m0fnu,
+// float4_e2m1fn_x2 or bcomplex32 and refuse each by name (1.13 names
+// _rebuild_tensor_v3, which it predates). Converted to safetensors, the
+// current safetensors (0.8.0) loads F8_E8M0, F4 (its shape in 4-bit
+// values) and C64 with load_file and safe_open as torch's tensors.
+TEST(InteropSpecial, Torch214DtypesThroughPtAndSafetensors) {
+  const auto [major, minor] = torch_version();
+  const bool current = major > 2 || (major == 2 && minor >= 14);
+  const fs::path dir = torchport::test::temp_dir("interop_torch214");
+  const fs::path script = fixture("torch214/make_torch214_fixtures.py");
+  if (current) {
+    for (const char* name : {"dtypes", "views", "align4096", "conversions", "crc_zero"}) {
+      SCOPED_TRACE(name);
+      const fs::path in = fixture(std::string("torch214/") + name + ".pt");
+      const fs::path out = dir / (std::string(name) + "_out.pt");
+      convert(q(in) + " " + q(out));
+      std::string o;
+      EXPECT_EQ(
+          run_command(kPython + " -W ignore " + q(script) + " check " + q(out) + " " + q(in), &o),
+          0)
+          << o;
+      EXPECT_NE(o.find("4 ways"), std::string::npos) << o;  // calculate_storage_offsets too
+    }
+    // safetensors holds neither complex32/complex128/bcomplex32, the fnuz
+    // float8 kinds (torchport writes them to .pt only) nor bits.
+    const std::string not_in_safetensors =
+        " --exclude '^(bc|complex32|complex128|bcomplex32|float8_e4m3fnuz|float8_e5m2fnuz|bits)'";
+    for (const char* name : {"dtypes", "views", "crc_zero"}) {
+      SCOPED_TRACE(name);
+      const fs::path in = fixture(std::string("torch214/") + name + ".pt");
+      const fs::path out = dir / (std::string(name) + ".safetensors");
+      convert(q(in) + " " + q(out) + not_in_safetensors);
+      std::string o;
+      EXPECT_EQ(run_command(kPython + " -W ignore " + q(script) + " check_safetensors " + q(out) +
+                                " " + q(in),
+                            &o),
+                0)
+          << o;
+      if (std::string(name) == "dtypes") {
+        for (const char* d : {"float8_e8m0fnu", "float4_e2m1fn_x2", "complex64"})
+          EXPECT_NE(o.find(d), std::string::npos) << o;
+      }
+    }
+    return;
+  }
+  // Each new dtype alone, so the refusal names it.
+  for (const char* d : {"float8_e8m0fnu", "float4_e2m1fn_x2", "bcomplex32"}) {
+    SCOPED_TRACE(d);
+    const fs::path out = dir / (std::string(d) + ".pt");
+    convert(q(fixture("torch214/dtypes.pt")) + " " + q(out) + " --include '^" + d + "$'");
+    const std::string word = major < 2 ? "_rebuild_tensor_v3" : std::string("torch.") + d;
+    std::string o;
+    EXPECT_EQ(
+        run_command(kPython + " -W ignore " + q(script) + " refused " + q(out) + " " + word, &o), 0)
+        << o;
+    EXPECT_NE(o.find("refused naming " + word), std::string::npos) << o;
   }
 }
 

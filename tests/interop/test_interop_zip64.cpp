@@ -1,6 +1,8 @@
 // A storage larger than 4 GiB through torchport convert: the PyTorch zip
 // needs zip64 sizes for that record and zip64 offsets for the records after
-// it, and torch's own reader (miniz) must load the result. The input is a
+// it, and torch's own reader (miniz) must load the result (torch 2.14 also
+// with calculate_storage_offsets, which places records by miniz's layout
+// rules past 4 GiB). The input is a
 // sparse safetensors file, so only the 4.3 GB output costs disk (about a
 // minute in all; `ctest -LE slow` skips it).
 
@@ -64,6 +66,24 @@ TEST(InteropZip64, RecordOverFourGiBLoadsInTorch) {
       "assert int(h[-1]) == 7 and int(h[:4096].sum()) == 0 and int(h[2**32:2**32 + 4096].sum()) == "
       "0\n"
       "assert d['small'].tolist() == [1, 2, 3]\n"
+      // torch 2.14 (not 1.13 or 2.6) can place every storage from the
+      // layout alone: record 1's header after record 0's 4 GiB of data and
+      // its 24-byte zip64 descriptor, with a zip64 field of its header's
+      // offset; TORCH_SERIALIZATION_DEBUG checks each place against the
+      // directory.
+      "import os\n"
+      "try:\n"
+      "  from torch.utils.serialization import config\n"
+      "except ImportError:\n"
+      "  config = None\n"
+      "if config is not None:\n"
+      "  os.environ['TORCH_SERIALIZATION_DEBUG'] = '1'\n"
+      "  config.load.calculate_storage_offsets = True\n"
+      "  e = torch.load('" +
+      (dir / "big.pt").string() +
+      "', weights_only=True, mmap=True)\n"
+      "  assert int(e['huge'][-1]) == 7 and e['small'].tolist() == [1, 2, 3]\n"
+      "  print('offsets computed from the layout')\n"
       "print('ok')\n";
   const int rc = run_command(torchport::test::python() + " -W ignore -c \"" + check + "\"", &out);
   fs::remove_all(dir);

@@ -4,8 +4,10 @@
 // it, and every output is bounded (work counted, not timed).
 
 #include <bzlib.h>
+#include <lz4frame.h>
 #include <lzma.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include <cstring>
 #include <string>
@@ -113,8 +115,21 @@ Bytes encode(Compression c, const Bytes& in) {
       return lzma(in, Lz::xz);
     case Compression::lzma:
       return lzma(in, Lz::alone);
-    case Compression::zstd:
-      break;
+    case Compression::zstd: {
+      Bytes out(ZSTD_compressBound(in.size()));
+      const std::size_t n = ZSTD_compress(out.data(), out.size(), in.data(), in.size(), 3);
+      out.resize(ZSTD_isError(n) ? 0 : n);
+      return out;
+    }
+    case Compression::lz4: {
+      LZ4F_preferences_t prefs{};
+      prefs.frameInfo.contentChecksumFlag = LZ4F_contentChecksumEnabled;
+      Bytes out(LZ4F_compressFrameBound(in.size(), &prefs));
+      const std::size_t n =
+          LZ4F_compressFrame(out.data(), out.size(), in.data(), in.size(), &prefs);
+      out.resize(LZ4F_isError(n) ? 0 : n);
+      return out;
+    }
   }
   return {};
 }
@@ -126,7 +141,8 @@ Bytes payload(std::size_t n) {
 }
 
 constexpr Compression kAll[] = {Compression::gzip, Compression::zlib, Compression::bzip2,
-                                Compression::xz, Compression::lzma};
+                                Compression::xz,   Compression::lzma, Compression::zstd,
+                                Compression::lz4};
 
 Decompressed run(Compression c, const Bytes& in, std::uint64_t max = 1u << 26) {
   return decompress(c, in, max, "the test's bound", "test");
@@ -144,11 +160,90 @@ TEST(Compression, EachDecodesItsOwnLibrarysOutputAndIsSniffed) {
     EXPECT_EQ(d.bytes, data) << compression_name(c);
     EXPECT_EQ(d.consumed, z.size()) << compression_name(c);
   }
+  // A zstd frame's magic alone is a frame cut short.
   const Bytes zstd{std::byte{0x28}, std::byte{0xb5}, std::byte{0x2f}, std::byte{0xfd}};
   EXPECT_EQ(sniff_compression(zstd), Compression::zstd);
   const Decompressed d = run(Compression::zstd, zstd);
   ASSERT_TRUE(d.error);
-  EXPECT_EQ(d.error->code(), ErrorCode::unsupported);
+  EXPECT_EQ(d.error->code(), ErrorCode::truncated) << d.error->what();
+}
+
+// zstd as the zstandard module's reader reads it (torch's DCP stream.zstd
+// transform): frames back to back are one output, skippable frames are
+// stepped over, bytes after a frame that start none are an error, and a
+// frame that is no zstd (a damaged header) is refused as such.
+TEST(Compression, ZstdFramesAreReadAsZstandardReadsThem) {
+  const Bytes a = bytes_of("first frame;"), b = bytes_of("second frame");
+  const Bytes skippable{std::byte{0x50}, std::byte{0x2a}, std::byte{0x4d}, std::byte{0x18},
+                        std::byte{3},    std::byte{0},    std::byte{0},    std::byte{0},
+                        std::byte{'x'},  std::byte{'y'},  std::byte{'z'}};
+  const Decompressed two =
+      run(Compression::zstd,
+          concat(concat(encode(Compression::zstd, a), skippable), encode(Compression::zstd, b)));
+  ASSERT_FALSE(two.error) << two.error->what();
+  EXPECT_EQ(text_of(two.bytes), "first frame;second frame");
+  const Decompressed trailing =
+      run(Compression::zstd, concat(encode(Compression::zstd, a), bytes_of("NOT A FRAME")));
+  ASSERT_TRUE(trailing.error);
+  EXPECT_EQ(trailing.error->code(), ErrorCode::corrupt) << trailing.error->what();
+  EXPECT_NE(std::string(trailing.error->what()).find("zstd"), std::string::npos);
+  EXPECT_EQ(text_of(trailing.bytes), "first frame;");
+  Bytes damaged = encode(Compression::zstd, payload(5000));
+  damaged[4] = std::byte{0xff};  // a frame header descriptor with reserved bits set
+  const Decompressed bad = run(Compression::zstd, damaged);
+  ASSERT_TRUE(bad.error);
+  EXPECT_EQ(bad.error->code(), ErrorCode::corrupt) << bad.error->what();
+}
+
+// LZ4 as python-lz4's LZ4FrameFile reads it (joblib's compress='lz4'):
+// frames back to back are one output, a skippable frame ends one frame and
+// the next starts after it, bytes after a frame that start none are an
+// error (its reader has no trailing error to ignore), a damaged content
+// checksum is refused. A file that opens with skippable frames is sniffed
+// by the frame after them.
+TEST(Compression, Lz4FramesAreReadAsPythonLz4ReadsThem) {
+  const Bytes a = bytes_of("first frame;"), b = bytes_of("second frame");
+  const Bytes skippable{std::byte{0x5a}, std::byte{0x2a}, std::byte{0x4d}, std::byte{0x18},
+                        std::byte{3},    std::byte{0},    std::byte{0},    std::byte{0},
+                        std::byte{'x'},  std::byte{'y'},  std::byte{'z'}};
+  const Decompressed two =
+      run(Compression::lz4,
+          concat(concat(encode(Compression::lz4, a), skippable), encode(Compression::lz4, b)));
+  ASSERT_FALSE(two.error) << two.error->what();
+  EXPECT_EQ(text_of(two.bytes), "first frame;second frame");
+  EXPECT_EQ(sniff_compression(concat(skippable, encode(Compression::lz4, a))), Compression::lz4);
+  EXPECT_EQ(sniff_compression(concat(skippable, encode(Compression::zstd, a))), Compression::zstd);
+  EXPECT_EQ(sniff_compression(concat(skippable, bytes_of("no frame after it"))), std::nullopt);
+  const Decompressed trailing =
+      run(Compression::lz4, concat(encode(Compression::lz4, a), bytes_of("NOT A FRAME")));
+  ASSERT_TRUE(trailing.error);
+  EXPECT_EQ(trailing.error->code(), ErrorCode::corrupt) << trailing.error->what();
+  EXPECT_EQ(text_of(trailing.bytes), "first frame;");
+  Bytes damaged = encode(Compression::lz4, payload(5000));
+  damaged[damaged.size() - 1] ^= std::byte{0xff};  // the content checksum
+  const Decompressed bad = run(Compression::lz4, damaged);
+  ASSERT_TRUE(bad.error);
+  EXPECT_EQ(bad.error->code(), ErrorCode::corrupt) << bad.error->what();
+}
+
+// .lzma as liblzma's auto decoder (Python's lzma.open, pandas' '.xz')
+// takes it: any properties byte with lc + lp <= 4 and a dictionary of 2^n
+// or 2^n + 2^(n-1) bytes, not only the 5d 00 00 80 00 xz-utils writes.
+TEST(Compression, LzmaAloneIsSniffedAsLiblzmaTakesIt) {
+  Bytes z = encode(Compression::lzma, payload(1000));
+  ASSERT_EQ(sniff_compression(z), Compression::lzma);
+  z[1] = std::byte{0};
+  z[2] = std::byte{0};
+  z[3] = std::byte{0x30};  // 3 MiB: 2^21 + 2^20
+  z[4] = std::byte{0};
+  EXPECT_EQ(sniff_compression(z), Compression::lzma);
+  const Decompressed d = run(Compression::lzma, z);
+  EXPECT_FALSE(d.error) << d.error->what();
+  z[3] = std::byte{0x50};  // 5 MiB: no such dictionary
+  EXPECT_EQ(sniff_compression(z), std::nullopt);
+  z[3] = std::byte{0x30};
+  z[0] = std::byte{44};  // lc 8, lp 4
+  EXPECT_EQ(sniff_compression(z), std::nullopt);
 }
 
 TEST(Compression, WeakMagicsAreOnlyGuesses) {
@@ -177,7 +272,7 @@ TEST(Compression, ConcatenatedStreamsAreReadAsPythonReadsThem) {
   }
   // After a complete stream, bytes that start none end the data (Python's
   // bz2, lzma and joblib's zlib readers stop there); gzip's reader raises,
-  // except for zero padding.
+  // except for zero padding (and zstandard's raises: below).
   const Bytes garbage = bytes_of("not a stream");
   for (Compression c : {Compression::zlib, Compression::bzip2, Compression::xz}) {
     const Decompressed d = run(c, concat(encode(c, a), garbage));

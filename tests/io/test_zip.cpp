@@ -314,6 +314,12 @@ TEST(Zip, RefusesDamagedCentralHeaders) {
                  "encrypted");
   expect_refused(build({{.name = "x", .data = "abc", .method = 12}}), ErrorCode::unsupported,
                  "compression method 12");
+  // Bit 13 (local header values masked): miniz refuses the archive, Python's
+  // zipfile ignores the bit.
+  const auto masked = build({{.name = "x", .data = "abc", .flags = 1u << 13}});
+  expect_refused(masked, ErrorCode::unsupported, "general purpose bit 13");
+  EXPECT_NO_THROW(
+      ZipArchive::open(Source::from_buffer(masked, "test.zip"), {}, ZipMethods::python));
   expect_refused(build({{.name = "x", .data = "abc", .central_size = 4}}), ErrorCode::corrupt,
                  "stored entry declares");
   expect_refused(build({{.name = "x", .data = "a"}, {.name = "x", .data = "b"}}),

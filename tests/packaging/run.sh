@@ -79,20 +79,36 @@ elif [ "$mode" = find_package ]; then
     check_read_only "$work/build-read/$exe" "$(link_line "$work/build-read" $exe)"
   done
 
-  # pkg-config: one module per component, torchport for all of them.
+  # pkg-config: one module per component, torchport for all of them. They
+  # give the static libraries, as the CMake targets do: a program linked
+  # with them, without a runpath or LD_LIBRARY_PATH, starts and runs (with
+  # -L/-l it linked the shared libraries and did not start: "libtorchport-
+  # nn.so.0.1: cannot open shared object file").
   export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
   pkg-config --modversion torchport
   for m in torchport-read torchport-record torchport-nn; do
     pkg-config --exists "$m" || fail "pkg-config has no $m"
   done
-  pkg-config --libs --static torchport | grep pcre2 > /dev/null || fail "pkg-config torchport lacks PCRE2"
+  pkg-config --libs torchport | grep pcre2 > /dev/null || fail "pkg-config torchport lacks PCRE2"
   read_libs=$(pkg-config --libs --static torchport-read)
   if grep -Eo "[^ ]*($not_read)[^ ]*" <<< "$read_libs"; then
     fail "pkg-config --libs --static torchport-read names the above"
   fi
   # shellcheck disable=SC2046 # pkg-config's output is a list of flags
+  "${CXX:-c++}" "$here/consumer.cpp" -o "$work/consumer_pc" $(pkg-config --cflags torchport) \
+    $(pkg-config --libs torchport)
+  # shellcheck disable=SC2046
   "${CXX:-c++}" "$here/read_consumer.cpp" -o "$work/read_consumer_pc" $(pkg-config --cflags torchport-read) \
-    $(pkg-config --libs torchport-read) -Wl,-rpath,"$prefix/lib"
+    $(pkg-config --libs torchport-read)
+  for exe in consumer_pc read_consumer_pc; do
+    if readelf -d "$work/$exe" | grep -E 'RPATH|RUNPATH'; then
+      fail "$exe carries the above: the test must run it without one"
+    fi
+    if ldd "$work/$exe" | grep torchport; then
+      fail "$exe loads the above shared libraries: pkg-config should give the static ones"
+    fi
+  done
+  env -u LD_LIBRARY_PATH "$work/consumer_pc" "$fixture"
   run_read "$work/read_consumer_pc"
   check_read_only "$work/read_consumer_pc" "$(pkg-config --libs torchport-read)"
 

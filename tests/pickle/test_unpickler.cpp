@@ -150,6 +150,108 @@ TEST(Unpickler, DangerousGlobalsAreOnlyReferences) {
   EXPECT_EQ(stats.globals[0].first_offset, 2u);
 }
 
+// Python 3.11 pickles an Enum member as getattr(cls, 'NAME'): of an
+// allow-listed Enum and one of its members, that is the member, and getattr
+// is allowed while every call of it is one; any other call (another
+// attribute, another class) leaves it dangerous.
+TEST(Unpickler, GetattrOfAnAllowedEnumMemberIsThatMember) {
+  const std::string getattr = "cbuiltins\ngetattr\n";
+  const std::string mem = "ctorch.distributed.checkpoint.metadata\n_MEM_FORMAT_ENCODING\n";
+  pickle::Stats ok;
+  const Value v = run("\x80\x02" + getattr + "q\x00"s + mem + str("TORCH_CONTIGUOUS_FORMAT") +
+                          "\x86R" + "h\x00"s + mem + str("TORCH_CHANNELS_LAST") + "\x86R\x86.",
+                      {}, &ok);
+  ASSERT_TRUE(v.is(Value::Kind::Tuple));
+  EXPECT_EQ(v.items()[0].as_global().name, "_MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT");
+  EXPECT_EQ(ok.globals[0].calls, 2u);
+  EXPECT_EQ(ok.globals[0].inert_calls, 2u);
+  EXPECT_EQ(ok.globals[0].klass, pickle::GlobalClass::allowed);
+  for (const std::string& other :
+       {mem + str("__class__"), mem + str("TORCH_NO_SUCH"), "cposix\nsystem\n" + str("x"),
+        "ctorch\nnn\n" + str("TORCH_CONTIGUOUS_FORMAT")}) {
+    pickle::Stats s;
+    run("\x80\x02" + getattr + "q\x00"s + mem + str("TORCH_CONTIGUOUS_FORMAT") + "\x86R0" +
+            "h\x00"s + other + "\x86R.",
+        {}, &s);
+    EXPECT_EQ(s.globals[0].klass, pickle::GlobalClass::dangerous) << other;
+  }
+}
+
+// An opt-in profile's class counts as allowed only in its one form: NEWOBJ
+// with no arguments then BUILD of a str-keyed dict (an `object` class), or
+// builtins.getattr(cls, 'NAME') (an `enum_member` class). Any other use
+// leaves it unknown, as without the profile; getattr of anything but such
+// a member stays dangerous; an Enum member cannot be called.
+pickle::GlobalClass profile_class_of(const std::string& body, const std::string& qualified,
+                                     bool with_profile = true) {
+  const std::vector<std::string> active = {"transformers-training-args"};
+  const std::string bytes = "\x80\x02" + body + ".";
+  ByteReader r(as_bytes(bytes), "test.pkl");
+  pickle::Stats stats;
+  try {  // a BUILD of the class itself is refused: its statistics still say
+    pickle::unpickle(
+        r, {}, {}, &stats, {}, {},
+        with_profile ? std::span<const std::string>(active) : std::span<const std::string>());
+  } catch (const Error&) {
+  }
+  for (const auto& g : stats.globals)
+    if (g.module + "." + g.name == qualified) return g.klass;
+  ADD_FAILURE() << qualified << " not met";
+  return pickle::GlobalClass::unknown;
+}
+
+TEST(Unpickler, AProfilesClassIsAllowedOnlyInItsForm) {
+  const std::string args = "ctransformers.training_args\nTrainingArguments\n";
+  const std::string ta = "transformers.training_args.TrainingArguments";
+  const std::string state =
+      "}" + str("lr") + "G\x3f\x1a\x36\xe2\xeb\x1c\x43\x2d" + "s";  // {'lr': 1e-4}
+  using pickle::GlobalClass;
+  EXPECT_EQ(profile_class_of(args + ")\x81" + state + "b", ta), GlobalClass::allowed);
+  EXPECT_EQ(profile_class_of(args + ")\x81" + state + "b", ta, false), GlobalClass::unknown);
+  EXPECT_EQ(profile_class_of(args, ta), GlobalClass::allowed);            // only named
+  EXPECT_EQ(profile_class_of(args + ")\x81", ta), GlobalClass::allowed);  // no BUILD
+  for (const std::string& other : {
+           args + ")R" + state + "b",               // REDUCE: runs __init__
+           args + "K\x01\x85\x81" + state + "b",    // NEWOBJ with an argument
+           args + ")\x81}K\x01K\x02sb",             // a state key that is not a str
+           args + ")\x81" + state + "N\x86" + "b",  // (dict, slots): setattr
+           args + state + "b",                      // BUILD of the class itself
+       }) {
+    SCOPED_TRACE(other);
+    EXPECT_EQ(profile_class_of(other, ta), GlobalClass::unknown);
+  }
+}
+
+TEST(Unpickler, AProfilesEnumIsReadOnlyAsItsMembers) {
+  const std::string getattr = "cbuiltins\ngetattr\n";
+  const std::string sched = "ctransformers.trainer_utils\nSchedulerType\n";
+  using pickle::GlobalClass;
+  const std::vector<std::string> active = {"transformers-training-args"};
+  const std::string member = "\x80\x02" + getattr + sched + str("LINEAR") + "\x86R.";
+  ByteReader r(as_bytes(member), "test.pkl");
+  pickle::Stats stats;
+  const Value v = pickle::unpickle(r, {}, {}, &stats, {}, {}, active);
+  ASSERT_TRUE(v.is(Value::Kind::Global));
+  EXPECT_EQ(v.as_global().qualified(), "transformers.trainer_utils.SchedulerType.LINEAR");
+  EXPECT_EQ(stats.globals[0].klass, GlobalClass::allowed);
+  EXPECT_EQ(profile_class_of(getattr + sched + str("LINEAR") + "\x86R", "builtins.getattr", false),
+            GlobalClass::dangerous);
+  for (const std::string& other : {
+           sched + str("lower"),      // str's method, not a member
+           sched + str("_missing_"),  // the class's hook
+           "ctransformers.training_args\nTrainingArguments\n" + str("LINEAR"),  // not an Enum
+       }) {
+    SCOPED_TRACE(other);
+    EXPECT_EQ(profile_class_of(getattr + other + "\x86R", "builtins.getattr"),
+              GlobalClass::dangerous);
+  }
+  // Called, as Python cannot call a member either.
+  ByteReader call(as_bytes("\x80\x02" + getattr + sched + str("LINEAR") + "\x86R)R."), "test.pkl");
+  EXPECT_THROW(pickle::unpickle(call, {}, {}, nullptr, {}, {}, active), Error);
+  // An unknown profile.
+  EXPECT_THROW(pickle::validate_profiles(std::vector<std::string>{"transformers"}), Error);
+}
+
 TEST(Unpickler, DottedGlobalNamesResolveAsPythonResolvesThem) {
   // Below protocol 4, Python looks a dotted name up as one attribute and
   // fails: refused, not read as an inert object (which dropped a tensor).
@@ -200,6 +302,62 @@ TEST(Unpickler, GlobalClassification) {
   EXPECT_EQ(classify_global("torch.nn.modules.linear", "Linear"), GlobalClass::unknown);
   EXPECT_EQ(classify_global("torchx", "Storage"), GlobalClass::unknown);
   EXPECT_EQ(classify_global("ossy", "thing"), GlobalClass::unknown);
+}
+
+// torch's weights_only rules release by release (torch 2.6.0 to 2.14.1;
+// tests/interop/check_weights_only.py compares the list with each torch).
+TEST(Unpickler, TorchWeightsOnlyRulesByRelease) {
+  using pickle::torch_weights_only_allows;
+  EXPECT_TRUE(torch_weights_only_allows("torch._utils._rebuild_tensor_v2"));
+  EXPECT_TRUE(torch_weights_only_allows("torch._utils._rebuild_nested_tensor", 14));
+  EXPECT_FALSE(torch_weights_only_allows("numpy.ndarray"));
+  EXPECT_FALSE(torch_weights_only_allows("torch.int4", 6));
+  EXPECT_TRUE(torch_weights_only_allows("torch.int4", 7));
+  EXPECT_FALSE(torch_weights_only_allows("torch.float4_e2m1fn_x2", 7));
+  EXPECT_TRUE(torch_weights_only_allows("torch.float4_e2m1fn_x2", 8));
+  EXPECT_FALSE(torch_weights_only_allows("torch.bcomplex32", 13));
+  EXPECT_TRUE(torch_weights_only_allows("torch.bcomplex32"));
+  EXPECT_FALSE(torch_weights_only_allows("torch.float32", 5));  // before weights_only's default
+  EXPECT_EQ(pickle::torch_global_since("torch.int4"), 6);
+  EXPECT_EQ(pickle::torch_global_since("torch.bcomplex32"), 14);
+  EXPECT_EQ(pickle::torch_global_since("torch.float8_e8m0fnu"), 7);
+  EXPECT_EQ(pickle::torch_global_since("torch.float32"), 0);
+  // torch's own renames, not CPython's, and not torch.load's torch.tensor.
+  using pickle::torch_weights_only_name;
+  EXPECT_EQ(torch_weights_only_name("__builtin__", "set"), "builtins.set");
+  EXPECT_EQ(torch_weights_only_name("copy_reg", "_reconstructor"), "copyreg._reconstructor");
+  EXPECT_EQ(torch_weights_only_name("urllib2", "urlopen"), "urllib2.urlopen");  // CPython maps it
+  EXPECT_EQ(torch_weights_only_name("torch.tensor", "_rebuild_from_type_v2"),
+            "torch.tensor._rebuild_from_type_v2");
+  EXPECT_EQ(torch_weights_only_name("exceptions", "ValueError", 13), "exceptions.ValueError");
+  EXPECT_EQ(torch_weights_only_name("exceptions", "ValueError", 14), "builtins.ValueError");
+  EXPECT_EQ(torch_weights_only_name("exceptions", "StandardError", 6), "builtins.Exception");
+  // The dtypes 2.7 to 2.14 added are ours too: what torch calls safe.
+  EXPECT_EQ(pickle::classify_global("torch", "uint7"), pickle::GlobalClass::allowed);
+  EXPECT_EQ(pickle::classify_global("torch", "bcomplex32"), pickle::GlobalClass::allowed);
+}
+
+// SETITEM on a list counts (torch >= 2.10's weights_only refuses it); the
+// names as written are kept.
+TEST(Unpickler, StatsForTheWeightsOnlyVerdict) {
+  pickle::Stats st;
+  run("\x80\x02]K\x01"
+      "aK\x00K\x07s]K\x01"
+      "a(K\x00K\x08u\x86."s,
+      {}, &st);
+  EXPECT_EQ(st.list_setitems, 2u);
+  EXPECT_EQ(st.first_list_setitem_offset, 10u);
+  pickle::Stats g;
+  run("\x80\x02"
+      "c__builtin__\nset\n)R."s,
+      {}, &g);
+  ASSERT_EQ(g.globals.size(), 1u);
+  EXPECT_EQ(g.globals[0].module, "builtins");
+  EXPECT_EQ(g.globals[0].written_module, "__builtin__");
+  EXPECT_EQ(g.globals[0].written_name, "set");
+  pickle::Stats d;
+  run("\x80\x02}K\x00K\x07s."s, {}, &d);
+  EXPECT_EQ(d.list_setitems, 0u);
 }
 
 TEST(Unpickler, StrictTargets) {

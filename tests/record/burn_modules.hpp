@@ -130,7 +130,7 @@ struct GroupNormNet {
 };
 
 struct LayerNormNet {
-  nn::LayerNorm norm1{{2}};
+  nn::LayerNorm norm1{{2}, 1e-5, true, /*with_bias*/ false};  // torch's LayerNorm(2, bias=False)
   TORCHPORT_FIELDS(norm1)
 };
 

@@ -222,11 +222,21 @@ TEST(BurnCases, ComplexNestedPartialLoadingViaRemap) {
 }
 
 TEST(BurnCases, ComplexNestedExtraFieldAbsentFromTheFile) {
+  // An empty optional module: the file decides, and has none.
   NetWithExtra net;
-  net.extra = ConvBlock{nn::Conv2d(2, 2, 1), nn::BatchNorm2d(2)};
   const LoadReport r = load(net, case_file("complex_nested.pt"));
   EXPECT_TRUE(r.clean()) << r.summary();
   EXPECT_FALSE(net.extra.has_value());
+  // Built with it: the module expects it, and the file lacking it is
+  // missing fields (never a part of the model dropped silently).
+  NetWithExtra built;
+  built.extra = ConvBlock{nn::Conv2d(2, 2, 1), nn::BatchNorm2d(2)};
+  expect_error([&] { load(built, case_file("complex_nested.pt")); }, ErrorCode::missing_key,
+               "'extra.conv.weight'");
+  const LoadReport partial =
+      load(built, case_file("complex_nested.pt"), LoadArgs{}.allow_partial());
+  EXPECT_EQ(partial.missing.size(), 7u) << partial.summary();  // conv: 2, norm: 5
+  EXPECT_TRUE(built.extra.has_value());
 }
 
 // --- config ---------------------------------------------------------------------
@@ -285,10 +295,25 @@ TEST(BurnCases, ConvTranspose2d) {
 }
 
 TEST(BurnCases, ConvWithoutBiasIntoAModuleWithBias) {
-  // The file's conv2 has no bias: the optional field becomes empty.
+  // The file's conv2 has no bias, the module's was built with one: a missing
+  // field (torch's load_state_dict says "Missing key(s): conv2.bias"), never
+  // a bias dropped silently.
   TwoConvs<nn::Conv2d> net{nn::Conv2d(2, 2, 2), nn::Conv2d(2, 2, 2)};
-  load(net, case_file("conv2d.pt"));
-  EXPECT_FALSE(net.conv2.bias.has_value());
+  expect_error([&] { load(net, case_file("conv2d.pt")); }, ErrorCode::missing_key, "'conv2.bias'");
+  const LoadReport r = load(net, case_file("conv2d.pt"), LoadArgs{}.allow_partial());
+  EXPECT_FALSE(r.clean());
+  ASSERT_EQ(r.missing.size(), 1u);
+  EXPECT_EQ(r.missing[0].path, "conv2.bias");
+  EXPECT_NE(r.summary().find("conv2.bias"), std::string::npos) << r.summary();
+  ASSERT_TRUE(net.conv2.bias.has_value());  // kept as built, as torch keeps it
+  // Built without a bias, the file's bias-less conv2 loads clean; a module
+  // that leaves the bias open (default-constructed) takes the file's choice.
+  TwoConvs<nn::Conv2d> exact{nn::Conv2d(2, 2, 2), nn::Conv2d(2, 2, 2, 1, 0, 1, 1, false)};
+  EXPECT_TRUE(load(exact, case_file("conv2d.pt")).clean());
+  TwoConvs<nn::Conv2d> open_net;
+  EXPECT_TRUE(load(open_net, case_file("conv2d.pt")).clean());
+  EXPECT_FALSE(open_net.conv2.bias.has_value());
+  EXPECT_TRUE(open_net.conv1.bias.has_value());
 }
 
 // --- embedding ------------------------------------------------------------------
@@ -307,7 +332,10 @@ TEST(BurnCases, EnumModuleDepthwise) {
   EnumNet net;
   EXPECT_TRUE(load(net, case_file("enum_depthwise_true.pt")).clean());
   ASSERT_TRUE(std::holds_alternative<DwsConv>(net.conv));
-  std::get<DwsConv>(net.conv).dconv.groups = 2;
+  // A checkpoint holds no configuration: the enum module's convolutions
+  // were default-constructed by the load, and get theirs here.
+  std::get<DwsConv>(net.conv).dconv.configure({.groups = 2});
+  std::get<DwsConv>(net.conv).pconv.configure({});
   expect_loaded(net, "enum_depthwise_true");
   const auto f = io("enum_depthwise_true");
   expect_close(net.forward(at(f, "input")), at(f, "output"), kF32, "output");
@@ -317,6 +345,7 @@ TEST(BurnCases, EnumModulePlain) {
   EnumNet net;
   EXPECT_TRUE(load(net, case_file("enum_depthwise_false.pt")).clean());
   ASSERT_TRUE(std::holds_alternative<nn::Conv2d>(net.conv));
+  std::get<nn::Conv2d>(net.conv).configure({});  // torch's defaults, as the case's model has
   expect_loaded(net, "enum_depthwise_false");
   const auto f = io("enum_depthwise_false");
   expect_close(net.forward(at(f, "input")), at(f, "output"), kF32, "output");
@@ -402,9 +431,11 @@ TEST(BurnCases, MissingModuleFieldNamesTheFieldAndItsType) {
   expect_error([&] { load(net, case_file("missing_module_field.pt")); }, ErrorCode::missing_key,
                "the module's field 'conv2.weight' (Tensor) has no key in the file");
   const LoadReport r = load(net, case_file("missing_module_field.pt"), LoadArgs{}.allow_partial());
-  ASSERT_EQ(r.missing.size(), 1u);  // conv2's bias is optional: absent in the file, it is dropped
+  // conv2 was built with a bias: the file lacks it too.
+  ASSERT_EQ(r.missing.size(), 2u);
   EXPECT_EQ(r.missing[0].path, "conv2.weight");
-  EXPECT_FALSE(net.conv2.bias.has_value());
+  EXPECT_EQ(r.missing[1].path, "conv2.bias");
+  EXPECT_TRUE(net.conv2.bias.has_value());
   EXPECT_TRUE(r.missing[0].did_you_mean.empty());  // every key of the file was used
 }
 
@@ -422,7 +453,7 @@ TEST(BurnCases, NonContiguousIndexes) {
   ASSERT_EQ(net.variable_layers.size(), 3u);
   expect_loaded(net, "non_contiguous_indexes");
   Tensor x = at(io("non_contiguous_indexes"), "input");
-  for (auto& c : net.variable_layers) c.padding = 1;
+  for (auto& c : net.variable_layers) c.configure({.padding = 1});
   for (std::size_t i = 0; i < 3; ++i) {
     x = net.variable_layers[i].forward(x);
     if (i < 2) x = nn::relu(x);
@@ -520,7 +551,7 @@ TEST(BurnCases, SummaryListsMissingAndUnused) {
   TwoConvs<nn::Conv2d> net{nn::Conv2d(2, 2, 2), nn::Conv2d(2, 2, 2)};
   const LoadReport r = load(net, case_file("key_remap.pt"), LoadArgs{}.allow_partial());
   const std::string s = r.summary();
-  EXPECT_NE(s.find("missing 2:"), std::string::npos) << s;
+  EXPECT_NE(s.find("missing 4:"), std::string::npos) << s;  // both weights, both biases
   EXPECT_NE(s.find("conv1.weight (Tensor)  did you mean 'conv.conv1.weight'"), std::string::npos)
       << s;
   EXPECT_NE(s.find("unused 3:"), std::string::npos) << s;
@@ -595,6 +626,21 @@ TEST(ReverseAdapter, PermuteRuleAppliesOnLoadAndInvertsOnSave) {
   s.adapters.push_back(permute);
   const TensorCatalog back = to_catalog(net, s);
   EXPECT_TRUE(back.find("conv1.weight")->equal(*want.find("conv1.weight")));
+}
+
+struct OneTensor {
+  Tensor w;
+  TORCHPORT_FIELDS(w)
+};
+
+// Counts are singular when they are one: "loaded 1 tensor (1 element".
+TEST(Records, SummaryCountsInTheSingular) {
+  OneTensor one;
+  const LoadReport r = load(one, TensorCatalog::from_tensors("t", {{"w", Tensor::scalar(2.0f)}}));
+  EXPECT_EQ(r.summary().rfind("loaded 1 tensor (1 element, 4B)", 0), 0u) << r.summary();
+  LinearNet two;
+  EXPECT_EQ(load(two, case_file("linear.pt")).summary().rfind("loaded 3 tensors (21 elements", 0),
+            0u);
 }
 
 TEST(Records, DescribeAndCompare) {

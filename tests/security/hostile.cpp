@@ -593,7 +593,7 @@ std::vector<HostileCase> hostile_cases() {
     Pk p;  // CVE-2026-24747: a storage declared larger than its record
     p.ordered_dict().mark().s("w").tensor_v2("FloatStorage", "0", 1 << 20, 0, {1 << 20}, {1});
     add("zip_storage_larger_than_record", torch_zip(p.setitems().stop(), {{"0", f32x4()}}),
-        "corrupt", "declared as 1048576 F32 elements", "malformed");
+        "corrupt", "declared as 1048576 F32 elements", "unsafe");  // scan: oversized-storage
     Pk q;
     q.ordered_dict().mark().s("w").tensor_v2("FloatStorage", "0", 4, 0, {1ll << 40}, {1});
     add("zip_view_larger_than_storage", torch_zip(q.setitems().stop(), {{"0", f32x4()}}), "corrupt",
@@ -622,7 +622,16 @@ std::vector<HostileCase> hostile_cases() {
     Pk w;  // SETITEM on a tensor (the other half of CVE-2026-24747)
     w.ordered_dict().mark().s("w").tensor_v2("FloatStorage", "0", 4, 0, {4}, {1});
     w.s("x").s("y").op('s').setitems();  // SETITEM with the tensor under its key and value
-    add("zip_setitem_on_tensor", torch_zip(w.stop(), {{"0", f32x4()}}), "corrupt", "SETITEM",
+    add("zip_setitem_on_tensor", torch_zip(w.stop(), {{"0", f32x4()}}), "ambiguous",
+        "SETITEM on a tensor", "unsafe");
+    // General purpose bit 13 on a record's central header: miniz refuses the
+    // whole archive ("unsupported encryption"), Python's zipfile reads it.
+    Pk m;
+    m.ordered_dict().mark().s("w").tensor_v2("FloatStorage", "0", 4, 0, {4}, {1}).setitems();
+    std::string masked = torch_zip(m.stop(), {{"0", f32x4()}});
+    const std::size_t central = masked.rfind("PK\x01\x02");  // the last entry's (version)
+    masked[central + 9] = static_cast<char>(masked[central + 9] | 0x20);
+    add("zip_central_flag_masked_local", masked, "unsupported", "general purpose bit 13",
         "malformed");
   }
   {

@@ -87,15 +87,41 @@ struct CraftedCase {
   std::string file, verdict, global, reason, source;
   bool known_dangerous = false;
   bool reads_on = false;  // reached only by a loader that reads on (torch.load does not)
+  /// "torch_weights_only" when the entry has it: null (no verdict: our
+  /// reader refuses the file) or {"loads", "since"} (the current release's
+  /// answer and the first release it holds from).
+  std::optional<nlohmann::json> weights_only;
 };
 
 std::vector<CraftedCase> cases_of(const std::filesystem::path& dir) {
   std::vector<CraftedCase> out;
   for (const auto& c : read_json(dir / "expected.json"))
-    out.push_back({c["file"], c["verdict"], c.value("global", ""), c.value("reason", ""),
-                   c.value("source", ""), c.value("known_dangerous", false),
-                   c.value("reads_on", false)});
+    out.push_back(
+        {c["file"], c["verdict"], c.value("global", ""), c.value("reason", ""),
+         c.value("source", ""), c.value("known_dangerous", false), c.value("reads_on", false),
+         c.contains("torch_weights_only") ? std::optional<nlohmann::json>(c["torch_weights_only"])
+                                          : std::nullopt});
   return out;
+}
+
+// The entry's torch_weights_only expectation, when it has one.
+void check_weights_only(const CraftedCase& c, const ScanReport& r) {
+  if (!c.weights_only) return;
+  if (c.weights_only->is_null()) {
+    EXPECT_FALSE(r.torch_weights_only) << c.file << ": " << r.torch_weights_only->why;
+    return;
+  }
+  ASSERT_TRUE(r.torch_weights_only) << c.file << ": " << describe(r);
+  const TorchWeightsOnly& t = *r.torch_weights_only;
+  EXPECT_EQ(t.loads, std::optional<bool>((*c.weights_only)["loads"].get<bool>()))
+      << c.file << ": " << t.why;
+  EXPECT_EQ(t.since, (*c.weights_only)["since"].get<std::string>()) << c.file;
+  EXPECT_EQ(t.torch, "2.14");
+  ASSERT_FALSE(t.releases.empty());
+  EXPECT_EQ(t.releases.front().first, "2.6");
+  EXPECT_EQ(t.releases.back().last, "2.14");
+  EXPECT_EQ(t.releases.back().first, t.since);
+  EXPECT_EQ(t.releases.size(), t.since == "2.6" ? 1u : 2u) << c.file;
 }
 std::vector<CraftedCase> crafted_cases() {
   return cases_of(kCrafted);
@@ -131,6 +157,7 @@ TEST_P(ScanCrafted, GetsItsVerdict) {
   const ScanReport r = scan_any(kCrafted / c.file);
   EXPECT_EQ(scan_verdict_name(r.verdict), c.verdict)
       << c.file << " (" << c.source << "): " << describe(r);
+  check_weights_only(c, r);
   if (c.verdict != "unsafe") return;
   bool found = false;
   each_finding(r, [&](const ScanFinding& f) {
@@ -172,6 +199,7 @@ TEST_P(ScanBenign, GetsItsVerdict) {
   const ScanReport r = scan_any(kBenign / c.file);
   EXPECT_EQ(scan_verdict_name(r.verdict), c.verdict)
       << c.file << " (" << c.source << "): " << describe(r);
+  check_weights_only(c, r);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ScanBenign, ::testing::ValuesIn(cases_of(kBenign)),
@@ -200,8 +228,8 @@ TEST(Scan, CleanFixturesPass) {
 }
 
 // What torch >= 2.6's default torch.load does with a file, as the scan
-// judges it (checked against torch 2.6 itself by check_weights_only.py,
-// test check_weights_only_torch2).
+// judges it (checked against torch 2.6 and 2.14.1 themselves by
+// check_weights_only.py, tests check_weights_only_torch2 and _torch_current).
 TEST(Scan, TorchWeightsOnlyVerdicts) {
   const auto wo = [](const std::string& name) { return scan(fixture(name)).torch_weights_only; };
   const auto loads = wo("checkpoint.pt");
@@ -225,6 +253,10 @@ TEST(Scan, TorchWeightsOnlyVerdicts) {
   EXPECT_EQ(add_safe_globals_line({"os\"), __import__(\"os"}), "");
   EXPECT_EQ(add_safe_globals_line({"numpy.ndarray", "a b.c"}), "");
   EXPECT_EQ(add_safe_globals_line({}), "");
+  // Never a line trusting a known way to run code, however its dots split.
+  EXPECT_EQ(add_safe_globals_line({"numpy.ndarray", "posix.system"}), "");
+  EXPECT_EQ(add_safe_globals_line({"pathlib.os.system"}), "");
+  EXPECT_EQ(add_safe_globals_line({"eval"}), "");
 
   const auto p4 = wo("protocol4.pt");  // its unpickler reads protocol 2's opcodes only
   ASSERT_TRUE(p4);
@@ -239,6 +271,51 @@ TEST(Scan, TorchWeightsOnlyVerdicts) {
   ASSERT_TRUE(built);
   EXPECT_FALSE(built->loads);
   EXPECT_NE(built->why.find("not judged"), std::string::npos) << built->why;
+}
+
+// Release by release (the rules of torch 2.6.0 to 2.14.1): SETITEM on a
+// list loads up to 2.9; torch.int4 from 2.7; torch.float4_e2m1fn_x2 is no
+// torch global before 2.8 (no add_safe_globals can name it there).
+TEST(Scan, TorchWeightsOnlyAnswersReleaseByRelease) {
+  const auto benign = [](const std::string& name) {
+    return scan(kBenign / "weights_only" / name).torch_weights_only;
+  };
+  const auto list = benign("setitem_on_list.pt");
+  ASSERT_TRUE(list);
+  EXPECT_EQ(list->loads, std::optional<bool>(false));
+  EXPECT_EQ(list->since, "2.10");
+  EXPECT_NE(list->why.find("SETITEMs a list"), std::string::npos) << list->why;
+  ASSERT_EQ(list->releases.size(), 2u);
+  EXPECT_EQ(list->releases[0].first, "2.6");
+  EXPECT_EQ(list->releases[0].last, "2.9");
+  EXPECT_EQ(list->releases[0].loads, std::optional<bool>(true));
+
+  const auto int4 = benign("dtype_int4.pt");
+  ASSERT_TRUE(int4);
+  EXPECT_EQ(int4->loads, std::optional<bool>(true));
+  EXPECT_EQ(int4->since, "2.7");
+  ASSERT_EQ(int4->releases.size(), 2u);
+  EXPECT_EQ(int4->releases[0].needs, std::vector<std::string>{"torch.int4"});
+  EXPECT_TRUE(int4->releases[0].why.empty()) << int4->releases[0].why;  // a line allows it
+
+  const auto fp4 = benign("dtype_float4_e2m1fn_x2.pt");
+  ASSERT_TRUE(fp4);
+  EXPECT_EQ(fp4->since, "2.8");
+  ASSERT_EQ(fp4->releases.size(), 2u);
+  EXPECT_EQ(fp4->releases[0].last, "2.7");
+  EXPECT_NE(fp4->releases[0].why.find("which torch has only from 2.8 on"), std::string::npos)
+      << fp4->releases[0].why;
+
+  // A Python 2 name torch spells its own way: `needs` names what each
+  // release's unpickler looks up (2.14 maps exceptions.* to builtins.*).
+  Pk p;
+  p.raw("}(").s("e").glob("exceptions", "ValueError").setitems();
+  const auto py2 = scan(borrow(torch_zip(p.stop(), {}), "py2.pt")).torch_weights_only;
+  ASSERT_TRUE(py2);
+  EXPECT_EQ(py2->needs, std::vector<std::string>{"builtins.ValueError"});
+  ASSERT_EQ(py2->releases.size(), 2u);
+  EXPECT_EQ(py2->releases[0].last, "2.13");
+  EXPECT_EQ(py2->releases[0].needs, std::vector<std::string>{"exceptions.ValueError"});
 }
 
 TEST(Scan, ZipPickleStatistics) {
@@ -483,6 +560,31 @@ TEST(Scan, RefusedContainerShowsItsPayload) {
 
 // --- bad fixtures, other formats ----------------------------------------
 
+// A torch zip cut short: truncated, its tensor records never judged as
+// files (zeros then floats made tar archives of them, ambiguous, so
+// unsafe), and the scan's work about the file's size (each entry written
+// with a data descriptor read to the end of the file cost n times it).
+TEST(Scan, TruncatedZipIsTruncated) {
+  std::string zeros_then_floats(2048, '\0');
+  zeros_then_floats += std::string(512, '\x3f');
+  const std::string zip = torch_zip(good_state_pickle(), {{"0", zeros_then_floats}});
+  const auto real = read_bytes(fixture("conversions.pt"));  // torch's data descriptors
+  for (const std::string& whole :
+       {zip, std::string(reinterpret_cast<const char*>(real.data()), real.size())})
+    for (const double part : {0.5, 0.9}) {
+      const std::string cut = whole.substr(0, static_cast<std::size_t>(whole.size() * part));
+      OpenOptions o;
+      o.limits.max_scan_bytes = 3 * cut.size();
+      const ScanReport r = scan(borrow(cut, "cut.pt"), o);
+      EXPECT_EQ(r.verdict, ScanVerdict::truncated) << part << ": " << describe(r);
+      EXPECT_GT(r.tensor_records, 0u) << describe(r);
+      each_finding(r, [&](const ScanFinding& f) {
+        EXPECT_NE(f.reason, "ambiguous") << f.where << ": " << f.message;
+        EXPECT_EQ(f.message.find("budget"), std::string::npos) << f.where << ": " << f.message;
+      });
+    }
+}
+
 TEST(Scan, BadFixturesAreNeverClean) {
   for (const auto& c : read_json(fixture("bad/expected.json"))) {
     const std::string file = c["file"];
@@ -629,6 +731,79 @@ TEST(ScanCli, ExitStatusAndJson) {
   EXPECT_EQ(d["verdict"], "unsafe");
   EXPECT_EQ(d["counts"]["unsafe"], 1);
   ASSERT_EQ(d["files"].size(), 1u);
+}
+
+// No line of trust for a flagged file: the report's JSON never carries
+// add_safe_globals unless it (and every report holding it) is clean, on
+// every crafted file and every hostile input; the tool's text and JSON, on
+// the whole crafted folder and on a torch zip calling os.system, neither.
+bool offers_trust(const nlohmann::json& j, bool trusted) {
+  if (j.is_object()) {
+    if (j.contains("verdict")) trusted = trusted && j["verdict"] == "clean";
+    if (j.contains("add_safe_globals") && !trusted) return true;
+    for (const auto& [k, v] : j.items())
+      if (offers_trust(v, trusted)) return true;
+  } else if (j.is_array()) {
+    for (const auto& v : j)
+      if (offers_trust(v, trusted)) return true;
+  }
+  return false;
+}
+
+TEST(Scan, NeverOffersTrustForAFlaggedFile) {
+  std::size_t unsafe = 0;
+  for (const auto& c : crafted_cases()) {
+    const ScanReport r = scan_any(kCrafted / c.file);
+    if (r.verdict == ScanVerdict::clean) continue;
+    unsafe += r.verdict == ScanVerdict::unsafe;
+    for (const ScanReport& one :
+         r.members.empty() || !std::filesystem::is_directory(kCrafted / c.file)
+             ? std::vector<ScanReport>{r}
+             : r.members) {
+      EXPECT_FALSE(offers_trust(nlohmann::json::parse(scan_json(one)), true))
+          << c.file << ": " << scan_json(one);
+    }
+    if (r.torch_weights_only) {
+      EXPECT_EQ(add_safe_globals_line(r, r.torch_weights_only->needs), "") << c.file;
+    }
+  }
+  EXPECT_GT(unsafe, 100u);
+  for (const auto& c : hostile_cases()) {
+    const ScanReport r = scan(borrow(c.bytes, c.name));
+    if (r.verdict != ScanVerdict::clean) {
+      EXPECT_FALSE(offers_trust(nlohmann::json::parse(scan_json(r)), true)) << c.name;
+    }
+  }
+}
+
+TEST(ScanCli, NeverOffersTrustForAFlaggedFile) {
+  const auto dir = temp_dir("scan_cli_trust");
+  // os.system beside numpy's arrays (which alone would need a line): the
+  // line was printed, naming posix.system, under the verdict `unsafe`.
+  std::ofstream(dir / "evil.pt", std::ios::binary)
+      << torch_zip(Pk().op('(').call("posix", "system").glob("numpy", "ndarray").op('t').stop());
+  const std::string tool = TORCHPORT_TOOL;
+  std::string out;
+  EXPECT_EQ(
+      run_command("{ " + tool + " scan " + (dir / "evil.pt").string() + " 2>/dev/null; }", &out),
+      1);
+  EXPECT_EQ(out.find("add_safe_globals"), std::string::npos) << out;
+  EXPECT_EQ(
+      run_command("{ " + tool + " scan --json " + (dir / "evil.pt").string() + " 2>/dev/null; }",
+                  &out),
+      1);
+  EXPECT_FALSE(offers_trust(nlohmann::json::parse(out), true)) << out;
+  EXPECT_EQ(run_command("{ " + tool + " scan " + kCrafted.string() + " 2>/dev/null; }", &out), 1);
+  EXPECT_EQ(out.find("add_safe_globals"), std::string::npos);
+  EXPECT_EQ(
+      run_command("{ " + tool + " scan --json " + kCrafted.string() + " 2>/dev/null; }", &out), 1);
+  const auto all = nlohmann::json::parse(out);
+  EXPECT_GT(all["files"].size(), 200u);
+  EXPECT_FALSE(offers_trust(all, true));
+  // A clean file that needs globals still gets its line.
+  EXPECT_EQ(run_command(tool + " scan " + fixture("numpy/training_numpy.pt").string(), &out), 0)
+      << out;
+  EXPECT_NE(out.find("add_safe_globals"), std::string::npos) << out;
 }
 
 }  // namespace

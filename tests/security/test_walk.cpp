@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -23,7 +24,10 @@ class Recorder final : public formats::Walker {
  public:
   explicit Recorder(const OpenOptions& o) : load_(o) {}
   bool lists_parts() const noexcept override { return true; }
-  void part(formats::Part p) override { parts.insert(p.name); }
+  void part(formats::Part p) override {
+    parts.insert(p.name);
+    roles[p.name] = p.role;
+  }
   Value pickle(std::string_view name, const ByteReader& start, pickle::Stats& stats,
                const std::function<Value()>& run) override {
     pickles.insert(std::string(name) + "@" + std::to_string(start.file_offset()));
@@ -31,6 +35,7 @@ class Recorder final : public formats::Walker {
   }
   std::set<std::string> pickles;
   std::set<std::string> parts;
+  std::map<std::string, formats::PartRole> roles;
 
  private:
   formats::LoadWalker load_;
@@ -68,6 +73,57 @@ TEST(Walk, OpenAndScanReadTheSamePickles) {
     }
   }
   EXPECT_GE(files, 8u);
+}
+
+// torch 2.14's PT2 archives: every record torch.export.load unpickles (the
+// sample inputs, a use_pickle weight, a torchbind or an opaque object) is a
+// member the reader names, which a scan judges as a file of its own; raw
+// blobs are tensor data, AOTInductor's files code; and the scan judges no
+// member the reader did not name.
+TEST(Walk, Pt2ArchivesNameWhatTorchUnpickles) {
+  using formats::PartRole;
+  const std::map<std::string, std::map<std::string, PartRole>> want = {
+      {"export/net214.pt2",
+       {{"net214/data/sample_inputs/model.pt", PartRole::member},
+        {"net214/data/weights/weight_0", PartRole::tensor_data},
+        {"net214/data/constants/tensor_0", PartRole::tensor_data},
+        {"net214/extra/note.txt", PartRole::member},
+        {"net214/models/model.json", PartRole::metadata}}},
+      {"export/pickled214.pt2",
+       {{"pickled214/data/weights/weight_0", PartRole::member},
+        {"pickled214/data/weights/weight_1", PartRole::tensor_data}}},
+      {"export/objects214.pt2",
+       {{"objects214/data/constants/opaque_obj_0", PartRole::member},
+        {"objects214/data/constants/custom_obj_0", PartRole::member},
+        {"objects214/data/sample_inputs/model.pt", PartRole::member}}}};
+  for (const auto& [name, roles] : want) {
+    const Source src = Source::map_file(fixture(name));
+    Recorder rec{OpenOptions{}};
+    (void)formats::walk(src, OpenOptions{}, rec);
+    for (const auto& [part, role] : roles) {
+      ASSERT_TRUE(rec.roles.count(part)) << name << ": " << part;
+      EXPECT_EQ(static_cast<int>(rec.roles.at(part)), static_cast<int>(role))
+          << name << ": " << part;
+    }
+    const ScanReport r = scan(src);
+    EXPECT_EQ(r.reading, "ok") << name << ": " << r.reading_error;
+    for (const auto& m : r.members) {
+      const std::string member = m.path.substr(m.path.rfind('!') + 1);
+      EXPECT_TRUE(rec.parts.count(member)) << name << ": " << member;
+    }
+  }
+  Recorder rec{OpenOptions{}};
+  // (refused once named: a package without an exported program)
+  EXPECT_THROW(
+      (void)formats::walk(Source::map_file(fixture("export/aoti214.pt2")), OpenOptions{}, rec),
+      Error);
+  std::size_t code = 0;
+  for (const auto& [part, role] : rec.roles)
+    if (part.find("/data/aotinductor/") != std::string::npos) {
+      EXPECT_EQ(static_cast<int>(role), static_cast<int>(PartRole::code)) << part;
+      ++code;
+    }
+  EXPECT_GE(code, 3u);
 }
 
 // A zip checkpoint with records torch does not read: the reader names

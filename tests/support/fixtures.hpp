@@ -30,7 +30,7 @@ void expect_tensors(const TensorCatalog& cat, const nlohmann::json& want);
 /// A fresh empty directory under the system temp dir, for one test.
 std::filesystem::path temp_dir(const std::string& name);
 /// The Python that runs torch for the interop tests: $TORCHPORT_PYTHON when
-/// set (the `_torch2` variants set it to scripts/torch2.sh python3, torch
+/// set (the `_torch2` variants set it to scripts/torch.sh 2.6 python3, torch
 /// 2.6), else Debian 12's /usr/bin/python3 (torch 1.13).
 std::string python();
 /// Runs a shell command; returns its exit status and fills `output` with

@@ -22,11 +22,11 @@ _torchport() {
   fi
   local opts
   case $sub in
-    inspect) opts="--json --tree --depth --top-level-key --shard --plan --quiet --verify --help" ;;
-    load) opts="--mmap --quiet --verify --help" ;;
-    convert) opts="--format --dtype --top-level-key --remap --include --exclude --max-shard-size --max-materialized-bytes --dequantize --keep-quantized --densify --force --quiet --tensors-only --allow --help" ;;
-    diff) opts="--atol --rtol --json --quiet --help" ;;
-    scan) opts="--json --quiet --allow --include --exclude --help" ;;
+    inspect) opts="--json --tree --depth --top-level-key --shard --plan --quiet --verify --profile --allow --help" ;;
+    load) opts="--mmap --quiet --verify --profile --allow --help" ;;
+    convert) opts="--format --dtype --top-level-key --remap --include --exclude --max-shard-size --max-materialized-bytes --dequantize --keep-quantized --densify --force --quiet --tensors-only --allow --profile --help" ;;
+    diff) opts="--atol --rtol --json --quiet --top-level-key --remap --profile --allow --help" ;;
+    scan) opts="--json --quiet --allow --profile --list-profiles --include --exclude --help" ;;
   esac
   case $prev in
     --format)

@@ -20,11 +20,15 @@ complete -c torchport -n '__fish_seen_subcommand_from inspect' -l shard
 complete -c torchport -n '__fish_seen_subcommand_from inspect' -l plan
 complete -c torchport -n '__fish_seen_subcommand_from inspect' -l quiet
 complete -c torchport -n '__fish_seen_subcommand_from inspect' -l verify
+complete -c torchport -n '__fish_seen_subcommand_from inspect' -l profile
+complete -c torchport -n '__fish_seen_subcommand_from inspect' -l allow
 complete -c torchport -n '__fish_seen_subcommand_from inspect' -l help
 complete -c torchport -n '__fish_seen_subcommand_from load' -F
 complete -c torchport -n '__fish_seen_subcommand_from load' -l mmap
 complete -c torchport -n '__fish_seen_subcommand_from load' -l quiet
 complete -c torchport -n '__fish_seen_subcommand_from load' -l verify
+complete -c torchport -n '__fish_seen_subcommand_from load' -l profile
+complete -c torchport -n '__fish_seen_subcommand_from load' -l allow
 complete -c torchport -n '__fish_seen_subcommand_from load' -l help
 complete -c torchport -n '__fish_seen_subcommand_from convert' -F
 complete -c torchport -n '__fish_seen_subcommand_from convert' -l format
@@ -42,12 +46,17 @@ complete -c torchport -n '__fish_seen_subcommand_from convert' -l force
 complete -c torchport -n '__fish_seen_subcommand_from convert' -l quiet
 complete -c torchport -n '__fish_seen_subcommand_from convert' -l tensors-only
 complete -c torchport -n '__fish_seen_subcommand_from convert' -l allow
+complete -c torchport -n '__fish_seen_subcommand_from convert' -l profile
 complete -c torchport -n '__fish_seen_subcommand_from convert' -l help
 complete -c torchport -n '__fish_seen_subcommand_from diff' -F
 complete -c torchport -n '__fish_seen_subcommand_from diff' -l atol
 complete -c torchport -n '__fish_seen_subcommand_from diff' -l rtol
 complete -c torchport -n '__fish_seen_subcommand_from diff' -l json
 complete -c torchport -n '__fish_seen_subcommand_from diff' -l quiet
+complete -c torchport -n '__fish_seen_subcommand_from diff' -l top-level-key
+complete -c torchport -n '__fish_seen_subcommand_from diff' -l remap
+complete -c torchport -n '__fish_seen_subcommand_from diff' -l profile
+complete -c torchport -n '__fish_seen_subcommand_from diff' -l allow
 complete -c torchport -n '__fish_seen_subcommand_from diff' -l help
 complete -c torchport -n '__fish_seen_subcommand_from scan' -F
 complete -c torchport -n '__fish_seen_subcommand_from scan' -l json
@@ -55,6 +64,8 @@ complete -c torchport -n '__fish_seen_subcommand_from scan' -l quiet
 complete -c torchport -n '__fish_seen_subcommand_from scan' -l allow
 complete -c torchport -n '__fish_seen_subcommand_from scan' -l include
 complete -c torchport -n '__fish_seen_subcommand_from scan' -l exclude
+complete -c torchport -n '__fish_seen_subcommand_from scan' -l profile
+complete -c torchport -n '__fish_seen_subcommand_from scan' -l list-profiles
 complete -c torchport -n '__fish_seen_subcommand_from scan' -l help
 complete -c torchport -n '__fish_seen_subcommand_from convert' -l format -xa 'safetensors pytorch'
 complete -c torchport -n '__fish_seen_subcommand_from convert' -l dtype -xa 'F16 BF16 F32 F64'

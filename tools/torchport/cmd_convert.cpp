@@ -26,6 +26,7 @@
 #include "torchport/formats/transform.hpp"
 #include "torchport/io/atomic_file.hpp"
 #include "torchport/pickle/unpickler.hpp"
+#include "torchport/record/export.hpp"
 #include "torchport/record/remap.hpp"
 
 namespace torchport::cli {
@@ -50,7 +51,7 @@ struct ConvertArgs {
   bool force = false;
   bool quiet = false;
   bool tensors_only = false;
-  std::vector<std::string> allow;
+  Trust trust;
 };
 
 // The values (not tensors) of `root` a tensor file would drop, named as the
@@ -70,7 +71,13 @@ void dropped_values(const Value& v, std::string& name, const KeyFilter* filter,
   };
   switch (v.kind()) {
     case Value::Kind::None:
+      return;
     case Value::Kind::Tensor:
+      // A numpy array is no torch tensor: torch.load gives it back as an
+      // array, which only the whole object, written as a tree, keeps.
+      if (!v.is_numpy_array()) return;
+      if (name.empty() || (filter != nullptr && !filter->accepts(name))) return;
+      if (++count <= 5) out.push_back(name + " (a numpy array)");
       return;
     case Value::Kind::Dict:
       for (const auto& [k, x] : v.pairs())
@@ -108,6 +115,7 @@ int run_convert(const ConvertArgs& a) {
   std::optional<SaveFormat> format;
   std::optional<Recorder> recorder;
   fs::path out = a.out;
+  bool chosen_name = false;  // the output is a directory; the file name is ours
   TransformOptions t;
   SaveOptions s;
   std::shared_ptr<KeyFilter> filter;
@@ -135,18 +143,32 @@ int run_convert(const ConvertArgs& a) {
       // said on stderr, and never written over a file there unless --force.
       if (!format) format = SaveFormat::safetensors;
       out /= *format == SaveFormat::safetensors ? "model.safetensors" : "pytorch_model.bin";
+      chosen_name = true;
       if (fs::exists(fs::symlink_status(out, ec)) && !a.force)
         throw Error(ErrorCode::invalid_argument,
                     "the output is a directory and '" + out.string() +
                         "', the name chosen in it, exists: pass --force to replace it, or name "
                         "the output file");
-      if (!a.quiet)
-        fmt::print(stderr, "torchport: writing '{}' (the name chosen in the directory)\n",
-                   out.string());
     }
     // Outputs are regular files: a symlink, FIFO, device or socket of that
     // name is refused, never replaced.
     if (!to_stdout) check_output_path(out);
+    if (!to_stdout) {
+      // Never over the input (it is read while the output is written), and
+      // never over an existing file unless told, as for a directory.
+      if (!is_stdin(a.in) && fs::exists(out, ec) && fs::equivalent(a.in, out, ec))
+        throw Error(ErrorCode::invalid_argument,
+                    "is the input as well as the output: name another output file", {},
+                    std::nullopt, out.string());
+      const fs::path index = out.parent_path() / (out.filename().string() + ".index.json");
+      for (const fs::path& p : {out, index})
+        if (!chosen_name && !a.force && fs::exists(fs::symlink_status(p, ec)) &&
+            (p == out || !a.max_shard_size.empty()))
+          throw Error(ErrorCode::invalid_argument,
+                      "exists: pass --force to replace it (a convert never writes over a file "
+                      "unasked)",
+                      {}, std::nullopt, p.string());
+    }
     if (!format) format = save_format_for_path(out);
     // Our own record formats, by extension (.mpk, .json, .tpb, each maybe .gz).
     if (!format) recorder = recorder_for_path(out);
@@ -159,7 +181,8 @@ int run_convert(const ConvertArgs& a) {
     if (recorder && !a.max_shard_size.empty())
       throw Error(ErrorCode::invalid_argument,
                   "--max-shard-size applies to safetensors and PyTorch output only");
-    pickle::validate_allow_patterns(a.allow);
+    pickle::validate_allow_patterns(a.trust.allow);
+    pickle::validate_profiles(a.trust.profiles);
     if (a.dequantize && a.keep_quantized)
       throw Error(ErrorCode::invalid_argument,
                   "--dequantize and --keep-quantized exclude each other");
@@ -184,9 +207,16 @@ int run_convert(const ConvertArgs& a) {
   });
 
   const auto t0 = std::chrono::steady_clock::now();
+  bool whole_record = false;  // a record output keeps the input's whole object
   // The opened catalogue is a temporary: once transformed, only the result
   // holds the tensors, and save() releases each as it is written.
-  TensorCatalog opened = open_input(a.in);
+  OpenOptions open_options;
+  open_options.allow = a.trust.allow;
+  open_options.profiles = a.trust.profiles;
+  TensorCatalog opened = open_input(a.in, open_options);
+  // A record of a module holds torchport's layout: a .pt or safetensors
+  // file gets PyTorch's (what torch's load_state_dict takes).
+  if (format) opened = to_pytorch_layout(opened);
   if (!a.top_level_key.empty()) {  // selected here, so the check sees the sub-tree
     opened = opened.select(a.top_level_key);
     t.top_level_key.clear();
@@ -200,32 +230,38 @@ int run_convert(const ConvertArgs& a) {
     dropped_values(opened.root(), name, filter->empty() ? nullptr : filter.get(), names, count);
     const bool changes_tensors = !a.remaps.empty() || !filter->empty() || !a.dtype.empty() ||
                                  a.dequantize || a.keep_quantized || a.densify;
-    if (count > 0 && format == SaveFormat::pytorch) {
+    if (count > 0 && (format == SaveFormat::pytorch || recorder)) {
       // The tree is written as it is: options that rename, drop or change
       // its tensors would leave it describing other tensors.
       if (changes_tensors)
         throw Error(ErrorCode::invalid_argument,
-                    "the input holds " + std::to_string(count) + " value(s) besides tensors (" +
+                    "the input holds " + counted(count, "value") + " besides tensors (" +
                         fmt::format("{}", fmt::join(names, ", ")) +
-                        (count > names.size() ? ", ..." : "") +
-                        "), which a .pt keeps only as the whole object, with its tensors "
-                        "unchanged: --remap, --include, --exclude, --dtype, --dequantize, "
-                        "--keep-quantized and --densify need --tensors-only (or --top-level-key "
-                        "to convert one sub-tree)");
-      s.keep_tree = true;
-      s.allow = a.allow;
+                        (count > names.size() ? ", ..." : "") + "), which a " +
+                        (recorder ? "torchport record" : ".pt") +
+                        " keeps only as the whole object, with its tensors unchanged: --remap, "
+                        "--include, --exclude, --dtype, --dequantize, --keep-quantized and "
+                        "--densify need --tensors-only (or --top-level-key to convert one "
+                        "sub-tree)");
+      if (recorder) {
+        whole_record = true;  // a record holds any value tree (epoch, args, param_groups)
+      } else {
+        s.keep_tree = true;
+        s.allow = a.trust.allow;
+        s.profiles = a.trust.profiles;
+      }
       count = 0;
     }
     if (count > 0)
       throw Error(ErrorCode::invalid_argument,
-                  "the input holds " + std::to_string(count) +
-                      " value(s) besides tensors that the output would drop: " +
+                  "the input holds " + counted(count, "value") +
+                      " besides tensors that the output would drop: " +
                       fmt::format("{}", fmt::join(names, ", ")) +
                       (count > names.size() ? ", ..." : "") +
                       "; pass --tensors-only to write the tensors alone (or --top-level-key to "
                       "convert one sub-tree)");
   }
-  TensorCatalog cat = s.keep_tree ? std::move(opened) : transform(opened, t);
+  TensorCatalog cat = s.keep_tree || whole_record ? std::move(opened) : transform(opened, t);
   opened = TensorCatalog();  // only the result holds the tensors now
   if (a.densify)
     cat = densify_tensors(cat);
@@ -244,12 +280,14 @@ int run_convert(const ConvertArgs& a) {
         "torchport: warning: no tensors to write (check --include/--exclude/--top-level-key)\n");
   if (recorder) {
     const std::uint64_t bytes = cat.total_bytes();
-    write_record(cat, out, *recorder, s.limits);  // marks PyTorch-layout sources as such
+    write_record(cat, out, *recorder, s.limits,
+                 whole_record);  // marks PyTorch-layout sources as such
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!a.quiet)
-      fmt::print("wrote {} ({}): {} tensors, {} in {:.2f} s\n", out.string(),
-                 recorder_name(*recorder), count, human_bytes(bytes), secs);
+      fmt::print("wrote {} ({}{}): {}, {} in {:.2f} s\n", out.string(), recorder_name(*recorder),
+                 chosen_name ? "; the name chosen in the directory" : "", counted(count, "tensor"),
+                 human_bytes(bytes), secs);
     return 0;
   }
   ProgressBar bar("writing");
@@ -262,13 +300,15 @@ int run_convert(const ConvertArgs& a) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   if (a.quiet) return 0;
-  const std::string what = r.index.empty()
-                               ? fmt::format("{}", r.files.front().string())
-                               : fmt::format("{} shards + {}", r.files.size(), r.index.string());
+  // What was written, by the names written: shards and their index, or one file.
+  const std::string what =
+      r.index.empty() ? fmt::format("{}", r.files.front().string())
+                      : fmt::format("{} + {}", counted(r.files.size(), "shard"), r.index.string());
   // Standard output holds the data: the summary goes to standard error.
   fmt::print(
-      to_stdout ? stderr : stdout, "wrote {} ({}): {} tensors, {} in {:.2f} s ({}/s)\n", what,
-      save_format_name(*format), count, human_bytes(r.tensor_bytes), secs,
+      to_stdout ? stderr : stdout, "wrote {} ({}{}): {}, {} in {:.2f} s ({}/s)\n", what,
+      save_format_name(*format), chosen_name ? "; the names chosen in the directory" : "",
+      counted(count, "tensor"), human_bytes(r.tensor_bytes), secs,
       human_bytes(secs > 0 ? static_cast<std::uint64_t>(static_cast<double>(r.tensor_bytes) / secs)
                            : 0));
   return 0;
@@ -285,8 +325,7 @@ Command add_convert(CLI::App& app) {
          "in", args->in,
          "Input: any checkpoint torchport reads (a file, an *.index.json or its directory; "
          "'-': standard input)")
-      ->required()
-      ->check(existing_path_or_stdin());
+      ->required();
   sub->add_option(
          "out", args->out,
          "Output file (.safetensors; .pt/.pth/.bin for PyTorch; .mpk/.json/.tpb[.gz] for torchport "
@@ -322,16 +361,18 @@ Command add_convert(CLI::App& app) {
       "Write quantized tensors as their integers plus NAME.q_scale/.q_zero_point (per channel: "
       ".q_per_channel_scales/_zero_points/_axis) tensors");
   sub->add_flag("-q,--quiet", args->quiet, "Print nothing but errors and warnings");
-  sub->add_option("--allow", args->allow,
-                  "A .pt keeping the input's values may name this global or class beyond the "
-                  "allow-list: an exact module.name or module.* (repeatable; e.g. "
-                  "argparse.Namespace)");
+  sub->add_option("--allow", args->trust.allow,
+                  "Trust this global or class beyond the allow-list, reading the input (a tensor "
+                  "subclass's class, say) and in a .pt keeping the input's values: an exact "
+                  "module.name or module.* (repeatable; e.g. argparse.Namespace)");
+  add_trust_options(sub, args->trust, false);
   sub->add_flag("--tensors-only", args->tensors_only,
                 "Write the tensors alone, dropping the input's other values (epoch, args, an "
-                "optimizer's param_groups); without it a .pt keeps the whole object, and other "
-                "outputs refuse such an input, naming the values");
+                "optimizer's param_groups); without it a .pt and a torchport record keep the "
+                "whole object, and safetensors refuses such an input, naming the values");
   sub->add_flag("--force", args->force,
-                "With a directory as output: replace the file whose name torchport chose there");
+                "Replace an existing output file (with a directory as output, the file whose "
+                "name torchport chose there); never the input");
   sub->add_flag("--densify", args->densify,
                 "Write sparse tensors dense (safetensors and records have no sparse layout)");
   sub->footer(

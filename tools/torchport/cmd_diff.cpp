@@ -1,15 +1,19 @@
-// torchport diff A B [--atol X] [--rtol Y] [--json]
+// torchport diff A B [--atol X] [--rtol Y] [--json] [--top-level-key K]
+//                    [--remap PATTERN REPLACEMENT]...
 //
 // Exit status: 0 when A and B hold the same tensor names, shapes and values
 // (bitwise, and the same dtypes, when both tolerances are 0, the default;
 // else every element within atol + rtol * |b|), 1 when they differ, 2 on
-// usage errors.
+// usage errors and inputs that cannot be read.
 
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -23,6 +27,9 @@
 #include "torchport/core/error.hpp"
 #include "torchport/formats/compare.hpp"
 #include "torchport/formats/open.hpp"
+#include "torchport/formats/transform.hpp"
+#include "torchport/record/export.hpp"
+#include "torchport/record/remap.hpp"
 
 namespace torchport::cli {
 namespace {
@@ -32,7 +39,27 @@ struct DiffArgs {
   double atol = 0, rtol = 0;
   bool json = false;
   bool quiet = false;
+  std::string top_level_key;
+  std::vector<std::pair<std::string, std::string>> remaps;
+  Trust trust;
 };
+
+// Why a pair's elements were not compared.
+std::string_view not_compared(ValueCheck c) {
+  switch (c) {
+    case ValueCheck::shape_differs:
+      return "shapes differ";
+    case ValueCheck::complex_real:
+      return "complex against real";
+    case ValueCheck::no_data:
+      return "a meta tensor has no values";
+    case ValueCheck::raw_bits:
+      return "raw bits against numbers or other bits";
+    case ValueCheck::compared:
+      break;
+  }
+  return "not comparable";
+}
 
 nlohmann::json number(double v) {
   return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
@@ -101,10 +128,23 @@ void print_text(const Comparison& c) {
   const bool colour = colour_enabled(1);
   for (const auto& n : c.only_in_a) fmt::print("only in A: {}\n", n);
   for (const auto& n : c.only_in_b) fmt::print("only in B: {}\n", n);
+  // With a tolerance, the tensors within it are not listed one by one: one
+  // line says how many, how close, and which dtype changes they carry.
+  std::uint64_t within = 0;
+  double within_abs = 0, within_rel = 0;
+  std::map<std::pair<DType, DType>, std::uint64_t> within_dtypes;
   for (const auto& d : c.tensors) {
     if (!d.comparable()) {
       if (d.equal) continue;  // two meta tensors of one shape
-      fmt::print("{}: {} vs {}: not comparable\n", d.name, d.a.description(), d.b.description());
+      fmt::print("{}: {} vs {}: not compared ({})\n", d.name, d.a.description(), d.b.description(),
+                 not_compared(d.check));
+      continue;
+    }
+    if (d.equal && !exact) {
+      ++within;
+      within_abs = std::max(within_abs, d.max_abs);
+      within_rel = std::max(within_rel, d.max_rel);
+      if (d.dtype_differs()) ++within_dtypes[{d.a.dtype, d.b.dtype}];
       continue;
     }
     if (d.equal && !d.dtype_differs()) continue;
@@ -121,11 +161,20 @@ void print_text(const Comparison& c) {
                           fmt::join(index_of(*d.first_mismatch, d.a.shape), ", "),
                           element(d.first_a, cplx), element(d.first_b, cplx));
     }
-    line += fmt::format(", max abs {:.3g}, max rel {:.3g}", d.max_abs, d.max_rel);
+    if (!is_bits(d.a.dtype))  // raw bits have no magnitude
+      line += fmt::format(", max abs {:.3g}, max rel {:.3g}", d.max_abs, d.max_rel);
     if (d.a.nans + d.b.nans > 0) line += fmt::format("; NaN: {} in A, {} in B", d.a.nans, d.b.nans);
     if (d.a.infinities + d.b.infinities > 0)
       line += fmt::format("; inf: {} in A, {} in B", d.a.infinities, d.b.infinities);
     fmt::print("{}\n", d.mismatched > 0 ? styled(line, Style::red, colour) : line);
+  }
+  if (within > 0) {
+    std::string line = fmt::format("{} within tolerance (max abs {:.3g}, max rel {:.3g})",
+                                   counted(within, "tensor"), within_abs, within_rel);
+    for (const auto& [dtypes, n] : within_dtypes)
+      line += fmt::format("; dtype {} vs {} in {}", dtype_name(dtypes.first),
+                          dtype_name(dtypes.second), n);
+    fmt::print("{}; --json lists each\n", line);
   }
   fmt::print("{}: {} of {} common tensors {}; {} only in A, {} only in B\n",
              styled(c.equal ? "equal" : "different", c.equal ? Style::green : Style::red, colour),
@@ -144,7 +193,50 @@ int run_diff(const DiffArgs& args) {
   }
   if (is_stdin(args.a) && is_stdin(args.b))
     throw UsageError("only one input can be '-' (standard input is read once)");
-  const TensorCatalog a = open_input(args.a), b = open_input(args.b);
+  // The same names on both sides, as convert and load make them: the
+  // tensors under --top-level-key (in each input that has it), renamed by
+  // the --remap rules (a DataParallel 'module.' prefix, say).
+  TransformOptions t;
+  usage_checked([&] {
+    auto remap = std::make_shared<KeyRemap>();
+    for (const auto& [pattern, replacement] : args.remaps) remap->add(pattern, replacement);
+    if (!remap->empty()) t.rename = [remap](std::string_view k) { return remap->apply(k); };
+  });
+  // A record of a module is compared in PyTorch's names and layout, as
+  // convert writes it (bn.weight, not bn.gamma), so it compares with the
+  // checkpoint it was loaded from.
+  const auto as_torch = [](TensorCatalog cat) {
+    try {
+      return to_pytorch_layout(cat);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::unsupported) throw;
+      return cat;  // a record that cannot say: compared as it is
+    }
+  };
+  OpenOptions open_options;
+  apply_trust(args.trust, open_options);
+  TensorCatalog a = as_torch(open_input(args.a, open_options)),
+                b = as_torch(open_input(args.b, open_options));
+  if (!args.top_level_key.empty()) {
+    const bool in_a = a.root().find(args.top_level_key) != nullptr;
+    const bool in_b = b.root().find(args.top_level_key) != nullptr;
+    if (!in_a && !in_b)
+      throw Error(ErrorCode::missing_key,
+                  "neither input has '" + args.top_level_key +
+                      "' at the top (torchport inspect --tree --depth 1 shows what they have)",
+                  {}, std::nullopt, display_name(args.a));
+    for (auto [cat, has, path] : {std::tuple{&a, in_a, &args.a}, std::tuple{&b, in_b, &args.b}}) {
+      if (has)
+        *cat = cat->select(args.top_level_key);
+      else if (!args.quiet)
+        fmt::print(stderr, "torchport: {}: no '{}' at the top: compared whole\n",
+                   display_name(*path), args.top_level_key);
+    }
+  }
+  if (t.rename) {
+    a = transform(a, t);
+    b = transform(b, t);
+  }
   ProgressBar bar("comparing");  // on a terminal, once the work takes more than a second
   if (!args.quiet)
     options.progress = [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
@@ -164,22 +256,31 @@ Command add_diff(CLI::App& app) {
   auto args = std::make_shared<DiffArgs>();
   CLI::App* sub = app.add_subcommand(
       "diff", "Compare the tensors of two checkpoints (exit 0 equal, 1 different)");
-  sub->add_option("a", args->a, "First checkpoint (any format torchport reads)")
-      ->required()
-      ->check(existing_path_or_stdin());
-  sub->add_option("b", args->b, "Second checkpoint ('-': standard input)")
-      ->required()
-      ->check(existing_path_or_stdin());
+  sub->add_option("a", args->a, "First checkpoint (any format torchport reads)")->required();
+  sub->add_option("b", args->b, "Second checkpoint ('-': standard input)")->required();
   sub->add_option("--atol", args->atol, "Absolute tolerance (default 0: compare bitwise)");
   sub->add_option("--rtol", args->rtol, "Relative tolerance, times |b| (default 0)");
   sub->add_flag("--json", args->json, "Print one JSON object instead of text");
+  sub->add_option("--top-level-key", args->top_level_key,
+                  "Compare what lies under this key (e.g. model_state_dict) in each input that "
+                  "has it; an input without it is compared whole");
+  sub->add_option("--remap", args->remaps,
+                  "Rename the keys of both inputs before comparing: PCRE2 PATTERN and "
+                  "REPLACEMENT, as convert's (e.g. '^module\\.' '' for a DataParallel "
+                  "checkpoint)")
+      ->type_size(2)
+      ->allow_extra_args(false);
   sub->add_flag("-q,--quiet", args->quiet, "Print nothing but errors: the exit status answers");
+  add_trust_options(sub, args->trust);
   sub->footer(
       "With both tolerances 0, tensors are equal when dtype, shape and every bit match.\n"
       "Otherwise values are compared in f64: |a - b| <= atol + rtol * |b|; a dtype change is\n"
-      "reported but only the values decide. NaN equals NaN only bitwise.\n"
+      "reported but only the values decide. NaN equals NaN only bitwise. Raw bits (torch's bits\n"
+      "dtypes) compare byte for byte.\n"
       "Example:\n  torchport diff model.pt model.safetensors\n"
-      "  torchport diff model.pt model-bf16.safetensors --atol 1e-2 --rtol 1e-2");
+      "  torchport diff model.pt model-bf16.safetensors --atol 1e-2 --rtol 1e-2\n"
+      "  torchport diff ddp_checkpoint.pt model.pt --top-level-key state_dict --remap '^module\\.' "
+      "''");
   return {sub, [args] { return run_diff(*args); }};
 }
 

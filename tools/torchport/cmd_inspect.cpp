@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -31,6 +32,7 @@ struct InspectArgs {
   std::string plan;   // the plan file
   bool quiet = false;
   bool verify = false;
+  Trust trust;
 };
 
 struct TreeLine {
@@ -105,6 +107,7 @@ std::pair<int, int> parse_shard(const std::string& s) {
 
 int run_shard(const TensorCatalog& cat, const InspectArgs& a) {
   const auto [rank, world] = parse_shard(a.shard);
+  note_input(a.plan);
   const ShardPlan plan = ShardPlan::read_file(a.plan);
   const ShardReads reads = shard_reads(cat, plan, rank, world);
   const std::vector<LoadReport::ShardRead>& lines = reads.reads;
@@ -130,9 +133,9 @@ int run_shard(const TensorCatalog& cat, const InspectArgs& a) {
     fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
     return 0;
   }
-  fmt::print("{}: {}, {} tensors, {}; rank {} of {} by {} ({} rules)\n", display_name(a.file),
-             cat.format(), cat.size(), human_bytes(total), rank, world, a.plan,
-             plan.rules().size());
+  fmt::print("{}: {}, {}, {}; rank {} of {} by {} ({})\n", display_name(a.file), cat.format(),
+             counted(cat.size(), "tensor"), human_bytes(total), rank, world, a.plan,
+             counted(plan.rules().size(), "rule"));
   std::size_t wname = 4, wshape = 5;
   for (const auto& l : lines) {
     wname = std::max(wname, l.key.size());
@@ -187,6 +190,25 @@ nlohmann::ordered_json quantizer_json(const Tensor& t) {
   return j;
 }
 
+// The values line: a training checkpoint's epoch, args and optimizer
+// settings in full; at most kValuesChars characters of anything larger,
+// saying how to see the rest. A whole pickled nn.Module is named, not
+// printed: its tensors are the listing, and its attributes (hooks, flags,
+// submodules) run to tens of thousands of characters.
+constexpr std::size_t kValuesChars = 1000;
+std::string values_line(const Value& values) {
+  if (values.is(Value::Kind::Object)) {
+    const Value& state = values.as_object().state;
+    if (state.is(Value::Kind::Dict) && state.find("_parameters") && state.find("_modules"))
+      return "a pickled torch.nn module, " + values.as_object().cls.qualified() +
+             " (its tensors are listed above; --json shows its attributes)";
+  }
+  std::string text = values.repr(16, kValuesChars);
+  if (text.size() >= kValuesChars || text.find("...") != std::string::npos)
+    text += " (shortened; --json shows every value)";
+  return text;
+}
+
 int run_inspect(const InspectArgs& a) {
   // The command line first: a usage error before any input is read.
   if (!a.shard.empty() || !a.plan.empty()) {
@@ -196,6 +218,7 @@ int run_inspect(const InspectArgs& a) {
   }
   OpenOptions options;
   options.verify_crc = a.verify;
+  apply_trust(a.trust, options);
   TensorCatalog cat = open_input(a.file, options);
   if (!a.top_level_key.empty()) cat = cat.select(a.top_level_key);
   if (a.quiet) return 0;  // it reads: the exit status says so
@@ -245,8 +268,9 @@ int run_inspect(const InspectArgs& a) {
 
   std::uint64_t params = 0;
   for (const auto& t : cat.tensors()) params += static_cast<std::uint64_t>(t.tensor.numel());
-  fmt::print("{}: {}, {} tensors, {} ({} elements)\n", display_name(a.file), cat.format(),
-             cat.size(), human_bytes(cat.total_bytes()), grouped(params));
+  fmt::print("{}: {}, {}, {} ({} {})\n", display_name(a.file), cat.format(),
+             counted(cat.size(), "tensor"), human_bytes(cat.total_bytes()), grouped(params),
+             params == 1 ? "element" : "elements");
   if (a.tree) {
     print_tree(cat, a.depth);
     return 0;
@@ -266,7 +290,7 @@ int run_inspect(const InspectArgs& a) {
   }
   const Value values = cat.values();
   if (!values.is_none() && !(values.is(Value::Kind::Dict) && values.size() == 0))
-    fmt::print("\nvalues: {}\n", values.repr(16, 64u << 10));  // a budget: linear in the file
+    fmt::print("\nvalues: {}\n", values_line(values));
   for (const auto& [k, v] : cat.metadata()) fmt::print("metadata {}: {}\n", k, v);
   return 0;
 }
@@ -278,8 +302,7 @@ Command add_inspect(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("inspect", "List the tensors and values of a checkpoint");
   sub->add_option("file", args->file,
                   "Checkpoint file (any format torchport reads; '-': standard input)")
-      ->required()
-      ->check(existing_path_or_stdin());
+      ->required();
   sub->add_flag("--verify", args->verify,
                 "Check every zip entry's CRC-32 (torch's zip files carry them); a mismatch names "
                 "the entries");
@@ -299,10 +322,10 @@ Command add_inspect(CLI::App& app) {
       "RANK/WORLD: with --plan, show what this rank of a tensor-parallel model reads of each "
       "tensor, and the bytes every rank reads");
   sub->add_option(
-         "--plan", args->plan,
-         "Sharding plan file: one rule a line, 'REGEX -> column(DIM) | row(DIM) | replicate' "
-         "(see docs/guide/11-tensor-parallel.md)")
-      ->check(CLI::ExistingFile);
+      "--plan", args->plan,
+      "Sharding plan file: one rule a line, 'REGEX -> column(DIM) | row(DIM) | replicate' "
+      "(see docs/guide/11-tensor-parallel.md)");
+  add_trust_options(sub, args->trust);
   sub->footer(
       "Examples:\n  torchport inspect resnet18.pt --top-level-key state_dict\n"
       "  torchport inspect resnet18.pt --tree --depth 2\n"

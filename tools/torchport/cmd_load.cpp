@@ -19,6 +19,7 @@ struct LoadArgs {
   bool mmap = false;
   bool quiet = false;
   bool verify = false;
+  Trust trust;
 };
 
 int run_load(const LoadArgs& a) {
@@ -26,6 +27,7 @@ int run_load(const LoadArgs& a) {
   MaterializeStats st;
   OpenOptions options;
   options.verify_crc = a.verify;
+  apply_trust(a.trust, options);
   ProgressBar bar("loading");  // on a terminal, once it takes more than a second
   MaterializeProgress progress;
   if (!a.quiet)
@@ -35,8 +37,8 @@ int run_load(const LoadArgs& a) {
   bar.finish();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (a.quiet) return 0;
-  fmt::print("{} tensors, {} in {:.4f} s, {:.2f} GB/s, {}\n", loaded.size(), human_bytes(st.bytes),
-             s, s > 0 ? static_cast<double>(st.bytes) / s / 1e9 : 0.0,
+  fmt::print("{}, {} in {:.4f} s, {:.2f} GB/s, {}\n", counted(loaded.size(), "tensor"),
+             human_bytes(st.bytes), s, s > 0 ? static_cast<double>(st.bytes) / s / 1e9 : 0.0,
              a.mmap ? fmt::format("mapped ({} left in the file)", human_bytes(st.mapped_bytes))
                     : std::string("owned"));
   return 0;
@@ -48,15 +50,14 @@ Command add_load(CLI::App& app) {
   auto args = std::make_shared<LoadArgs>();
   CLI::App* sub =
       app.add_subcommand("load", "Read every tensor of a checkpoint and report the speed");
-  sub->add_option("file", args->file, "Checkpoint file ('-': standard input)")
-      ->required()
-      ->check(existing_path_or_stdin());
+  sub->add_option("file", args->file, "Checkpoint file ('-': standard input)")->required();
   sub->add_flag("-q,--quiet", args->quiet, "Print nothing but errors: the exit status answers");
   sub->add_flag("--verify", args->verify,
                 "Check every zip entry's CRC-32 (torch's zip files carry them); a mismatch names "
                 "the entries");
   sub->add_flag("--mmap", args->mmap,
                 "Leave tensors in the mapped file where possible (zero copy)");
+  add_trust_options(sub, args->trust);
   sub->footer("Example:\n  torchport load resnet152.pt --mmap");
   return {sub, [args] { return run_load(*args); }};
 }

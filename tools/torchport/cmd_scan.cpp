@@ -1,4 +1,5 @@
-// torchport scan PATH... [--json] [--quiet] [--allow PATTERN]... [--include GLOB]...
+// torchport scan PATH... [--json] [--quiet] [--allow PATTERN]... [--profile NAME]... [--include
+// GLOB]...
 //                        [--exclude GLOB]...
 //
 // Prints what checkpoints would make Python import and run, without loading
@@ -21,6 +22,8 @@
 #include "progress.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/scan.hpp"
+#include "torchport/formats/scan_json.hpp"
+#include "torchport/pickle/unpickler.hpp"
 
 namespace torchport::cli {
 namespace {
@@ -28,6 +31,8 @@ namespace {
 struct ScanArgs {
   std::vector<std::string> paths;
   std::vector<std::string> allow;
+  std::vector<std::string> profiles;
+  bool list_profiles = false;
   std::vector<std::string> include;
   std::vector<std::string> exclude;
   bool json = false;
@@ -36,87 +41,10 @@ struct ScanArgs {
 
 using json = nlohmann::ordered_json;
 
-json pickle_json(const PickleScan& p) {
-  json out;
-  out["name"] = p.name;
-  out["offset"] = p.offset;
-  out["protocol"] = p.stats.protocol;
-  auto& ops = out["opcodes"] = json::object();
-  for (std::size_t op = 0; op < 256; ++op)
-    if (p.stats.opcodes[op] != 0) {
-      const std::string_view name = pickle::opcode_name(static_cast<std::uint8_t>(op));
-      ops[name.empty() ? fmt::format("0x{:02x}", op) : std::string(name)] = p.stats.opcodes[op];
-    }
-  auto& globals = out["globals"] = json::array();
-  for (const auto& g : p.globals) {
-    json j{{"name", g.name}};
-    if (!g.written.empty()) j["written"] = g.written;
-    j["opcode"] = g.opcode;
-    j["offset"] = g.offset;
-    j["count"] = g.count;
-    j["calls"] = g.calls;
-    if (g.calls) {
-      j["call_opcode"] = g.call_opcode;
-      j["call_offset"] = g.call_offset ? json(*g.call_offset) : json(nullptr);
-    }
-    j["builds"] = g.builds;
-    j["sets"] = g.sets;
-    j["allowed"] = g.allowed;
-    j["known_dangerous"] = g.known_dangerous;
-    if (g.after_error) j["after_error"] = true;
-    j["reasons"] = g.reasons;
-    globals.push_back(std::move(j));
-  }
-  out["persistent_ids"] = p.stats.persistent_ids;
-  if (p.stats.other_calls) out["calls_of_non_globals"] = p.stats.other_calls;
-  if (p.stats.extensions) out["extension_codes"] = p.stats.extensions;
-  if (!p.error.empty()) {
-    out["error"] = p.error;
-    out["python_reads_on"] = p.python_reads_on;
-  }
-  if (p.object_array_count) {
-    out["numpy_object_arrays"] = p.object_array_count;
-    out["numpy_object_array_paths"] = p.object_arrays;
-  }
-  return out;
-}
-
+// The report as torchport::scan_json writes it (the one JSON writer), as
+// a value to place in a listing of several files.
 json report_json(const ScanReport& r) {
-  json out;
-  out["file"] = r.path;
-  out["format"] = r.format;
-  out["reading"] = r.reading;
-  if (!r.reading_error.empty()) out["reading_error"] = r.reading_error;
-  out["verdict"] = std::string(scan_verdict_name(r.verdict));
-  out["reason"] = r.reason();
-  out["tensors"] = r.tensors;
-  out["tensor_records"] = r.tensor_records;
-  auto& pickles = out["pickles"] = json::array();
-  for (const auto& p : r.pickles) pickles.push_back(pickle_json(p));
-  out["code_records"] = r.code_records;
-  if (!r.shards.empty()) out["shards"] = r.shards;
-  if (!r.members.empty()) {
-    auto& members = out["members"] = json::array();
-    for (const auto& m : r.members) members.push_back(report_json(m));
-  }
-  if (r.torch_weights_only) {
-    const TorchWeightsOnly& t = *r.torch_weights_only;
-    json j{{"loads", t.loads ? json(*t.loads) : json(nullptr)}, {"needs", t.needs}};
-    if (!t.why.empty()) j["why"] = t.why;
-    if (!t.needs.empty()) j["add_safe_globals"] = add_safe_globals_line(t.needs);
-    out["torch_weights_only"] = std::move(j);
-  }
-  auto& findings = out["findings"] = json::array();
-  for (const auto& f : r.findings) {
-    json j{{"severity", std::string(scan_verdict_name(f.severity))}, {"reason", f.reason}};
-    if (!f.global.empty()) j["global"] = f.global;
-    j["known_dangerous"] = f.known_dangerous;
-    j["message"] = f.message;
-    j["where"] = f.where;
-    j["offset"] = f.offset ? json(*f.offset) : json(nullptr);
-    findings.push_back(std::move(j));
-  }
-  return out;
+  return json::parse(scan_json(r, -1));
 }
 
 Style verdict_style(ScanVerdict v) {
@@ -126,27 +54,51 @@ Style verdict_style(ScanVerdict v) {
                                               : Style::yellow;
 }
 
-// What torch >= 2.6's default torch.load (weights_only=True) does with the
-// file, and the line that would allow what it lacks.
-void print_weights_only(const TorchWeightsOnly& t, const std::string& indent) {
-  if (t.loads.value_or(false)) {
-    fmt::print("{}  torch >= 2.6, torch.load(weights_only=True): loads\n", indent);
-    return;
-  }
-  fmt::print("{}  torch >= 2.6, torch.load(weights_only=True): {}{}{}\n", indent,
-             t.loads ? "refuses" : "unknown", t.why.empty() ? "" : ": ", t.why);
-  if (!t.needs.empty())
-    fmt::print(
-        "{}    {} global(s) outside its default list ({}); trusted, paste before torch.load:\n"
-        "{}    {}\n",
-        indent, t.needs.size(), fmt::join(t.needs, ", "), indent, add_safe_globals_line(t.needs));
+// What torch's default torch.load (weights_only=True) does with the file,
+// release range by release range, newest first, and the line that would
+// allow what the current release lacks.
+void print_weights_only(const TorchWeightsOnly& t, bool trusted, const std::string& indent) {
+  const auto answer = [](const TorchWeightsOnlyRange& x) {
+    if (x.loads.value_or(false)) return std::string("loads");
+    return std::string(x.loads ? "refuses" : "unknown") + (x.why.empty() ? "" : ": ") + x.why +
+           (x.needs.empty() ? ""
+                            : fmt::format(" ({} global(s) outside its default list: {})",
+                                          x.needs.size(), fmt::join(x.needs, ", ")));
+  };
+  const auto range = [](const TorchWeightsOnlyRange& x) {
+    return x.first == x.last ? "torch " + x.first : "torch " + x.first + " to " + x.last;
+  };
+  for (auto it = t.releases.rbegin(); it != t.releases.rend(); ++it)
+    fmt::print("{}  {}{}: {}\n", indent, range(*it),
+               it == t.releases.rbegin() ? ", torch.load(weights_only=True)" : "", answer(*it));
+  // Only inside a clean file, and never naming a known-dangerous global.
+  if (const std::string line = trusted ? add_safe_globals_line(t.needs) : "";
+      !line.empty() && t.why.empty())
+    fmt::print("{}    trusted, paste before torch.load (torch {}):\n{}    {}\n", indent, t.torch,
+               indent, line);
+  else if (trusted && t.why.empty())
+    // A clean file can need one only as the VM reads it inert: getattr for
+    // an Enum member (Python 3.11 pickles members so).
+    for (const std::string& n : t.needs)
+      if (const auto dot = n.rfind('.');
+          dot != std::string::npos &&
+          pickle::classify_global(n.substr(0, dot), n.substr(dot + 1)) ==
+              pickle::GlobalClass::dangerous) {
+        fmt::print(
+            "{}    no add_safe_globals line: it would let every file torch loads after it use "
+            "{}, a known way to run code (torch.load(weights_only=False) for this file, if you "
+            "trust it)\n",
+            indent, n);
+        break;
+      }
 }
 
-void print_report(const ScanReport& r, bool colour, const std::string& indent) {
-  fmt::print("{}{}: {}{}, {} tensors, {} pickle(s): {}\n", indent, r.path,
+void print_report(const ScanReport& r, bool colour, const std::string& indent, bool trusted) {
+  trusted = trusted && r.verdict == ScanVerdict::clean;
+  fmt::print("{}{}: {}{}, {}, {}: {}\n", indent, r.path,
              r.format.empty() ? "no model format" : r.format,
              r.reading.empty() || r.reading == "ok" ? std::string() : " (" + r.reading + ")",
-             r.tensors, r.pickles.size(),
+             counted(r.tensors, "tensor"), counted(r.pickles.size(), "pickle"),
              styled(scan_verdict_name(r.verdict), verdict_style(r.verdict), colour));
   for (const auto& p : r.pickles) {
     std::uint64_t ops = 0;
@@ -170,8 +122,37 @@ void print_report(const ScanReport& r, bool colour, const std::string& indent) {
                  p.python_reads_on ? " (Python reads on)" : "");
   }
   for (const auto& c : r.code_records) fmt::print("{}  code record (never read): {}\n", indent, c);
-  if (r.torch_weights_only) print_weights_only(*r.torch_weights_only, indent);
-  for (const auto& m : r.members) print_report(m, colour, indent + "  ");
+  if (r.torch_weights_only) print_weights_only(*r.torch_weights_only, trusted, indent);
+  // Members alike (no pickle of their own, the same format, reading,
+  // verdict and findings: a truncated zip's tensor records, read one by
+  // one) print once, the others named after it: a truncated ResNet-18
+  // printed 73 lines, most of them one line per tensor record.
+  std::vector<std::pair<std::string, std::vector<const ScanReport*>>> groups;
+  for (const auto& m : r.members) {
+    std::string key;
+    if (m.pickles.empty() && m.members.empty() && m.code_records.empty() && !m.torch_weights_only) {
+      key = m.format + '\n' + m.reading + '\n' + std::string(scan_verdict_name(m.verdict)) + '\n' +
+            std::to_string(m.tensors);
+      for (const auto& f : m.findings) key += '\n' + f.reason + '\n' + f.message;
+    }
+    auto it = key.empty() ? groups.end()
+                          : std::find_if(groups.begin(), groups.end(),
+                                         [&](const auto& g) { return g.first == key; });
+    if (it == groups.end())
+      groups.push_back({key, {&m}});
+    else
+      it->second.push_back(&m);
+  }
+  for (const auto& [key, members] : groups) {
+    print_report(*members.front(), colour, indent + "  ", trusted);
+    if (members.size() == 1) continue;
+    std::string names;
+    for (std::size_t i = 1; i < members.size() && i < 4; ++i)
+      names += (i > 1 ? ", " : "") + members[i]->path;
+    fmt::print("{}    and {} alike ({}{}; --json lists each)\n", indent,
+               counted(members.size() - 1, "more member"), names,
+               members.size() > 4 ? ", ..." : "");
+  }
   for (const auto& f : r.findings)
     if (f.reason != "member")
       fmt::print("{}  {}: {}: {}{}: {}{}\n", indent,
@@ -202,11 +183,53 @@ std::string counts_line(const std::vector<ScanReport>& reports) {
   return line;
 }
 
+// --list-profiles: each profile, its classes, the one form each may take
+// and what building it so runs, when anything does.
+int list_profiles(bool as_json) {
+  const auto use_name = [](pickle::ProfileUse u) {
+    return u == pickle::ProfileUse::object ? "object" : "enum-member";
+  };
+  if (as_json) {
+    json out = json::array();
+    for (const pickle::Profile& p : pickle::profiles()) {
+      json classes = json::array();
+      for (const pickle::ProfileClass& c : p.classes) {
+        json j{{"class", std::string(c.module) + "." + std::string(c.name)},
+               {"use", use_name(c.use)}};
+        if (!c.note.empty()) j["note"] = c.note;
+        classes.push_back(std::move(j));
+      }
+      out.push_back(json{{"name", p.name}, {"summary", p.summary}, {"classes", classes}});
+    }
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+  for (const pickle::Profile& p : pickle::profiles()) {
+    fmt::print("{}: {}\n", p.name, p.summary);
+    for (const pickle::ProfileClass& c : p.classes) {
+      fmt::print("  {:<12} {}.{}\n", use_name(c.use), c.module, c.name);
+      if (!c.note.empty()) fmt::print("  {:<12}   ({})\n", "", c.note);
+    }
+  }
+  fmt::print(
+      "object: NEWOBJ with no arguments, then BUILD of a dict of attributes; enum-member:\n"
+      "builtins.getattr(cls, 'NAME'). Any other use of a class leaves it unsafe "
+      "(docs/security.md, \"Profiles\").\n");
+  return 0;
+}
+
 int run_scan(const ScanArgs& a) {
-  OpenOptions options;
+  if (a.list_profiles) return list_profiles(a.json);
+  if (a.paths.empty())
+    throw UsageError(
+        "path is required: a checkpoint file, *.index.json or directory (only "
+        "--list-profiles takes none)");
+  OpenOptions options = with_remote({});
   options.allow = a.allow;
+  options.profiles = a.profiles;
   try {
     pickle::validate_allow_patterns(options.allow);
+    pickle::validate_profiles(options.profiles);
   } catch (const Error& e) {
     std::fprintf(stderr, "torchport: %s\n", e.message().c_str());
     return 2;
@@ -236,8 +259,10 @@ int run_scan(const ScanArgs& a) {
         scanned.push_back(std::move(s));
         continue;
       }
+      note_input(path);
       if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
-        throw Error(ErrorCode::io, "no such file or directory", {}, std::nullopt, path);
+        throw Error(ErrorCode::io, "cannot open: No such file or directory", {}, std::nullopt,
+                    path);
       // A directory holding an *.index.json is still walked file by file:
       // every file of a model repository, whatever the index names.
       if (std::filesystem::is_directory(path, ec)) {
@@ -252,7 +277,7 @@ int run_scan(const ScanArgs& a) {
         s.reports.push_back(scan(std::filesystem::path(path), options));
       }
     } catch (const Error& e) {
-      s.error = e.what();
+      s.error = error_line(e);  // "PATH: what: why", as every command says it
     }
     scanned.push_back(std::move(s));
   }
@@ -269,8 +294,7 @@ int run_scan(const ScanArgs& a) {
   const int status = unsafe ? 1 : trouble ? 2 : 0;
   if (a.json) {
     if (scanned.size() == 1 && !scanned.front().directory && scanned.front().error.empty()) {
-      fmt::print("{}\n", report_json(scanned.front().reports.front())
-                             .dump(2, ' ', false, json::error_handler_t::replace));
+      fmt::print("{}\n", scan_json(scanned.front().reports.front(), 2));
     } else {
       json out;
       out["verdict"] = unsafe ? "unsafe" : trouble ? "trouble" : "clean";
@@ -288,15 +312,14 @@ int run_scan(const ScanArgs& a) {
     const bool colour = colour_enabled(1);
     for (const auto& s : scanned) {
       for (const auto& r : s.reports)
-        a.quiet ? print_quiet(r, colour) : print_report(r, colour, "");
+        a.quiet ? print_quiet(r, colour) : print_report(r, colour, "", true);
       if (s.directory && (a.quiet || s.reports.size() > 1))
-        fmt::print("{}{}: {} file(s): {}\n", a.quiet ? "" : "\n", s.path, s.reports.size(),
+        fmt::print("{}{}: {}: {}\n", a.quiet ? "" : "\n", s.path, counted(s.reports.size(), "file"),
                    counts_line(s.reports));
     }
   }
   for (const auto& s : scanned)
-    if (!s.error.empty())
-      std::fprintf(stderr, "torchport: %s: %s\n", s.path.c_str(), s.error.c_str());
+    if (!s.error.empty()) std::fprintf(stderr, "torchport: %s\n", s.error.c_str());
   for (const auto* r : all)
     if (scan_exit_code(r->verdict) != 0)
       std::fprintf(stderr, "torchport: %s: %s: %s\n", r->path.c_str(),
@@ -312,10 +335,9 @@ Command add_scan(CLI::App& app) {
                                      "Say what checkpoints would make Python import and run "
                                      "(globals, calls, code), loading nothing");
   sub->add_option(
-         "path", args->paths,
-         "checkpoint file, *.index.json, or directory (every file in it is scanned by content); "
-         "'-': standard input")
-      ->required();
+      "path", args->paths,
+      "checkpoint file, *.index.json, or directory (every file in it is scanned by content); "
+      "'-': standard input");
   sub->add_flag("--json", args->json, "print JSON (schema: docs/guide/8-cli.md)");
   sub->add_flag("-q,--quiet", args->quiet,
                 "print only the findings, and one summary line per directory");
@@ -324,15 +346,27 @@ Command add_scan(CLI::App& app) {
          "trust globals beyond the allow-list: an exact module.name or module.* (repeatable); "
          "known-dangerous globals stay unsafe")
       ->expected(1)
+      ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--profile", args->profiles,
+                  "trust a profile of a library's classes (transformers-training-args), each "
+                  "only in the one form in which Python builds it without running code the file "
+                  "can steer (repeatable; --list-profiles lists them)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_flag("--list-profiles", args->list_profiles,
+                "list the profiles, their classes and the form each may take (--json: as JSON)");
   sub->add_option("--include", args->include,
                   "in directories, scan only files whose relative path matches this glob (*, ?, "
                   "[...], ** for folders; repeatable)")
       ->expected(1)
+      ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--exclude", args->exclude,
                   "in directories, skip files whose relative path matches this glob (repeatable)")
       ->expected(1)
+      ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->footer(
       "Verdicts: clean (every place a loader could unpickle was read to its end and names only\n"
@@ -343,7 +377,8 @@ Command add_scan(CLI::App& app) {
       "any is unscannable, truncated or malformed, a path is missing, or for usage errors.\n"
       "Examples:\n  torchport scan downloaded.pt\n  torchport scan ./my-model-repo --json\n"
       "  torchport scan ./hub-cache --quiet --include '**/*.bin' --include '**/*.pt'\n"
-      "  torchport scan whole_model.pt --allow mynet.* --allow torch.nn.modules.*");
+      "  torchport scan whole_model.pt --allow mynet.* --allow torch.nn.modules.*\n"
+      "  torchport scan checkpoint-500/training_args.bin --profile transformers-training-args");
   return {sub, [args] { return run_scan(*args); }};
 }
 

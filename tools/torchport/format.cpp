@@ -27,6 +27,12 @@ std::string grouped(std::uint64_t n) {
   return s;
 }
 
+std::string counted(std::uint64_t n, std::string_view noun, std::string_view plural) {
+  if (n == 1) return fmt::format("1 {}", noun);
+  if (!plural.empty()) return fmt::format("{} {}", n, plural);
+  return fmt::format("{} {}s", n, noun);
+}
+
 bool colour_enabled(int fd) {
   const char* no_colour = std::getenv("NO_COLOR");
   if (no_colour != nullptr && no_colour[0] != '\0') return false;

@@ -11,6 +11,9 @@ namespace torchport::cli {
 std::string human_bytes(std::uint64_t n);
 /// "11,689,512".
 std::string grouped(std::uint64_t n);
+/// "1 tensor", "2 tensors", "0 tensors": `n` and `noun`, plural unless n is
+/// 1 (`plural` when the noun does not take an s).
+std::string counted(std::uint64_t n, std::string_view noun, std::string_view plural = {});
 
 /// Terminal styles for human output.
 enum class Style { bold, dim, green, yellow, red };

@@ -6,9 +6,16 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <string>
 #include <vector>
 
+#include "commands.hpp"
 #include "torchport/core/error.hpp"
+#include "torchport/pickle/unpickler.hpp"
+#ifdef TORCHPORT_HAVE_REMOTE
+#include "torchport/io/remote.hpp"
+#endif
 
 namespace torchport::cli {
 namespace {
@@ -24,10 +31,27 @@ namespace {
 
 }  // namespace
 
-CLI::Validator existing_path_or_stdin() {
-  return CLI::Validator(
-      [](std::string& s) { return is_stdin(s) ? std::string() : CLI::ExistingPath(s); },
-      "PATH or - (standard input)");
+void add_trust_options(CLI::App* sub, Trust& trust, bool allow) {
+  std::string names;
+  for (const pickle::Profile& p : pickle::profiles())
+    names += std::string(names.empty() ? "" : ", ") + std::string(p.name);
+  sub->add_option("--profile", trust.profiles,
+                  "Trust a profile of a library's classes, each only in the one form in which "
+                  "Python builds it without running its code (repeatable; known: " +
+                      names + "; `torchport scan --list-profiles` lists them)");
+  if (allow)
+    sub->add_option("--allow", trust.allow,
+                    "Trust a global beyond the allow-list: an exact module.name or module.* "
+                    "(repeatable)");
+}
+
+void apply_trust(const Trust& trust, OpenOptions& options) {
+  usage_checked([&] {
+    pickle::validate_profiles(trust.profiles);
+    pickle::validate_allow_patterns(trust.allow);
+  });
+  options.profiles = trust.profiles;
+  options.allow = trust.allow;
 }
 
 Source read_stdin(const Limits& limits) {
@@ -72,9 +96,63 @@ Source read_stdin(const Limits& limits) {
   return Source::from_buffer(std::move(bytes), "<stdin>");
 }
 
+OpenOptions with_remote(OpenOptions options) {
+#ifdef TORCHPORT_HAVE_REMOTE
+  if (!options.remote) options.remote = remote::opener();
+#endif
+  return options;
+}
+
 TensorCatalog open_input(const std::string& path, const OpenOptions& options) {
-  if (!is_stdin(path)) return open(path, options);
+  note_input(path);
+  if (!is_stdin(path)) return open(path, with_remote(options));
   return open(read_stdin(options.limits), options);
+}
+
+namespace {
+std::vector<std::string>& noted() {
+  static std::vector<std::string> inputs;
+  return inputs;
+}
+}  // namespace
+
+void note_input(const std::string& path) {
+  const std::string shown = display_name(path);
+  if (std::find(noted().begin(), noted().end(), shown) == noted().end()) noted().push_back(shown);
+}
+
+std::string error_line(const Error& e) {
+  namespace fs = std::filesystem;
+  std::string where = e.where();
+  // The file the place starts with, up to a part of it (':' or '!'), as
+  // the user typed it: an input named by its base name gets its folder back.
+  const std::size_t cut = std::min(where.find(':'), where.find('!'));
+  const std::string head = where.substr(0, cut);
+  const std::string rest = cut == std::string::npos ? std::string() : where.substr(cut);
+  for (const std::string& input : noted()) {
+    if (head.empty() || head == input) break;
+    std::error_code ec;
+    const fs::path p(input);
+    if (p.filename() == head) {
+      where = input + rest;
+      break;
+    }
+    if (head.find('/') == std::string::npos && fs::is_directory(p, ec) &&
+        fs::exists(p / head, ec)) {  // a shard of a directory input
+      where = (p / head).string() + rest;
+      break;
+    }
+  }
+  if (where.empty() && !noted().empty()) where = noted().front();
+  std::string out = where.empty() ? std::string() : where + ": ";
+  if (!e.key().empty()) out += "'" + e.key() + "': ";
+  out += e.message();
+  if (e.offset()) out += " (byte " + std::to_string(*e.offset()) + ")";
+  return out;
+}
+
+bool is_trouble(const Error& e) {
+  return e.code() == ErrorCode::io || e.code() == ErrorCode::not_a_checkpoint;
 }
 
 }  // namespace torchport::cli

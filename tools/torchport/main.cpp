@@ -5,9 +5,11 @@
 // inspect, load and convert, the input was refused (one message on stderr
 // naming the file, key path and byte offset where they apply); 2 trouble:
 // usage errors (a command line that cannot be acted on, found before any
-// input is read: UsageError and CLI11's), inputs that are missing or cannot
-// be read (ErrorCode::io), and for scan and diff any input they cannot read
-// to the end. Every message starts with "torchport:".
+// input is read: UsageError and CLI11's), inputs that are missing,
+// unreadable or no checkpoint at all (ErrorCode::io, not_a_checkpoint), and
+// for scan and diff any input they cannot read to the end. Every message
+// starts with "torchport:"; one about a file reads
+// "torchport: PATH: what: why", PATH as the user typed it.
 
 #include <cstdio>
 #include <string>
@@ -16,6 +18,7 @@
 
 #include "commands.hpp"
 #include "format.hpp"
+#include "input.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/io/atomic_file.hpp"
 #include "torchport/version.hpp"
@@ -35,8 +38,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(
       "Exit status: 0 success (scan clean, diff equal); 1 the answer is no (unsafe, different) or\n"
-      "the input was refused; 2 trouble (usage, missing or unreadable inputs; for scan and diff,\n"
-      "inputs they cannot read). `torchport help COMMAND` or `man torchport` for more.");
+      "the input was refused; 2 trouble (usage; missing, unreadable or non-checkpoint inputs; for\n"
+      "scan and diff, inputs they cannot read). `torchport help COMMAND` or `man torchport` for "
+      "more.");
   const torchport::cli::Command commands[] = {
       torchport::cli::add_inspect(app), torchport::cli::add_load(app),
       torchport::cli::add_convert(app), torchport::cli::add_diff(app),
@@ -84,18 +88,21 @@ int main(int argc, char** argv) {
       }
     return 2;
   } catch (const torchport::cli::UsageError& e) {
-    std::fprintf(stderr, "torchport: %s: %s\n", error_word().c_str(), e.what());
+    if (e.path().empty())
+      std::fprintf(stderr, "torchport: %s: %s\n", error_word().c_str(), e.what());
+    else
+      std::fprintf(stderr, "torchport: %s: %s\n", e.path().c_str(), e.what());
     return 2;
   } catch (const torchport::Error& e) {
-    std::fprintf(stderr, "torchport: %s: %s\n", error_word().c_str(), e.what());
-    return answers || e.code() == torchport::ErrorCode::io ? 2 : 1;
+    std::fprintf(stderr, "torchport: %s\n", torchport::cli::error_line(e).c_str());
+    return answers || torchport::cli::is_trouble(e) ? 2 : 1;
   } catch (...) {
     // Never a bare std:: message: out of memory and faults of ours become
     // an Error with context, like every other failure.
     try {
       torchport::rethrow_as_error("running the command");
     } catch (const torchport::Error& e) {
-      std::fprintf(stderr, "torchport: %s: %s\n", error_word().c_str(), e.what());
+      std::fprintf(stderr, "torchport: %s\n", torchport::cli::error_line(e).c_str());
     }
     return 1;
   }

@@ -82,6 +82,26 @@ struct Limits {
   /// Bytes read from standard input (the tool's `-`), which is held in
   /// memory: a pipe cannot be mapped.
   std::uint64_t max_stdin_bytes = 4ull << 30;
+  /// Bytes of a file read by ranges (`MapOptions::pread`, a remote object)
+  /// that a reader needing the whole file reads into memory: the tar format,
+  /// a gzip-compressed record, our record files, a scan's sweeps.
+  std::uint64_t max_whole_read_bytes = 4ull << 30;
+
+  // Remote sources (`torchport::remote`):
+
+  /// Milliseconds to connect (TCP and TLS) to a server.
+  std::uint32_t remote_connect_timeout_ms = 10'000;
+  /// Milliseconds a transfer may go without receiving a byte before it is
+  /// abandoned (and retried, up to `remote_retries`).
+  std::uint32_t remote_stall_timeout_ms = 30'000;
+  /// Times one range request is tried again after a dropped connection, a
+  /// stall, or a 5xx / 429 answer (waiting 0.25 s, 0.5 s, 1 s, ... between);
+  /// a dropped transfer resumes where its bytes stopped.
+  std::uint32_t remote_retries = 4;
+  /// Bytes of a whole object a server that ignores Range (200 instead of
+  /// 206) may send in its place: a smaller object is taken whole (and kept),
+  /// a larger one is refused by name.
+  std::uint64_t max_unranged_bytes = 64u << 20;
 };
 
 }  // namespace torchport

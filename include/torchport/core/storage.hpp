@@ -22,10 +22,41 @@ class FileBacking {
   /// Copies `dst.size()` bytes of the file, starting at address `at` inside
   /// the mapping, into `dst`. False when it could not (then copy from memory).
   virtual bool read(const std::byte* at, std::span<std::byte> dst) const noexcept = 0;
+  /// Copies the file's bytes from address `at` on into `pieces` in turn
+  /// (piece i + 1 takes the bytes after piece i's): neighbouring records
+  /// and the bytes between them in one system call. False when it could
+  /// not (then copy from memory). The default reads piece by piece.
+  virtual bool read_run(const std::byte* at,
+                        std::span<const std::span<std::byte>> pieces) const noexcept;
   /// Drops this process's resident pages of every 2 MiB block of the file
   /// that `[begin, end)` touches (clamped to the mapping). The data stays in
   /// the page cache.
   virtual void release(const std::byte* begin, const std::byte* end) const noexcept = 0;
+};
+
+/// One read of a batch: `dst.size()` bytes from `offset`.
+struct RangeRead {
+  std::uint64_t offset = 0;  ///< the first byte's offset in the source
+  std::span<std::byte> dst;  ///< where the bytes go; its size is the count
+};
+
+/// Random-access reads of bytes that are not in memory: a file read with
+/// `pread`, a remote object (`torchport::remote`). Implementations are
+/// thread-safe.
+class RangeReader {
+ public:
+  virtual ~RangeReader() = default;
+  /// Copies `dst.size()` bytes starting at `offset` into `dst`; all of them
+  /// or an exception (never part of a range).
+  /// \throws Error (io, truncated, corrupt, ...) naming the source.
+  virtual void read(std::uint64_t offset, std::span<std::byte> dst) const = 0;
+  /// Reads every request (neighbours coalesced, in parallel where the
+  /// reader can); by default one `read` each, in order.
+  virtual void read_many(std::span<const RangeRead> reads) const;
+  /// True when `read_many` does better than reads cut into pieces and
+  /// spread over threads (a remote source: fewer, larger requests, its own
+  /// parallel connections); false for a local file.
+  virtual bool batches() const noexcept { return false; }
 };
 
 /// The bytes behind one or more tensors (torch's storage).
@@ -70,6 +101,13 @@ class Storage {
   static std::shared_ptr<Storage> deferred_copy(std::span<const std::byte> raw,
                                                 std::shared_ptr<const void> owner,
                                                 std::shared_ptr<const FileBacking> file = nullptr);
+  /// `nbytes` bytes at `offset` of what `reader` reads (a file read with
+  /// pread, a remote object), read when used: `read_into` and `read_many`
+  /// read the ranges they are asked for straight into their destination;
+  /// the first `bytes()` reads the whole storage into aligned memory and
+  /// keeps it. The storage keeps `reader` alive.
+  static std::shared_ptr<Storage> ranged(std::shared_ptr<const RangeReader> reader,
+                                         std::uint64_t offset, std::uint64_t nbytes);
 
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -92,6 +130,16 @@ class Storage {
   /// been made (it reads its source). Thread-safe.
   /// \throws Error(invalid_argument) when the range is outside the storage.
   void read_into(std::uint64_t offset, std::span<std::byte> dst) const;
+  /// `read_into` for several ranges at once (offsets in the storage): a
+  /// ranged storage hands them to its reader together (a remote one
+  /// coalesces neighbours and fetches in parallel). Thread-safe.
+  /// \throws Error(invalid_argument) when a range is outside the storage.
+  void read_many(std::span<const RangeRead> reads) const;
+  /// The reader of a ranged storage whose bytes have not been made (null
+  /// otherwise), and where the storage starts in what it reads: lets a
+  /// caller batch the reads of many storages of one source.
+  const RangeReader* range_reader() const noexcept;
+  std::uint64_t range_offset() const noexcept { return range_offset_; }  ///< see range_reader()
   /// True for a deferred storage whose loader has not run yet.
   bool pending() const noexcept;
   /// True when `read_into` reads any range of the storage without making
@@ -109,6 +157,16 @@ class Storage {
   /// of the range were dropped. A dropped page still in use costs a minor
   /// fault on its next access, nothing more.
   void release_pages(std::uint64_t offset, std::uint64_t n) const noexcept;
+  /// The file mapping the bytes lie in (a file-backed storage, or a deferred
+  /// copy of a mapped file's bytes, made or not); null otherwise. With
+  /// `file_data()`, lets a copy of many neighbouring storages read the file
+  /// once, and a writer drop their pages together.
+  const std::shared_ptr<const FileBacking>& file() const noexcept { return file_; }
+  /// The address of byte 0 inside `file()`'s mapping (null without one).
+  const std::byte* file_data() const noexcept { return file_ ? data_ : nullptr; }
+  /// True when `read_into` reads `file()` (not memory): a file-backed
+  /// storage, or a deferred copy of a file's bytes not made yet.
+  bool reads_file() const noexcept;
 
   struct Private;  // construction token
   /// For `std::make_shared` inside the factories only: `Private` is not
@@ -126,7 +184,9 @@ class Storage {
   std::shared_ptr<const FileBacking> file_;
   bool writable_ = false;
   bool borrowed_ = false;
-  std::unique_ptr<Deferred> deferred_;  // deferred storages only
+  std::unique_ptr<Deferred> deferred_;         // deferred storages only
+  std::shared_ptr<const RangeReader> ranged_;  // ranged storages only
+  std::uint64_t range_offset_ = 0;
 };
 
 }  // namespace torchport

@@ -413,6 +413,17 @@ struct SparseParts {
   Tensor values;
   /// torch's name: "sparse_coo", "sparse_csr", ...
   static std::string_view layout_name(Layout l) noexcept;
+  /// Checks torch's invariants, as `torch.load` does after loading (every
+  /// torch up to 2.7, and from 2.14 with weights_only=True; 2.8 to 2.13
+  /// skip it unless asked): the shapes fit `size`, every index lies inside
+  /// it, compressed indices start at 0, end at nnz and never decrease, and
+  /// the plain indices of a row are sorted and distinct; with
+  /// `is_coalesced` (torch 2.x saves whether a COO tensor was coalesced),
+  /// no COO entry is repeated or out of order. Reads the indices.
+  /// \throws Error(corrupt) with torch's message (e.g. "size is
+  /// inconsistent with indices: for dim 0, size is 2 but found index 5");
+  /// Error(unsupported) for a batched compressed layout.
+  void validate(bool is_coalesced = false) const;
 };
 
 template <class T>

@@ -90,7 +90,8 @@ class Value {
   static Value global(std::string module, std::string name);
   /// An Object of class `cls` made with `args` (a tuple), without state;
   /// `offset` is the byte offset of the opcode that made it, for messages.
-  static Value object(Global cls, Value args, std::uint64_t offset = 0);
+  /// `newobj`: made by NEWOBJ (`cls.__new__(cls, *args)`), not by a call.
+  static Value object(Global cls, Value args, std::uint64_t offset = 0, bool newobj = false);
   static Value tensor(Tensor t);  ///< a Tensor
   /// A typed storage, what torch's persistent_load gives: a Tensor kind
   /// (1-D, over all of `t`'s storage) that `is_storage()` tells apart from
@@ -152,11 +153,17 @@ class Value {
   /// Address of the shared node (nullptr for scalars): equal for two handles
   /// of the same Python object.
   const void* identity() const noexcept { return node_.get(); }
-  /// A Tensor that a pickle made as a numpy array (a writer cannot give it
-  /// back as one: it is a Tensor in every other way).
-  static Value numpy_array(Tensor t);
+  /// A Tensor that a pickle made as a numpy array (a writer gives it back
+  /// as one: it is a Tensor in every other way). `numpy2`: the pickle
+  /// spelled numpy's core module as numpy 2 does (numpy._core, not
+  /// numpy.core), which a writer keeps: torch's weights_only allow-list
+  /// matches globals by that name.
+  static Value numpy_array(Tensor t, bool numpy2 = false);
   /// True for a Tensor made by `numpy_array()` (and its handles).
   bool is_numpy_array() const noexcept;
+  /// How the pickle that made this numpy array spelled numpy's core module:
+  /// "numpy._core" (numpy 2) or "numpy.core" (numpy 1, and any other value).
+  std::string_view numpy_core_module() const noexcept;
   /// True for a Dict made by `ordered_dict()` (and its handles).
   bool is_ordered_dict() const noexcept;
   /// True for a value made by `storage()` (and its handles).
@@ -205,6 +212,9 @@ struct Object {
   Value state;  ///< None until BUILD
   /// Byte offset of the opcode that made the object, in the file, for messages.
   std::uint64_t offset = 0;
+  /// Made by NEWOBJ (`cls.__new__(cls, *args)`, which runs no `__init__`),
+  /// not by REDUCE, INST or OBJ (`cls(*args)`).
+  bool newobj = false;
 };
 
 /// Bounds of `to_json`'s output.
@@ -225,5 +235,13 @@ struct JsonBudget {
 /// So the output is linear in the tree's distinct nodes and bounded by
 /// `budget`; invalid UTF-8 is replaced by U+FFFD.
 std::string to_json(const Value& v, int indent = -1, const JsonBudget& budget = {});
+
+/// Python's repr of a float, as `repr` and `to_json` print one: the
+/// shortest digits that read back to the same double ("0.9", not
+/// "0.90000000000000002"), in fixed notation from 1e-4 up to below 1e16,
+/// else with an exponent ("1e-05", "1e+16"); "inf", "-inf", "nan".
+/// `dot_zero` writes a whole number as "2.0" (a float's repr does, a
+/// complex's parts do not: "(1+2j)").
+std::string float_repr(double d, bool dot_zero = true);
 
 }  // namespace torchport

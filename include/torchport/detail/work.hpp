@@ -21,11 +21,20 @@ struct WorkCounters {
       0};  ///< bytes owned loads and conversions allocated for tensors
   std::atomic<std::uint64_t> bytes_zero_filled{
       0};  ///< output room made ready for a decoder (gzip, bz2, xz streams)
+  /// Steps of `scan`: opcodes walked or run, pickles listed or folded,
+  /// globals judged or merged, findings, and the bytes of the names its
+  /// folder walk hands the OS.
+  std::atomic<std::uint64_t> scan_steps{0};
+  /// System calls the library makes on files and memory it reads: reads of
+  /// a mapped file (pread, preadv) and advice on pages (madvise).
+  std::atomic<std::uint64_t> file_reads{0};   ///< pread / preadv calls
+  std::atomic<std::uint64_t> page_advice{0};  ///< madvise calls
 
   /// Sets every counter to 0.
   void reset() noexcept {
-    for (auto* c : {&values_printed, &chars_printed, &items_inserted, &items_moved, &bytes_inflated,
-                    &bytes_materialized, &bytes_zero_filled})
+    for (auto* c :
+         {&values_printed, &chars_printed, &items_inserted, &items_moved, &bytes_inflated,
+          &bytes_materialized, &bytes_zero_filled, &scan_steps, &file_reads, &page_advice})
       c->store(0, std::memory_order_relaxed);
   }
 };

@@ -67,10 +67,18 @@ class TensorCatalog {
   const Tensor* find(std::string_view name) const;
   /// The whole object the file holds, tensors included.
   const Value& root() const;
+  /// True when `root()` is only the tensors by name (a catalogue made of
+  /// named tensors, whose root is made when first asked for): it holds no
+  /// other value.
+  bool root_is_tensors() const noexcept { return lazy_root_ != nullptr; }
   /// The non-tensor values (`prune_tensors(root())`).
   Value values() const { return prune_tensors(root()); }
   /// String metadata (safetensors' `__metadata__`, ours); empty for formats without it.
   const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
+  /// Sets one metadata entry (a reader notes where the catalogue came from).
+  void set_metadata(std::string key, std::string value) {
+    metadata_[std::move(key)] = std::move(value);
+  }
   /// Sum of the tensors' `nbytes()` (a storage shared by two tensors counts twice).
   std::uint64_t total_bytes() const noexcept;
   /// Bytes of distinct storage the tensors use (shared storages once).

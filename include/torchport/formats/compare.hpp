@@ -59,6 +59,10 @@ enum class ValueCheck {
   /// tensors of one shape are equal (no values to differ), a meta tensor
   /// and one with data are not
   no_data,
+  /// one holds raw bits (torch's bits dtypes) and the other numbers or bits
+  /// of another dtype: no values to compare. (Two tensors of one bits dtype
+  /// are `compared`, element by element as bytes, whatever the tolerance.)
+  raw_bits,
 };
 
 /// One side of a compared pair: the tensor as stored and the values compared.

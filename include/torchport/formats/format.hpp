@@ -25,6 +25,9 @@ enum class Format {
                         ///< "sharded-safetensors"
   sharded_pytorch,      ///< a sharded checkpoint with PyTorch shards (a path): "sharded-pytorch"
   dcp,                  ///< a torch.distributed.checkpoint folder (a path): "dcp"
+  dcp_safetensors,      ///< torch.distributed.checkpoint's Hugging Face storage shards, a
+                        ///< folder of safetensors with DCP_SHARDING_INFO (a path):
+                        ///< "dcp-safetensors"
   torch_export,      ///< torch.export.save's .pt2 archive (weights and constants): "torch-export"
   torchport_record,  ///< one of our records: "torchport" ("torchport-mpk", "-json", "-bin", each
                      ///< maybe ".gz")

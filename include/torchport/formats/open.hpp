@@ -41,19 +41,33 @@ struct OpenOptions {
   /// calls a file clean only when every global is on the allow-list or here.
   /// A known-dangerous global is refused whatever they say.
   std::vector<std::string> allow;
+  /// Opt-in profiles of a library's classes, by name (`pickle::profiles()`:
+  /// "transformers-training-args"): each class of one counts as allowed
+  /// while a pickle uses it only in the one form its profile lists, the
+  /// form in which Python builds it without running code the file can
+  /// steer (docs/security.md, "Profiles"). `open()` then reads, for one,
+  /// the Enum members Python 3.11 pickles as `builtins.getattr(cls,
+  /// 'NAME')`, which it refuses otherwise; `scan()` calls such a file
+  /// clean. Empty (the default): fail-closed. An unknown name is an
+  /// Error(invalid_argument).
+  std::vector<std::string> profiles;
   /// Recompute the CRC-32 of every stored zip entry when opening (reads every
   /// byte; deflated entries are always checked when inflated). A mismatch is
   /// an Error(corrupt) naming every damaged entry and, for a PyTorch file's
   /// storages, the tensors stored in each.
   bool verify_crc = false;
+  /// How URLs (`https://`, `http://`, `s3://`) are read: set it to
+  /// `torchport::remote::opener()` (link `torchport::remote`) to open and
+  /// scan remote checkpoints; null refuses URLs, naming what to link.
+  std::shared_ptr<const RemoteOpener> remote;
 };
 
-/// Opens a checkpoint: a PyTorch zip (`torch.save`, 1.6+), a legacy pickle
-/// file (`_use_new_zipfile_serialization=False`), the old tar format, a
-/// TorchScript archive (weights only, `code/` is never read), a whole
-/// pickled `nn.Module` (classes stay inert), a plain pickle, a safetensors
-/// file, or a Hugging Face sharded checkpoint (its `*.index.json`, or a
-/// directory holding one). Only directories and pickles are read; tensors
+/// Opens a checkpoint (a path, or with `OpenOptions::remote` a URL: a file,
+/// a shard index, or a folder URL ending in `/`, see docs/remote.md): a PyTorch zip
+/// (`torch.save`, 1.6+), a legacy pickle file (`_use_new_zipfile_serialization=False`), the old tar
+/// format, a TorchScript archive (weights only, `code/` is never read), a whole pickled `nn.Module`
+/// (classes stay inert), a plain pickle, a safetensors file, or a Hugging Face sharded checkpoint
+/// (its `*.index.json`, or a directory holding one). Only directories and pickles are read; tensors
 /// are mapped views until used.
 ///
 /// \throws Error: `io` (cannot open), `not_a_checkpoint` (unknown format),

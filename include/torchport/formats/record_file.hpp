@@ -86,10 +86,15 @@ struct RecordMetadata {
 /// The version of each format this library writes and reads up to.
 inline constexpr int kRecordFormatVersion = 1;
 
-/// Writes `tree` (dicts with string keys, lists, scalars, strings, tensors)
-/// atomically to `path`: the file appears whole or not at all.
-/// \throws Error(invalid_argument) for values a record cannot hold
-/// (objects, non-string dict keys), Error(io) when writing fails.
+/// Writes `tree` atomically to `path`: the file appears whole or not at
+/// all. A record holds any value tree a checkpoint does: dicts, lists,
+/// scalars, strings, bytes and tensors natively, and as marked entries
+/// (docs/format.md) dicts with other keys than strings (an optimizer's
+/// state), objects (argparse.Namespace, with their state), global
+/// references, tuples, sets, complex numbers, wide integers and non-finite
+/// floats; `open()` gives them back as they were.
+/// \throws Error(invalid_argument) for a tensor used as a dict key,
+/// Error(io) when writing fails.
 void write_record(const Value& tree, const std::filesystem::path& path, const Recorder& recorder,
                   const RecordMetadata& metadata);
 /// Writes the tensors of any catalogue as a record: a flat dict of name ->
@@ -100,8 +105,13 @@ void write_record(const Value& tree, const std::filesystem::path& path, const Re
 /// views, so each tensor is written whole: past `limits.max_materialized_ratio`
 /// times the distinct storage bytes plus `limits.max_materialized_bytes`, it
 /// throws Error(limit_exceeded) naming the limit.
+///
+/// With `whole_object`, the record holds the catalogue's whole object
+/// (`catalog.root()`: a training checkpoint's epoch, args and optimizer
+/// state where they were, its tensors among them) instead of the flat dict
+/// of tensors.
 void write_record(const TensorCatalog& catalog, const std::filesystem::path& path,
-                  const Recorder& recorder, const Limits& limits = {});
+                  const Recorder& recorder, const Limits& limits = {}, bool whole_object = false);
 /// The same, into memory.
 std::vector<std::byte> record_to_bytes(const Value& tree, const Recorder& recorder,
                                        const RecordMetadata& metadata);
@@ -120,5 +130,7 @@ struct ParsedRecord {
 ParsedRecord read_record(const Source& source, const Limits& limits = {});
 /// True when `source` starts like one of our records (gzipped ones included).
 bool looks_like_record(const Source& source);
+/// The same, from a file's first bytes.
+bool looks_like_record(std::span<const std::byte> head);
 
 }  // namespace torchport

@@ -66,6 +66,9 @@ struct SaveOptions {
   /// Patterns trusted beyond the allow-list for `keep_tree` (as
   /// `OpenOptions::allow`: an exact `module.name` or `module.*`).
   std::vector<std::string> allow;
+  /// Profiles (`OpenOptions::profiles`) whose classes `keep_tree` may write,
+  /// each only in the form its profile lists.
+  std::vector<std::string> profiles;
 };
 
 /// What `save` wrote.

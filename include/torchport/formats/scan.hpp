@@ -121,9 +121,10 @@ struct ScanFinding {
   /// unsafe, unscannable, truncated or malformed.
   ScanVerdict severity = ScanVerdict::unsafe;
   /// A keyword: "calls", "imports", "call-of-non-global", "extension-code",
-  /// "torchscript-code", "compiled-code", "ambiguous" (unsafe); "unscannable"; "truncated";
-  /// "malformed";
-  /// "member" (a member's verdict).
+  /// "torchscript-code", "compiled-code", "ambiguous", "frame-straddle",
+  /// "oversized-storage" (unsafe); "unscannable", "unknown-compression",
+  /// "dbm-store" (unscannable); "truncated"; "malformed"; "alike" (findings
+  /// past 8 of a kind, counted); "member" (a member's verdict).
   std::string reason;
   std::string global;                   ///< "module.name", for "calls" and "imports"
   bool known_dangerous = false;         ///< the global is on the deny-list
@@ -132,31 +133,59 @@ struct ScanFinding {
   std::optional<std::uint64_t> offset;  ///< byte offset, when known
 };
 
-/// Whether torch >= 2.6's `torch.load(path)`, whose default is
-/// weights_only=True, loads a file as it is (judged from what the scan
-/// read: the format, every opcode and global of the pickles torch.load
-/// runs; torch/_weights_only_unpickler.py of torch 2.6).
-struct TorchWeightsOnly {
+/// What torch's default `torch.load(path)` (weights_only=True, the default
+/// from torch 2.6 on) does with a file as it is, for one range of
+/// releases that give the same answer (judged from what the scan read: the
+/// format, every opcode, global and container a pickle torch.load runs
+/// uses; torch/_weights_only_unpickler.py of each release, 2.6.0 to 2.14.1).
+struct TorchWeightsOnlyRange {
+  std::string first;  ///< the first release of the range ("2.6")
+  std::string last;   ///< its last release ("2.9")
   /// True when it loads; false when it is refused; unset when the scan
   /// cannot tell (`why` says what torch would do differently).
   std::optional<bool> loads;
-  /// Globals outside torch's default list, in order of first reference:
-  /// what `torch.serialization.add_safe_globals` would need. "module.*"
+  /// Globals outside those releases' default list, in order of first
+  /// reference, spelled as their unpickler looks them up: what
+  /// `torch.serialization.add_safe_globals` would need. "module.*"
   /// stands for every class of the module (numpy.dtypes.*: the classes of
   /// the numpy dtypes a file BUILDs, which torch must allow too).
   std::vector<std::string> needs;
   /// Why it does not load whatever globals are added ("" otherwise): the
   /// tar format, a TorchScript archive, an opcode the weights_only
-  /// unpickler does not read, a pickle the scan could not read to its end.
+  /// unpickler does not read, SETITEM on a list (refused from 2.10), a
+  /// pickle the scan could not read to its end.
   std::string why;
 };
 
+/// Whether torch's default `torch.load(path)` loads a file as it is: the
+/// answer for the current release (`torch`, 2.14), the first release from
+/// which that answer holds (`since`), and the answers of every release from
+/// 2.6 on (`releases`), where the rules changed between them (2.7 allows
+/// the sub-byte integer dtypes, 2.8 float4_e2m1fn_x2, 2.10 refuses SETITEM
+/// on anything but a dict, 2.14 allows bcomplex32: docs/torch-versions.md).
+struct TorchWeightsOnly {
+  /// For the current release (`torch`): as `TorchWeightsOnlyRange`.
+  std::optional<bool> loads;
+  std::vector<std::string> needs;  ///< for the current release
+  std::string why;                 ///< for the current release
+  std::string torch;               ///< the current release the three answer for ("2.14")
+  /// The first release from which they hold, unchanged, up to `torch`
+  /// ("2.6" when every release since 2.6 gives the same answer).
+  std::string since;
+  /// 2.6 to `torch` in ranges of releases that give one answer, oldest
+  /// first; the last is `since` to `torch`.
+  std::vector<TorchWeightsOnlyRange> releases;
+};
+
 /// One line of Python a user can paste before `torch.load` to allow
-/// `needs` (the tuple form of `add_safe_globals`, which names each global
-/// as the file spells it, so numpy 1.x names load under numpy 2.x too);
+/// `needs` (the tuple form of `add_safe_globals`, which registers each
+/// global under the name torch's unpickler looks up, as `needs` spells it,
+/// so numpy 1.x names load under numpy 2.x too);
 /// "" when nothing is needed, or when a name is not a dotted Python
-/// identifier (the names come from the file). Offer it only for a file the
-/// scan calls clean: it allows what it names.
+/// identifier (the names come from the file), and when one of them is on
+/// the known-dangerous list (under any split of its dots into module and
+/// attribute). Offer it only for a file the scan calls clean: it allows
+/// what it names (the overload taking the report does so).
 std::string add_safe_globals_line(const std::vector<std::string>& needs);
 
 /// Everything `scan()` found in one file (or one member of an archive).
@@ -192,13 +221,19 @@ struct ScanReport {
   ScanVerdict verdict = ScanVerdict::clean;
   /// For the formats torch.load reads (zip, legacy, tar, TorchScript),
   /// when our reader reads the file: whether torch >= 2.6 loads it by
-  /// default, and what it would need.
+  /// default, release by release, and what it would need.
   std::optional<TorchWeightsOnly> torch_weights_only;
 
   /// The first finding of the verdict's severity, as one line ("" when
   /// clean or not a model file).
   std::string reason() const;
 };
+
+/// `add_safe_globals_line(needs)` for a file whose verdict is clean, and ""
+/// for any other: a line of trust is never offered for a file the scan
+/// flags. `report` is the file's whole report (for an archive's member, the
+/// caller passes the member's only when the archive's verdict is clean too).
+std::string add_safe_globals_line(const ScanReport& report, const std::vector<std::string>& needs);
 
 /// Scans `source` without loading tensors: reads it with the reader `open()`
 /// would use (or every reader that could read it), telling the scan what the

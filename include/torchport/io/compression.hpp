@@ -2,7 +2,8 @@
 /// \file
 /// Compressed bytes: the one place torchport decompresses anything (zip
 /// entries, gzip'd record files, the compressed wrappers `scan` opens), and
-/// the streaming gzip writer. zlib, libbz2 and liblzma do the work; every
+/// the stream transforms of a distributed checkpoint), and the streaming
+/// gzip writer. zlib, libbz2, liblzma, libzstd and liblz4 do the work; every
 /// output is bounded before it is produced.
 
 #include <cstddef>
@@ -21,17 +22,20 @@
 namespace torchport {
 
 /// A whole-file compression that Python's loaders undo before unpickling
-/// (`gzip.open`, joblib's `compress=`, `bz2.open`, `lzma.open`).
+/// (`gzip.open`, joblib's `compress=`, `bz2.open`, `lzma.open`,
+/// `lz4.frame.open`), or that
+/// torch.distributed.checkpoint applies to each item (`stream.zstd/1`).
 enum class Compression : std::uint8_t {
   gzip,   ///< RFC 1952 members (1f 8b)
   zlib,   ///< RFC 1950 (joblib's 'zlib'): a weak magic, 78 xx
   bzip2,  ///< "BZh" streams
   xz,     ///< .xz streams (fd 37 7a 58 5a 00)
   lzma,   ///< the legacy .lzma ("LZMA alone") format (joblib's 'lzma'): a weak magic
-  zstd,   ///< Zstandard frames: recognised, not decoded
+  zstd,   ///< Zstandard frames (28 b5 2f fd; skippable frames are stepped over)
+  lz4,    ///< LZ4 frames (04 22 4d 18: joblib's compress='lz4'; skippable frames stepped over)
 };
 
-/// "gzip", "zlib", "bz2", "xz", "lzma", "zstd".
+/// "gzip", "zlib", "bz2", "xz", "lzma", "zstd", "lz4".
 std::string_view compression_name(Compression c) noexcept;
 
 /// The compression `bytes` start with, by magic number, or nullopt. zlib
@@ -57,9 +61,11 @@ struct Decompressed {
 /// gzip members, bz2 and xz streams and zlib streams are read one after the
 /// other (trailing zeros after gzip members are padding; other bytes after
 /// a complete bz2, xz, lzma or zlib stream end the data, as the Python
-/// readers stop there). Output is bounded by `max_bytes` (an
-/// Error(limit_exceeded) naming `limit`, with the bytes before it kept).
-/// zstd gives Error(unsupported). Never throws for bad input.
+/// readers stop there; after gzip members, zstd and lz4 frames such bytes
+/// are an Error(corrupt), as Python's gzip, the zstandard module and
+/// python-lz4's frame reader raise). Output
+/// is bounded by `max_bytes` (an Error(limit_exceeded) naming `limit`, with
+/// the bytes before it kept). Never throws for bad input.
 Decompressed decompress(Compression c, std::span<const std::byte> bytes, std::uint64_t max_bytes,
                         const std::string& limit, const std::string& what);
 

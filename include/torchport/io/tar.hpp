@@ -77,6 +77,12 @@ enum class TarOpen {
 /// What `tarfile.open` would do with `bytes`, from the first member's
 /// headers alone (linear in their size; usually one 512-byte block).
 TarOpen probe_tar(std::span<const std::byte> bytes) noexcept;
+/// `probe_tar` on the first bytes of a file of `file_size` bytes (a remote
+/// file's head): `need_more` is set when the answer depends on bytes past
+/// `head` (a long-name or pax header longer than it), which the caller
+/// then reads to ask again.
+TarOpen probe_tar(std::span<const std::byte> head, std::uint64_t file_size,
+                  bool& need_more) noexcept;
 
 /// True when Python's tarfile opens `bytes` (`probe_tar` is not `refused`).
 bool looks_like_tar(std::span<const std::byte> bytes) noexcept;

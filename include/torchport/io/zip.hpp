@@ -25,7 +25,15 @@ struct ZipEntry {
   std::uint32_t crc32 = 0;          ///< CRC-32 of the uncompressed data, from the central directory
   std::uint64_t header_offset = 0;  ///< local header, in the file
   std::uint64_t data_offset = 0;    ///< first data byte, taken from the local header
+  /// General purpose bit flags, from the central directory (bit 13, local
+  /// header values masked, makes miniz refuse the whole archive).
+  std::uint16_t flags = 0;
 };
+
+/// True when miniz (torch's zip reader) refuses an archive holding `e`
+/// when it reads the central directory: general purpose bit 13 ("unsupported
+/// encryption"); Python's zipfile ignores the bit.
+bool zip_torch_refuses_archive(const ZipEntry& e) noexcept;
 
 /// A validated zip directory.
 ///
@@ -94,8 +102,9 @@ struct ZipLocalEntry {
   std::uint16_t flags = 0;   ///< general purpose bits (bit 0: encrypted)
   std::uint16_t method = 0;  ///< compression method
   std::uint64_t offset = 0;  ///< of its data, in the file
-  /// Its data: the declared compressed size, or to the end of the bytes
-  /// when that size is 0 (a data descriptor follows) or runs past them.
+  /// Its data: the declared compressed size, or, when that size is 0 (a
+  /// data descriptor follows) or runs past the bytes, up to the next local
+  /// or central header signature (else the end of the bytes).
   std::span<const std::byte> data;
 };
 /// Every local header signature in `bytes`, front to back, stepping over

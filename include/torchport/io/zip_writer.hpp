@@ -26,6 +26,16 @@ struct ZipWriterOptions {
   /// even when no size or offset needs them (they are written whenever one
   /// reaches 4 GiB or there are 65,535 entries or more). For testing readers.
   bool force_zip64 = false;
+  /// Lay each entry out as torch's writer (miniz, `mz_zip_writer_add_mem_ex_v2`)
+  /// does: a non-empty entry's local header has flag bit 3 with its CRC-32
+  /// and sizes zero, and a data descriptor follows its data (signature,
+  /// CRC-32, sizes: 16 bytes, or 24 with zip64 sizes); an empty entry has
+  /// neither. The local header carries a zip64 extra field exactly when the
+  /// size or the header's offset reaches 4 GiB (sizes when the size does,
+  /// the offset when it does), before the padding field. torch 2.x's
+  /// `torch.load` with `calculate_storage_offsets` computes where each
+  /// storage record lies from this layout alone, never reading its header.
+  bool torch_layout = false;
 };
 
 /// Writes a zip archive of *stored* (uncompressed) entries to an
@@ -33,7 +43,8 @@ struct ZipWriterOptions {
 ///
 /// Each entry's size is declared up front so the local header is final
 /// except for its CRC-32, which is computed over the data as it streams and
-/// patched in when the entry ends (no data descriptors). Names are stored as
+/// patched in when the entry ends (no data descriptors; with
+/// `torch_layout`, a data descriptor follows instead). Names are stored as
 /// given (flag bit 11 marks non-ASCII names as UTF-8); times are 1980-01-01
 /// so output is reproducible; permissions in the central directory are 0644.
 ///
@@ -73,6 +84,8 @@ class ZipWriter {
     std::uint64_t size = 0;
     std::uint32_t crc = 0;
     bool utf8 = false;
+    bool descriptor = false;        // a data descriptor follows the data (torch_layout)
+    bool zip64_descriptor = false;  // ... with 8-byte sizes
   };
 
   void check_open(bool want_open, const char* op) const;

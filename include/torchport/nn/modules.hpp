@@ -21,8 +21,13 @@
 /// Convolutions and embeddings keep PyTorch's layout and declare none.
 /// A bidirectional recurrent module's `_reverse` entries are no rule's: they
 /// stay unused. Constructors make zero-filled parameters of the
-/// right shapes (so a load can check every shape); a default-constructed
-/// module has undefined tensors and takes its shapes from the file.
+/// right shapes (so a load can check every shape) and set the module's
+/// configuration. A default-constructed module has undefined tensors, which
+/// take their shapes from the file, and an unset configuration (its
+/// `Setting` members: a convolution's stride, padding, dilation and groups,
+/// a norm's eps, attention's heads), which no checkpoint records: its
+/// `forward` throws Error(invalid_argument) naming each unset setting until
+/// it is set.
 ///
 /// Each module's `forward` runs on the CPU backend (contiguous F32; F16 and
 /// BF16 parameters are computed in F32).
@@ -30,9 +35,11 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "torchport/core/tensor.hpp"
+#include "torchport/nn/conv.hpp"
 #include "torchport/nn/types.hpp"
 #include "torchport/record/fields.hpp"
 #include "torchport/record/layout.hpp"
@@ -60,19 +67,21 @@ struct Linear {
 /// Convolution over D spatial dimensions (D = 1 or 2), torch's weight layout
 /// [out, in / groups, kernel...]. `stride`, `padding`, `dilation` and
 /// `groups` are configuration, not part of the record: the constructor sets
-/// them; a default-constructed module needs them set to the model's.
+/// them; a default-constructed module leaves them unset, and `forward`
+/// refuses to run until each is set to the model's.
 template <int D>
 struct Conv {
   /// The kind adapters key on.
   static constexpr std::string_view kKind = D == 1 ? "Conv1d" : "Conv2d";
-  Tensor weight;               ///< [out_channels, in_channels / groups, kernel...]
-  std::optional<Tensor> bias;  ///< [out_channels]
-  Int2 stride{1};              ///< step between output positions, >= 1
-  Int2 padding{0};             ///< zeros added on both sides, >= 0
-  Int2 dilation{1};            ///< spacing between kernel taps, >= 1
-  std::int64_t groups = 1;     ///< channel groups; in_channels for depthwise
+  Tensor weight;                 ///< [out_channels, in_channels / groups, kernel...]
+  std::optional<Tensor> bias;    ///< [out_channels]
+  Setting<Int2> stride;          ///< step between output positions, >= 1
+  Setting<Int2> padding;         ///< zeros added on both sides, >= 0
+  Setting<Int2> dilation;        ///< spacing between kernel taps, >= 1
+  Setting<std::int64_t> groups;  ///< channel groups; in_channels for depthwise
   TORCHPORT_FIELDS(weight, bias)
 
+  /// Undefined tensors (the file gives them) and an unset configuration.
   Conv() = default;
   /// Zero-filled `weight` and, when `with_bias`, `bias`, of `dtype`, with the
   /// configuration given. For D == 1 only the first value of `kernel`,
@@ -82,8 +91,15 @@ struct Conv {
   Conv(std::int64_t in_channels, std::int64_t out_channels, Int2 kernel, Int2 stride_ = 1,
        Int2 padding_ = 0, Int2 dilation_ = 1, std::int64_t groups_ = 1, bool with_bias = true,
        DType dtype = DType::F32);
+  /// The options of `conv1d` or `conv2d`, whose defaults are torch's.
+  using Options = std::conditional_t<D == 1, Conv1dOptions, Conv2dOptions>;
+  /// Sets the whole configuration: `conv.configure({.stride = 2, .padding = 3})`
+  /// sets stride and padding and, as torch's constructor does, dilation 1
+  /// and groups 1.
+  Conv& configure(const Options& options);
   /// `conv1d` or `conv2d` of `x` ([N, C_in, ...] or unbatched [C_in, ...])
   /// with this module's parameters and configuration.
+  /// \throws Error(invalid_argument) naming the settings that are unset.
   Tensor forward(const Tensor& x) const;
 };
 using Conv1d = Conv<1>;  ///< torch.nn.Conv1d
@@ -96,15 +112,16 @@ template <int D>
 struct ConvTranspose {
   /// The kind adapters key on.
   static constexpr std::string_view kKind = D == 1 ? "ConvTranspose1d" : "ConvTranspose2d";
-  Tensor weight;               ///< [in_channels, out_channels / groups, kernel...]
-  std::optional<Tensor> bias;  ///< [out_channels]
-  Int2 stride{1};              ///< >= 1
-  Int2 padding{0};             ///< removed from both sides of the full output, >= 0
-  Int2 output_padding{0};      ///< extra rows/columns on one side; < stride or < dilation
-  Int2 dilation{1};            ///< >= 1
-  std::int64_t groups = 1;     ///< >= 1
+  Tensor weight;                 ///< [in_channels, out_channels / groups, kernel...]
+  std::optional<Tensor> bias;    ///< [out_channels]
+  Setting<Int2> stride;          ///< >= 1
+  Setting<Int2> padding;         ///< removed from both sides of the full output, >= 0
+  Setting<Int2> output_padding;  ///< extra rows/columns on one side; < stride or < dilation
+  Setting<Int2> dilation;        ///< >= 1
+  Setting<std::int64_t> groups;  ///< >= 1
   TORCHPORT_FIELDS(weight, bias)
 
+  /// Undefined tensors (the file gives them) and an unset configuration.
   ConvTranspose() = default;
   /// Zero-filled `weight` and, when `with_bias`, `bias`, of `dtype`, with the
   /// configuration given. For D == 1 only the first value of each `Int2` counts.
@@ -113,8 +130,13 @@ struct ConvTranspose {
   ConvTranspose(std::int64_t in_channels, std::int64_t out_channels, Int2 kernel, Int2 stride_ = 1,
                 Int2 padding_ = 0, Int2 output_padding_ = 0, Int2 dilation_ = 1,
                 std::int64_t groups_ = 1, bool with_bias = true, DType dtype = DType::F32);
+  /// The options of `conv_transpose1d` or `conv_transpose2d`, whose defaults are torch's.
+  using Options = std::conditional_t<D == 1, ConvTranspose1dOptions, ConvTranspose2dOptions>;
+  /// Sets the whole configuration, the options not given at torch's defaults.
+  ConvTranspose& configure(const Options& options);
   /// `conv_transpose1d` or `conv_transpose2d` of `x` ([N, C_in, ...] or
   /// unbatched [C_in, ...]) with this module's parameters and configuration.
+  /// \throws Error(invalid_argument) naming the settings that are unset.
   Tensor forward(const Tensor& x) const;
 };
 using ConvTranspose1d = ConvTranspose<1>;  ///< torch.nn.ConvTranspose1d
@@ -131,7 +153,7 @@ struct BatchNorm {
   std::optional<Tensor> running_var;   ///< [num_features]; absent when track_running_stats=False
   std::optional<Tensor>
       num_batches_tracked;  ///< I64 scalar, kept so a round trip to PyTorch is faithful
-  double eps = 1e-5;        ///< added to the variance (configuration, not recorded)
+  Setting<double> eps;      ///< added to the variance (configuration, not recorded)
   TORCHPORT_FIELDS(gamma, beta, running_mean, running_var, num_batches_tracked)
   /// PyTorch names the affine parameters weight and bias.
   static constexpr LayoutRule kPyTorchLayout[] = {LayoutRule::renamed("weight", "gamma"),
@@ -145,7 +167,8 @@ struct BatchNorm {
   /// `batch_norm` of `x` ([N, C, ...], channels in dimension 1) with the
   /// running statistics.
   /// \throws Error(unsupported) without running statistics (normalising by
-  /// batch statistics is training-mode behaviour).
+  /// batch statistics is training-mode behaviour); Error(invalid_argument)
+  /// when `eps` is unset.
   Tensor forward(const Tensor& x) const;
 };
 using BatchNorm1d = BatchNorm<1>;  ///< torch.nn.BatchNorm1d
@@ -159,7 +182,7 @@ struct LayerNorm {
   /// The trailing dimensions normalised over; when empty, `gamma`'s shape
   /// (configuration, not recorded).
   Dims normalized_shape;
-  double eps = 1e-5;  ///< added to the variance (configuration, not recorded)
+  Setting<double> eps;  ///< added to the variance (configuration, not recorded)
   TORCHPORT_FIELDS(gamma, beta)
   /// PyTorch names the affine parameters weight and bias.
   static constexpr LayoutRule kPyTorchLayout[] = {LayoutRule::renamed("weight", "gamma"),
@@ -171,16 +194,18 @@ struct LayerNorm {
   explicit LayerNorm(Dims normalized_shape_, double eps_ = 1e-5, bool affine = true,
                      bool with_bias = true, DType dtype = DType::F32);
   /// `layer_norm` of `x` over its last `normalized_shape.size()` dimensions.
+  /// \throws Error(invalid_argument) when `eps` is unset, or the shape is
+  /// neither given nor `gamma`'s.
   Tensor forward(const Tensor& x) const;
 };
 
 /// Group normalisation.
 struct GroupNorm {
   static constexpr std::string_view kKind = "GroupNorm";  ///< the kind adapters key on
-  std::optional<Tensor> gamma;  ///< [num_channels]; absent when affine=False
-  std::optional<Tensor> beta;   ///< [num_channels]; absent when affine=False
-  std::int64_t num_groups = 1;  ///< groups the channels split into (configuration, not recorded)
-  double eps = 1e-5;            ///< added to the variance (configuration, not recorded)
+  std::optional<Tensor> gamma;       ///< [num_channels]; absent when affine=False
+  std::optional<Tensor> beta;        ///< [num_channels]; absent when affine=False
+  Setting<std::int64_t> num_groups;  ///< groups the channels split into (configuration)
+  Setting<double> eps;               ///< added to the variance (configuration, not recorded)
   TORCHPORT_FIELDS(gamma, beta)
   /// PyTorch names the affine parameters weight and bias.
   static constexpr LayoutRule kPyTorchLayout[] = {LayoutRule::renamed("weight", "gamma"),
@@ -191,6 +216,7 @@ struct GroupNorm {
   GroupNorm(std::int64_t num_groups_, std::int64_t num_channels, double eps_ = 1e-5,
             bool affine = true, DType dtype = DType::F32);
   /// `group_norm` of `x` ([N, C, ...], channels in dimension 1).
+  /// \throws Error(invalid_argument) naming the settings that are unset.
   Tensor forward(const Tensor& x) const;
 };
 
@@ -203,7 +229,7 @@ struct RMSNorm {
   Dims normalized_shape;
   /// Added to the mean square (configuration, not recorded). Set the model's
   /// value (`rms_norm_eps`): torch's default, the dtype's epsilon, is not applied.
-  double eps = 1e-6;
+  Setting<double> eps;
   TORCHPORT_FIELDS(gamma)
   /// PyTorch names the scale weight.
   static constexpr LayoutRule kPyTorchLayout[] = {LayoutRule::renamed("weight", "gamma")};
@@ -213,6 +239,8 @@ struct RMSNorm {
   explicit RMSNorm(Dims normalized_shape_, double eps_ = 1e-6, bool affine = true,
                    DType dtype = DType::F32);
   /// `rms_norm` of `x` over its last `normalized_shape.size()` dimensions.
+  /// \throws Error(invalid_argument) when `eps` is unset, or the shape is
+  /// neither given nor `gamma`'s.
   Tensor forward(const Tensor& x) const;
 };
 
@@ -238,9 +266,10 @@ struct PReLU {
   /// PyTorch names the slopes weight.
   static constexpr LayoutRule kPyTorchLayout[] = {LayoutRule::renamed("weight", "alpha")};
 
+  /// An undefined `alpha`: its shape comes from the file.
   PReLU() = default;
   /// `alpha` [num_parameters] of `dtype`, every value `init`.
-  explicit PReLU(std::int64_t num_parameters = 1, double init = 0.25, DType dtype = DType::F32);
+  explicit PReLU(std::int64_t num_parameters, double init = 0.25, DType dtype = DType::F32);
   /// `prelu(x, alpha)`: one slope shared, or one per channel (dimension 1).
   Tensor forward(const Tensor& x) const;
 };
@@ -257,10 +286,10 @@ struct MultiheadAttention {
   /// \var Linear output
   /// The output projection: [E, E].
   Linear query, key, value, output;
-  std::optional<Tensor> bias_k;  ///< add_bias_kv
-  std::optional<Tensor> bias_v;  ///< add_bias_kv
-  std::int64_t num_heads = 1;    ///< must divide the embedding size (configuration, not recorded)
-  bool batch_first = false;      ///< inputs are [N, L, E], not [L, N, E] (configuration)
+  std::optional<Tensor> bias_k;     ///< add_bias_kv
+  std::optional<Tensor> bias_v;     ///< add_bias_kv
+  Setting<std::int64_t> num_heads;  ///< must divide the embedding size (configuration)
+  Setting<bool> batch_first;        ///< inputs are [N, L, E], not [L, N, E] (configuration)
   TORCHPORT_FIELDS(query, key, value, output, bias_k, bias_v)
   /// PyTorch fuses the input projections into in_proj_weight [3E, E] and
   /// in_proj_bias [3E] (q, k, v), or keeps q/k/v_proj_weight apart when kdim
@@ -289,7 +318,8 @@ struct MultiheadAttention {
   /// N unbatched). `attn_mask`: bool (true = masked) or additive float, [L, S] or
   /// [batch * heads, L, S]; `key_padding_mask`: [batch, S]. `need_weights`
   /// also returns the attention weights.
-  /// \throws Error(unsupported) when `bias_k` or `bias_v` is set; otherwise
+  /// \throws Error(unsupported) when `bias_k` or `bias_v` is set;
+  /// Error(invalid_argument) naming the settings that are unset; otherwise
   /// as `multi_head_attention`.
   Output forward(const Tensor& q, const Tensor& k, const Tensor& v,
                  const Tensor& key_padding_mask = Tensor(), const Tensor& attn_mask = Tensor(),
@@ -329,7 +359,7 @@ struct LSTM {
   static constexpr LayoutNames kGates = LstmLayer::kGates;  ///< the gates, in PyTorch's order
   std::vector<LstmLayer> layers;                            ///< bottom first, each feeding the next
   /// Input and output are [N, T, *] rather than [T, N, *] (configuration, not recorded).
-  bool batch_first = false;
+  Setting<bool> batch_first;
   TORCHPORT_FIELDS(layers)
   /// PyTorch fuses each layer's gates (i, f, g, o) into weight_ih_l{k}
   /// [4 * hidden, input], weight_hh_l{k}, bias_ih_l{k} and bias_hh_l{k}.
@@ -358,7 +388,8 @@ struct LSTM {
   /// `lstm` with this module's layers: `input` is [T, N, input_size]
   /// ([N, T, input_size] with batch_first, [T, input_size] unbatched); `h0`
   /// and `c0` are [num_layers, N, hidden], or undefined for zeros.
-  /// \throws Error(invalid_argument | shape_mismatch) as `lstm`.
+  /// \throws Error(invalid_argument | shape_mismatch) as `lstm`, or naming
+  /// `batch_first` when it is unset.
   Output forward(const Tensor& input, const Tensor& h0 = Tensor(),
                  const Tensor& c0 = Tensor()) const;
 };
@@ -383,7 +414,7 @@ struct GRU {
   static constexpr LayoutNames kGates = GruLayer::kGates;  ///< the gates, in PyTorch's order
   std::vector<GruLayer> layers;                            ///< bottom first, each feeding the next
   /// Input and output are [N, T, *] rather than [T, N, *] (configuration, not recorded).
-  bool batch_first = false;
+  Setting<bool> batch_first;
   TORCHPORT_FIELDS(layers)
   /// PyTorch fuses each layer's gates (r, z, n) into weight_ih_l{k}
   /// [3 * hidden, input], weight_hh_l{k}, bias_ih_l{k} and bias_hh_l{k}.

@@ -5,7 +5,10 @@
 /// ways to print and compare modules.
 
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "torchport/core/value.hpp"
 #include "torchport/formats/catalog.hpp"
@@ -22,7 +25,33 @@ struct ExportSettings {
   /// Adapters, applied in reverse order, bottom-up (`PyTorchAdapter` to save
   /// in PyTorch's layout).
   AdapterChain adapters;
+  /// When set, each module of the tree that declares a PyTorch layout is
+  /// appended here as it is exported (bottom-up): its key path in the tree
+  /// ("layer1.0.bn1") and its rules. `save_record` keeps them in the record
+  /// (`kPyTorchLayoutKey`), so that `to_pytorch_layout` can give the record
+  /// PyTorch's names and layout without the module's type.
+  std::vector<std::pair<std::string, PyTorchLayout>>* pytorch_layouts = nullptr;
 };
+
+/// The record metadata key of a module's PyTorch layouts (`save_record`).
+inline constexpr std::string_view kPyTorchLayoutKey = "torchport.pytorch_layout";
+
+/// `layouts` as the text `kPyTorchLayoutKey` holds (JSON: the distinct rule
+/// lists, and each module's path with the index of its list).
+std::string pytorch_layout_text(const std::vector<std::pair<std::string, PyTorchLayout>>& layouts);
+
+/// A catalogue in PyTorch's names and layout, as a `.pt` or safetensors file
+/// torch's `load_state_dict` takes: one read from a record of a module
+/// (`save_record`, in torchport's layout: Linear weights [in, out], norms'
+/// gamma and beta, attention and LSTM gates split) goes through
+/// `PyTorchAdapter`'s export, module by module, by the layouts the record
+/// keeps (`kPyTorchLayoutKey`); its values stay where they are. Any other
+/// catalogue (a PyTorch or safetensors file, a record made from one, a
+/// record of no module type) is returned as it is.
+/// \throws Error(unsupported) for a record of a module type written without
+/// its layouts (by an earlier torchport, or by hand), Error(corrupt) for
+/// layouts that do not parse.
+TensorCatalog to_pytorch_layout(const TensorCatalog& catalog);
 
 namespace detail {
 
@@ -42,7 +71,11 @@ Value to_value_at(const T& field, const std::string& path, const ExportSettings&
       Value v = to_value_at(f, child(name), s);
       if (!v.is_none()) d.insert(Value::str(name), std::move(v));
     });
-    if constexpr (AdaptedModule<T>) return export_module(module_info<T>(), std::move(d), s);
+    if constexpr (AdaptedModule<T>) {
+      if (s.pytorch_layouts != nullptr && !pytorch_layout_of<T>().empty())
+        s.pytorch_layouts->emplace_back(path, pytorch_layout_of<T>());
+      return export_module(module_info<T>(), std::move(d), s);
+    }
     return d;
   } else if constexpr (is_optional<T>::value) {
     return field ? to_value_at(*field, path, s) : Value();

@@ -13,7 +13,9 @@
 ///
 /// A field may be: a `Tensor`; a module (a type with `TORCHPORT_FIELDS`);
 /// `std::vector<T>` or `std::array<T, N>` (keys `0`, `1`, ...);
-/// `std::optional<T>` (absent in a file: empty); `std::map<std::string, T>`;
+/// `std::optional<T>` (empty: the file decides, absent leaves it empty;
+/// engaged, as a constructor engages a bias: part of the module, absent is
+/// missing); `std::map<std::string, T>`;
 /// `std::variant<A, B, ...>` (an enum module: the alternative whose structure
 /// the file matches is chosen); `bool`, integers, floating point numbers and
 /// `std::string` (configs).

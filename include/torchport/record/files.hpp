@@ -33,24 +33,38 @@
 namespace torchport {
 
 /// Saves `module` in `recorder`'s format, converting tensors by `precision`.
+/// The record keeps where the module's parts with a PyTorch layout are
+/// (`kPyTorchLayoutKey`), so `torchport convert model.tpb model.pt` writes
+/// PyTorch's names and layout (`to_pytorch_layout`).
 template <class M>
 void save_record(const M& module, const std::filesystem::path& path, const Recorder& recorder,
                  Precision precision = Precision::Full) {
+  std::vector<std::pair<std::string, PyTorchLayout>> layouts;
   ExportSettings s;
   s.precision = precision;
-  write_record(to_value(module, s), path, recorder,
-               {std::string(), std::string(precision_name(precision)), type_name<M>(), {}});
+  s.pytorch_layouts = &layouts;
+  const Value tree = to_value(module, s);
+  write_record(tree, path, recorder,
+               {std::string(),
+                std::string(precision_name(precision)),
+                type_name<M>(),
+                {{std::string(kPyTorchLayoutKey), pytorch_layout_text(layouts)}}});
 }
 
 /// Saves `module` into record bytes (to embed, send, or keep in memory).
 template <class M>
 std::vector<std::byte> save_record_to_bytes(const M& module, const Recorder& recorder = NamedMpk{},
                                             Precision precision = Precision::Full) {
+  std::vector<std::pair<std::string, PyTorchLayout>> layouts;
   ExportSettings s;
   s.precision = precision;
-  return record_to_bytes(
-      to_value(module, s), recorder,
-      {std::string(), std::string(precision_name(precision)), type_name<M>(), {}});
+  s.pytorch_layouts = &layouts;
+  const Value tree = to_value(module, s);
+  return record_to_bytes(tree, recorder,
+                         {std::string(),
+                          std::string(precision_name(precision)),
+                          type_name<M>(),
+                          {{std::string(kPyTorchLayoutKey), pytorch_layout_text(layouts)}}});
 }
 
 /// Loads `module` from record bytes (a `static const` array of embedded

@@ -6,7 +6,7 @@
 /// Net net = make_net(config);
 /// auto report = torchport::load(net, "model.pt",
 ///     torchport::LoadArgs{}.top_level_key("state_dict").remap(R"(^module\.(.*))", "$1"));
-/// std::puts(report.summary().c_str());
+/// std::fputs(report.summary().c_str(), stdout);
 /// \endcode
 ///
 /// The flow: the file's tensors (under the top-level key) -> include/exclude
@@ -182,9 +182,8 @@ inline LoadArgs& LoadArgs::shard(int rank, int world, ShardPlan plan) {
 
 namespace detail {
 
-/// A prepared load: the file's tree and the loader walking it.
+/// A prepared load: the loader walking the file's tree.
 struct PreparedLoad {
-  Value tree;
   LoadReport report;
   std::unique_ptr<Loader> loader;
   std::map<std::string, std::string> file_metadata;  ///< the catalogue's
@@ -193,21 +192,23 @@ struct PreparedLoad {
 };
 
 /// Selects, remaps, filters and unflattens a catalogue's tensors (and the
-/// scalars of its root) into a tree, and sets up the loader.
+/// scalars of its root) into a tree of keys, and sets up the loader. The
+/// keys view the catalogue's names: it must outlive the load.
 /// `source` names the file in the report and in errors (the catalogue's
 /// format when empty).
 PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args,
                           const std::string& source = {});
 /// Lists unused keys, suggests names for missing fields, and throws what the
 /// args make an error (saying how a record file's metadata differs from
-/// `module_type` and this library, when it does). Returns the report.
+/// `module_type` and this library, when it does). Returns the report (moved
+/// out of `p`).
 LoadReport finish_load(PreparedLoad& p, const LoadArgs& args, const std::string& module_type = {});
 
 template <Module M>
 LoadReport load_catalog(M& module, const TensorCatalog& catalog, const LoadArgs& args,
                         const std::string& source) try {
   PreparedLoad p = prepare_load(catalog, args, source);
-  load_into(*p.loader, &p.tree, "", module);
+  load_into(*p.loader, p.loader->root(), "", module);
   return finish_load(p, args, type_name<M>());
 } catch (const Error& e) {
   // A field's error names its key path; the file too.
@@ -243,8 +244,9 @@ LoadReport load(M& module, const std::filesystem::path& path, const LoadArgs& ar
 template <class T>
 LoadReport load_value(T& target, const Value& tree,
                       const LoadArgs& args = LoadArgs{}.layout(Layout::Native)) {
-  detail::PreparedLoad p = detail::prepare_load(TensorCatalog::from_value("value", tree), args);
-  detail::load_into(*p.loader, &p.tree, "", target);
+  const TensorCatalog catalog = TensorCatalog::from_value("value", tree);
+  detail::PreparedLoad p = detail::prepare_load(catalog, args);
+  detail::load_into(*p.loader, p.loader->root(), "", target);
   return detail::finish_load(p, args);
 }
 

@@ -91,7 +91,9 @@ struct LoadReport {
     return missing.empty() && unused.empty() && mismatched.empty() && warnings.empty();
   }
   /// A human summary: counts, then every missing field (with suggestions),
-  /// unused key, mismatch and warning.
+  /// unused key, mismatch and warning; every line ends with a newline, so
+  /// print it with `std::fputs(r.summary().c_str(), stdout)` (`puts` would
+  /// add a blank line).
   std::string summary() const;
   /// The debug listing: original key -> remapped key, dtype, shape.
   std::string key_listing() const;

@@ -79,9 +79,12 @@ class Flattener {
     return std::move(out_);
   }
   /// The nested tensors met, as metadata: `torchport.nested.NAME` = the
-  /// count of components (NAME.0, NAME.1, ...).
+  /// count of components (NAME.0, NAME.1, ...); and the tensor subclasses:
+  /// `torchport.subclass.NAME` = the class ("torchao.quantization.Int8Tensor"),
+  /// whose component tensors are NAME.ATTR.
   void add_nested(std::map<std::string, std::string>& metadata) const {
     for (const auto& [name, n] : nested_) metadata["torchport.nested." + name] = std::to_string(n);
+    for (const auto& [name, cls] : subclasses_) metadata["torchport.subclass." + name] = cls;
   }
 
  private:
@@ -169,6 +172,13 @@ class Flattener {
       walk(state, name);
       return;
     }
+    if (o.cls.is("torch._tensor", "_rebuild_from_type_v2") && o.args.size() == 3 &&
+        o.args.items()[1].is(Value::Kind::Global) && state.is(Value::Kind::Dict)) {
+      // A tensor subclass as the torch readers make it: its attributes.
+      subclasses_[name] = o.args.items()[1].as_global().qualified();
+      walk(state, name);
+      return;
+    }
     if (is_module_state(state)) {
       module(state, name);
     } else if (state.is(Value::Kind::Dict)) {
@@ -214,6 +224,7 @@ class Flattener {
   const Limits& limits_;
   std::vector<NamedTensor> out_;
   std::map<std::string, std::size_t> nested_;
+  std::map<std::string, std::string> subclasses_;
 };
 
 }  // namespace

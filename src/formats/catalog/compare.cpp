@@ -45,6 +45,8 @@ Tensor values_of(const Tensor& t) {
 ValueCheck check_of(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape()) return ValueCheck::shape_differs;
   if (a.is_meta() || b.is_meta()) return ValueCheck::no_data;
+  if ((is_bits(a.dtype()) || is_bits(b.dtype())) && a.dtype() != b.dtype())
+    return ValueCheck::raw_bits;
   if (is_complex(a.dtype()) != is_complex(b.dtype())) return ValueCheck::complex_real;
   return ValueCheck::compared;
 }
@@ -126,6 +128,32 @@ void compare_values(TensorComparison& d, const Tensor& a, const Tensor& b,
   }
 }
 
+// Raw bits of one bits dtype (no arithmetic): each element's bytes, equal
+// or not, whatever the tolerance; the differing elements shown as their
+// bytes read as an unsigned integer.
+void compare_bits(TensorComparison& d, const Tensor& a, const Tensor& b) {
+  const auto ab = a.bytes(), bb = b.bytes();
+  const std::size_t size = dtype_size(a.dtype());
+  const std::size_t n = static_cast<std::size_t>(a.numel());
+  d.numel = n;
+  const auto word = [size](const std::byte* p) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, p, std::min<std::size_t>(size, sizeof v));  // little-endian host
+    return static_cast<double>(v);
+  };
+  for (std::size_t e = 0; e < n; ++e) {
+    const std::byte* x = ab.data() + e * size;
+    const std::byte* y = bb.data() + e * size;
+    if (std::memcmp(x, y, size) == 0) continue;
+    if (d.mismatched == 0) {
+      d.first_mismatch = e;
+      d.first_a = {word(x), 0.0};
+      d.first_b = {word(y), 0.0};
+    }
+    ++d.mismatched;
+  }
+}
+
 }  // namespace
 
 void CompareOptions::validate() const {
@@ -149,7 +177,10 @@ TensorComparison compare_tensors(std::string name, const Tensor& a, const Tensor
     try {
       // One pair at a time: a quantized or sparse tensor's values live
       // only while it is compared.
-      compare_values(d, values_of(a), values_of(b), options);
+      if (is_bits(a.dtype()))
+        compare_bits(d, a.contiguous(), b.contiguous());
+      else
+        compare_values(d, values_of(a), values_of(b), options);
     } catch (const Error& e) {
       throw e.at_key(d.name);
     }

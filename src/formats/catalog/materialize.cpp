@@ -1,5 +1,7 @@
+#include <algorithm>
 #include <cstring>
-#include <unordered_map>
+#include <functional>
+#include <map>
 
 #include "torchport/core/error.hpp"
 #include "torchport/detail/parallel_copy.hpp"
@@ -14,68 +16,139 @@ namespace {
 void materialize_tensors(std::vector<NamedTensor>& tensors, Residence residence,
                          MaterializeStats& st, const MaterializeProgress& progress) {
   st = {};
-  // Distinct storages, in first-use order.
+  // Distinct storages, in first-use order (a storage's number is its place
+  // here), found by address in one open-addressed table of numbers; each
+  // tensor's storage number (kNone: sparse or meta, no dense storage).
+  constexpr std::uint32_t kNone = UINT32_MAX;
+  if (tensors.size() >= kNone / 2)
+    throw Error(ErrorCode::limit_exceeded, "2^31 tensors or more in one catalogue");
   std::vector<const std::shared_ptr<Storage>*> order;
-  std::unordered_map<const Storage*, std::shared_ptr<Storage>> replaced;
-  for (const auto& t : tensors)
-    if (!t.tensor.is_sparse() && !t.tensor.is_meta() &&
-        replaced.emplace(t.tensor.storage().get(), nullptr).second)
-      order.push_back(&t.tensor.storage());
+  std::vector<std::uint32_t> number(tensors.size(), kNone);
+  {
+    std::size_t cap = 16;
+    while (cap < 2 * tensors.size()) cap *= 2;
+    std::vector<std::uint32_t> slots(cap, kNone);
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const Tensor& t = tensors[i].tensor;
+      if (t.is_sparse() || t.is_meta()) continue;
+      const Storage* key = t.storage().get();
+      std::size_t h = std::hash<const Storage*>()(key) * 0x9E3779B97F4A7C15ULL >> 7;
+      for (;; ++h) {
+        std::uint32_t& slot = slots[h & (cap - 1)];
+        if (slot == kNone) {
+          slot = static_cast<std::uint32_t>(order.size());
+          order.push_back(&t.storage());
+        } else if (order[slot]->get() != key) {
+          continue;
+        }
+        number[i] = slot;
+        break;
+      }
+    }
+  }
+  std::vector<std::shared_ptr<Storage>> replaced(order.size());
 
   // One arena for the given storages (huge pages when the kernel has them),
   // filled by reading the file straight into it, in pieces spread over the
   // cores. Deferred storages are made by the copies that need them
   // (thread-safe, once each), except deferred copies of unaligned records,
   // which read the file straight into the arena and are never made.
-  const auto fill_arena = [&](const std::vector<const std::shared_ptr<Storage>*>& storages) {
+  // `storages`: numbers of storages.
+  const auto fill_arena = [&](std::vector<std::uint32_t> storages) {
+    // In the order of the files' bytes: neighbouring records are then
+    // read together, with one system call for many small ones (torch
+    // writes records in the order of their keys as strings, "data/10"
+    // before "data/2", not in the order the tensors are listed).
+    // (A mapped file by address, a file read by ranges by offset; the
+    // rest after them, in their order.)
+    struct Key {
+      int kind;
+      const void* source;
+      std::uint64_t at;
+      std::size_t index;
+      bool operator<(const Key& o) const noexcept {
+        if (kind != o.kind) return kind < o.kind;
+        if (source != o.source) return std::less<>()(source, o.source);
+        return at != o.at ? at < o.at : index < o.index;
+      }
+    };
+    std::vector<Key> keys(storages.size());
+    for (std::size_t i = 0; i < storages.size(); ++i) {
+      const Storage& x = **order[storages[i]];
+      if (x.reads_file())
+        keys[i] = {0, x.file().get(), reinterpret_cast<std::uintptr_t>(x.file_data()), i};
+      else if (const RangeReader* r = x.range_reader())
+        keys[i] = {1, r, x.range_offset(), i};
+      else
+        keys[i] = {2, nullptr, 0, i};
+    }
+    std::sort(keys.begin(), keys.end());
+    {
+      std::vector<std::uint32_t> sorted(storages.size());
+      for (std::size_t i = 0; i < keys.size(); ++i) sorted[i] = storages[keys[i].index];
+      storages = std::move(sorted);
+    }
     constexpr std::uint64_t kAlign = 64;
     std::uint64_t total = 0;
-    for (const auto* s : storages) total += ((*s)->nbytes() + kAlign - 1) / kAlign * kAlign;
+    for (const std::uint32_t k : storages)
+      total += ((*order[k])->nbytes() + kAlign - 1) / kAlign * kAlign;
     if (storages.empty()) return;
     auto arena = Storage::allocate(total);
     auto dst = arena->mutable_bytes();
     std::vector<detail::CopyJob> jobs;
+    // Storages read from a remote source: handed to it in one batch per
+    // source (it coalesces neighbours and fetches them in parallel,
+    // straight into the arena).
+    std::map<const RangeReader*, std::vector<RangeRead>> batches;
     std::uint64_t at = 0;
-    for (const auto* s : storages) {
+    for (const std::uint32_t k : storages) {
+      const std::shared_ptr<Storage>* s = order[k];
       const std::uint64_t n = (*s)->nbytes();
       auto slice = dst.subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(n));
-      detail::split_copy(**s, slice, jobs);
-      replaced[s->get()] = Storage::borrow_mutable(slice, arena);
+      if (const RangeReader* r = (*s)->range_reader(); r != nullptr && r->batches() && n != 0)
+        batches[r].push_back({(*s)->range_offset(), slice});
+      else
+        detail::split_copy(**s, slice, jobs);
+      replaced[k] = Storage::borrow_mutable(slice, arena);
       at += (n + kAlign - 1) / kAlign * kAlign;
     }
     detail::run_copies(jobs, progress);
+    for (const auto& [reader, reads] : batches) reader->read_many(reads);
+    if (!batches.empty() && progress) progress(total, total);
   };
   for (const auto* s : order) st.bytes += (*s)->nbytes();
   if (residence == Residence::owned) {
-    fill_arena(order);
+    std::vector<std::uint32_t> all(order.size());
+    for (std::uint32_t k = 0; k < all.size(); ++k) all[k] = k;
+    fill_arena(std::move(all));
   } else {
     // Mapped storages stay views. Deferred copies of unaligned records (a
     // MessagePack record's tensors, say) need memory either way: they share
     // one arena as an owned load's storages do, rather than each taking an
     // allocation of 4 KiB pages filled by one thread. Other deferred
     // storages (inflated, byte-swapped) are made where they are, once.
-    std::vector<const std::shared_ptr<Storage>*> copies;
-    for (const auto* s : order) {
+    std::vector<std::uint32_t> copies;
+    for (std::uint32_t k = 0; k < order.size(); ++k) {
+      const std::shared_ptr<Storage>* s = order[k];
       if ((*s)->pending() && (*s)->addressable()) {
-        copies.push_back(s);
+        copies.push_back(k);
         continue;
       }
       (*s)->bytes();
-      replaced[s->get()] = *s;
+      replaced[k] = *s;
       if ((*s)->borrowed()) st.mapped_bytes += (*s)->nbytes();
     }
     fill_arena(copies);
   }
   st.storages = order.size();
 
-  // `order` points into the tensors: not used past here. A storage a
-  // tensor leaves may be freed; the storages still looked up are alive
-  // (later tensors view them), so no key is reused.
+  // `order` points into the tensors: not used past here (a storage a
+  // tensor leaves may be freed).
   order.clear();
-  for (auto& t : tensors) {
-    Tensor& x = t.tensor;
-    if (x.is_sparse() || x.is_meta()) continue;  // no dense storage (sparse: its parts stay)
-    Tensor y(x.dtype(), x.shape(), x.strides(), x.storage_offset(), replaced[x.storage().get()]);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    Tensor& x = tensors[i].tensor;
+    if (number[i] == kNone) continue;  // no dense storage (sparse: its parts stay)
+    Tensor y(x.dtype(), x.shape(), x.strides(), x.storage_offset(), replaced[number[i]]);
     x = x.is_quantized() ? y.with_quantization(x.quantization()) : std::move(y);
   }
 }

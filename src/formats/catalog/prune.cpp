@@ -73,7 +73,7 @@ struct Pruner {
       }
       default: {
         const auto& o = v.as_object();
-        out = Value::object(o.cls, o.args, o.offset);
+        out = Value::object(o.cls, o.args, o.offset, o.newobj);
         if (!o.state.is_none()) out.set_state(prune(o.state));
         break;
       }

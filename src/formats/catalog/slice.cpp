@@ -66,13 +66,21 @@ void gather(const Tensor& src, std::byte* dst, std::span<const std::int64_t> dst
   const Storage& storage = *src.storage();
   std::vector<std::int64_t> idx(inner, 0);
   std::int64_t pend_src = -1, pend_dst = 0, pend_len = 0;  // a run not yet read
+  // The runs are read together at the end: a remote storage fetches them
+  // in parallel (a column slice is a run a row), a local one with one
+  // pread each.
+  std::vector<RangeRead> runs;
   auto flush = [&] {
     if (pend_len == 0) return;
     const auto nbytes = static_cast<std::size_t>(pend_len) * es;
-    storage.read_into(static_cast<std::uint64_t>(pend_src) * es,
-                      {dst + static_cast<std::size_t>(pend_dst) * es, nbytes});
+    runs.push_back({static_cast<std::uint64_t>(pend_src) * es,
+                    {dst + static_cast<std::size_t>(pend_dst) * es, nbytes}});
     if (counter) counter->add(nbytes);
     pend_len = 0;
+  };
+  auto finish = [&] {
+    flush();
+    storage.read_many(runs);
   };
   for (;;) {
     std::int64_t so = src.storage_offset(), dof = 0;
@@ -95,12 +103,12 @@ void gather(const Tensor& src, std::byte* dst, std::span<const std::int64_t> dst
       if (++idx[i] < shape[i]) break;
       idx[i] = 0;
       if (i == 0) {
-        flush();
+        finish();
         return;
       }
     }
     if (inner == 0) {
-      flush();
+      finish();
       return;
     }
   }

@@ -1,22 +1,27 @@
-// torch.distributed.checkpoint (DCP) folders, as torch 2.6's
-// FileSystemWriter writes them (torch/distributed/checkpoint: metadata.py,
-// filesystem.py, _traverse.py):
+// torch.distributed.checkpoint (DCP) folders, as torch's FileSystemWriter
+// writes them (2.6 to 2.14; torch/distributed/checkpoint: metadata.py,
+// filesystem.py, _extension.py, _traverse.py):
 //
 //   DIR/.metadata             a pickle of Metadata: state_dict_metadata
 //                             (FQN -> TensorStorageMetadata | BytesStorage-
 //                             Metadata), planner_data (FQN -> its key path),
 //                             storage_data (MetadataIndex(fqn, offset) ->
-//                             _StorageInfo(relative_path, offset, length))
+//                             _StorageInfo(relative_path, offset, length
+//                             [, transform_descriptors])), storage_meta, and
+//                             from 2.7 version ("1.0.0")
 //   DIR/__<rank>_<n>.distcp   blobs back to back: each a whole torch.save
-//                             zip, of one chunk of a tensor or of a value
+//                             zip, of one chunk of a tensor or of a value,
+//                             or that zip through the stream transforms
+//                             its transform_descriptors list (2.14 knows
+//                             one, "stream.zstd/1": one or more zstd frames)
 //
 // A tensor is the chunks its TensorStorageMetadata lists (offsets and sizes
 // in the global tensor, per dimension), each found in storage_data by
-// (fqn, offsets). torch 2.6 reads .metadata with plain pickle.load and
-// checks none of the chunk geometry; we read it with our VM (the
-// dataclasses are on the allow-list as inert values) and refuse chunks
-// that overlap, leave holes, reach past their tensor or file, or name a
-// file outside the folder.
+// (fqn, offsets). torch reads .metadata with plain pickle.load and checks
+// none of the chunk geometry; we read it with our VM (the dataclasses are
+// on the allow-list as inert values) and refuse chunks that overlap, leave
+// holes, reach past their tensor or file, or name a file outside the
+// folder, and transforms we do not know (dcp_chunks.cpp).
 //
 // Opening reads .metadata and the values' blobs (small: an epoch, a
 // param_groups list); a tensor's chunks are read when its bytes are first
@@ -29,6 +34,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "formats/read/dcp.hpp"
 #include "formats/read/readers.hpp"
 #include "formats/read/shards.hpp"
 #include "formats/read/torch_common.hpp"
@@ -39,71 +45,14 @@ namespace torchport::formats {
 
 namespace fs = std::filesystem;
 
-bool is_dcp_path(const fs::path& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) return fs::is_regular_file(path / ".metadata", ec);
-  return path.filename() == ".metadata" && fs::is_regular_file(path, ec);
-}
-
 namespace {
 
+using dcp::Blob;
+using dcp::Chunk;
+using dcp::Folder;
+using dcp::TensorPlan;
+
 constexpr std::string_view kMetadataModule = "torch.distributed.checkpoint.metadata";
-
-// Where a blob lies.
-struct Blob {
-  std::string file;  // a plain file name in the folder
-  std::uint64_t offset = 0;
-  std::uint64_t length = 0;
-};
-
-struct Chunk {
-  Shape offsets;
-  Shape sizes;
-  Blob blob;
-};
-
-// What every part of the reader needs, shared with the tensors' loaders.
-struct Folder {
-  fs::path dir;
-  fs::path root;  // the real folder files must lie in
-  OpenOptions options;
-  std::string where;  // DIR/.metadata, for messages
-  std::map<std::string, Source> files;
-
-  [[noreturn]] void fail(ErrorCode code, const std::string& message,
-                         const std::string& key = {}) const {
-    throw Error(code, message, key, std::nullopt, where);
-  }
-
-  const Source& file(const std::string& name, const std::string& key) {
-    if (auto it = files.find(name); it != files.end()) return it->second;
-    if (!plain_file_name(name))
-      fail(ErrorCode::corrupt,
-           "storage file '" + name +
-               "' is not a plain file name: a checkpoint's .metadata may only name files in its "
-               "own folder",
-           key);
-    Source s;
-    try {
-      s = Source::map_file(resolve_inside(root, dir / name), options.map);
-    } catch (const Error& e) {
-      fail(e.code(), "storage file '" + name + "': " + e.message(), key);
-    }
-    return files.emplace(name, std::move(s)).first->second;
-  }
-
-  Source blob(const Blob& b, const std::string& key) {
-    const Source& f = file(b.file, key);
-    std::uint64_t end;
-    if (!detail::add_ok(b.offset, b.length, end) || end > f.size())
-      fail(ErrorCode::corrupt,
-           "its data is at bytes " + std::to_string(b.offset) + ".." + std::to_string(end) +
-               " of '" + b.file + "', which has " + std::to_string(f.size()) +
-               " bytes; truncated or tampered checkpoint?",
-           key);
-    return f.slice(b.offset, b.length, f.name() + "@" + std::to_string(b.offset));
-  }
-};
 
 // --- the inert dataclasses -------------------------------------------------
 
@@ -178,14 +127,27 @@ std::unordered_map<std::string, Blob> storage_index(Folder& f, const Value& stor
     if (chunk) offsets = int_tuple(f, *at, "a MetadataIndex's offset", name);
     const Object& info =
         object_of(f, v, "torch.distributed.checkpoint.filesystem", "_StorageInfo", name);
-    if (const Value* t = field(info, "transform_descriptors");
-        t != nullptr && !t->is_none() && t->size() != 0)
-      f.fail(ErrorCode::unsupported,
-             "its data is transformed (" + t->repr(3) + "), which torch 2.6 never writes", name);
     const Value& path = need(f, info, "relative_path", name);
     if (!path.is(Value::Kind::Str))
       f.fail(ErrorCode::corrupt, "relative_path is " + path.repr(1), name);
-    Blob b{path.as_str(), uint_field(f, info, "offset", name), uint_field(f, info, "length", name)};
+    Blob b{path.as_str(),
+           uint_field(f, info, "offset", name),
+           uint_field(f, info, "length", name),
+           {}};
+    // Stream transforms (torch 2.7+'s FileSystemWriter(_extensions=...)):
+    // a list of descriptors, left out when there are none. Each is known
+    // or refused now, before any blob is read.
+    if (const Value* t = field(info, "transform_descriptors"); t != nullptr && !t->is_none()) {
+      if (!t->is(Value::Kind::List) && !t->is(Value::Kind::Tuple))
+        f.fail(ErrorCode::corrupt, "transform_descriptors is " + t->repr(2) + ", not a list", name);
+      for (const Value& d : t->items()) {
+        if (!d.is(Value::Kind::Str))
+          f.fail(ErrorCode::corrupt, "transform_descriptors holds " + d.repr(1) + ", not a string",
+                 name);
+        dcp::check_transform(f, d.as_str(), name);
+        b.transforms.push_back(d.as_str());
+      }
+    }
     if (!out.emplace(index_key(name, chunk ? &offsets : nullptr), std::move(b)).second)
       f.fail(ErrorCode::corrupt, "storage_data lists one chunk twice", name);
   }
@@ -193,226 +155,6 @@ std::unordered_map<std::string, Blob> storage_index(Folder& f, const Value& stor
 }
 
 // --- tensors ---------------------------------------------------------------
-
-struct TensorPlan {
-  DType dtype = DType::F32;
-  Shape size;
-  std::vector<Chunk> chunks;
-};
-
-// Chunks inside the tensor, not overlapping, covering it: what torch's
-// saver checks (_validate_global_plan) and its loader does not.
-void check_chunks(const Folder& f, const TensorPlan& t, const std::string& fqn) {
-  const std::int64_t numel = shape_numel(t.size);
-  if (t.size.empty()) {
-    if (t.chunks.size() != 1 || !t.chunks[0].offsets.empty() || !t.chunks[0].sizes.empty())
-      f.fail(ErrorCode::corrupt, "a 0-d tensor must be one chunk without offsets", fqn);
-    return;
-  }
-  std::int64_t covered = 0;
-  std::vector<std::size_t> nonempty;
-  for (std::size_t i = 0; i < t.chunks.size(); ++i) {
-    const Chunk& c = t.chunks[i];
-    if (c.offsets.size() != t.size.size() || c.sizes.size() != t.size.size())
-      f.fail(ErrorCode::corrupt,
-             "chunk " + std::to_string(i) + " has offsets " + shape_to_string(c.offsets) +
-                 " and sizes " + shape_to_string(c.sizes) + " for a tensor of shape " +
-                 shape_to_string(t.size),
-             fqn);
-    for (std::size_t d = 0; d < t.size.size(); ++d)
-      if (c.offsets[d] > t.size[d] || c.sizes[d] > t.size[d] - c.offsets[d])
-        f.fail(ErrorCode::corrupt,
-               "chunk at offsets " + shape_to_string(c.offsets) + " of sizes " +
-                   shape_to_string(c.sizes) + " reaches past the tensor's shape " +
-                   shape_to_string(t.size),
-               fqn);
-    const std::int64_t volume = shape_numel(c.sizes);  // <= numel: inside the tensor
-    if (!detail::add_ok(covered, volume, covered) || covered > numel)
-      f.fail(ErrorCode::corrupt,
-             "its chunks hold more elements than its " + std::to_string(numel) + " (they overlap)",
-             fqn);
-    if (volume > 0) nonempty.push_back(i);
-  }
-  if (covered != numel)
-    f.fail(ErrorCode::corrupt,
-           "its chunks cover " + std::to_string(covered) + " of its " + std::to_string(numel) +
-               " elements (torch 2.6 would leave the rest uninitialized)",
-           fqn);
-  // No two overlap, found by a sweep along the dimension with the most
-  // distinct offsets: a chunk is compared only with those still open
-  // along it (a row or column sharding compares each with none or few),
-  // within a budget of comparisons real shardings stay far below.
-  std::size_t sweep = 0, most = 0;
-  for (std::size_t d = 0; d < t.size.size(); ++d) {
-    std::vector<std::int64_t> at;
-    at.reserve(nonempty.size());
-    for (const std::size_t i : nonempty) at.push_back(t.chunks[i].offsets[d]);
-    std::sort(at.begin(), at.end());
-    const auto distinct = static_cast<std::size_t>(std::unique(at.begin(), at.end()) - at.begin());
-    if (distinct > most) {
-      most = distinct;
-      sweep = d;
-    }
-  }
-  std::sort(nonempty.begin(), nonempty.end(), [&](std::size_t a, std::size_t b) {
-    return t.chunks[a].offsets[sweep] < t.chunks[b].offsets[sweep];
-  });
-  const std::uint64_t budget = 64 * std::uint64_t{nonempty.size()} + (std::uint64_t{1} << 20);
-  std::uint64_t work = 0;
-  std::vector<std::size_t> open;
-  for (const std::size_t i : nonempty) {
-    const Chunk& c = t.chunks[i];
-    work += open.size();
-    if (work > budget)
-      f.fail(ErrorCode::limit_exceeded,
-             "checking that its " + std::to_string(nonempty.size()) +
-                 " chunks do not overlap takes more than " + std::to_string(budget) +
-                 " comparisons (no sharding torch writes needs that many)",
-             fqn);
-    std::erase_if(open, [&](std::size_t j) {
-      return t.chunks[j].offsets[sweep] + t.chunks[j].sizes[sweep] <= c.offsets[sweep];
-    });
-    for (const std::size_t j : open) {
-      const Chunk& o = t.chunks[j];
-      bool meet = true;
-      for (std::size_t d = 0; meet && d < t.size.size(); ++d)
-        meet = c.offsets[d] < o.offsets[d] + o.sizes[d] && o.offsets[d] < c.offsets[d] + c.sizes[d];
-      if (meet)
-        f.fail(ErrorCode::corrupt,
-               "chunks at offsets " + shape_to_string(o.offsets) + " and " +
-                   shape_to_string(c.offsets) + " overlap (torch 2.6 would keep the later one)",
-               fqn);
-    }
-    open.push_back(i);
-  }
-}
-
-// The one tensor a chunk's blob holds.
-Tensor chunk_tensor(Folder& f, const Chunk& c, DType dtype, const std::string& fqn,
-                    Walker& walker) {
-  const Source blob = f.blob(c.blob, fqn);
-  OpenOptions o = f.options;
-  o.format.clear();
-  walker.enter(c.blob.file);
-  TensorCatalog cat;
-  try {
-    cat = read_pytorch_zip(blob, o, walker);
-  } catch (...) {
-    walker.leave();
-    throw;
-  }
-  walker.leave();
-  const Value& root = cat.root();
-  if (!root.is(Value::Kind::Tensor))
-    f.fail(ErrorCode::corrupt,
-           "the blob of its chunk at " + shape_to_string(c.offsets) + " holds " + root.repr(2) +
-               ", not a tensor",
-           fqn);
-  const Tensor& t = root.as_tensor();
-  if (t.dtype() != dtype || t.shape() != c.sizes)
-    f.fail(ErrorCode::corrupt,
-           "the blob of its chunk at " + shape_to_string(c.offsets) + " holds a " +
-               std::string(dtype_name(t.dtype())) + shape_to_string(t.shape()) + " tensor, not " +
-               std::string(dtype_name(dtype)) + shape_to_string(c.sizes),
-           fqn);
-  return t;
-}
-
-// Copies a contiguous chunk into its box of the contiguous output.
-void place(std::byte* out, const Shape& size, const Chunk& c, const std::byte* in,
-           std::size_t elem) {
-  const std::size_t n = size.size();
-  if (n == 0) {
-    std::memcpy(out, in, elem);
-    return;
-  }
-  const Shape stride = contiguous_strides(size);
-  const std::size_t row = static_cast<std::size_t>(c.sizes[n - 1]) * elem;
-  Shape at(n, 0);  // index within the chunk, last dimension excluded
-  const std::int64_t rows = shape_numel(c.sizes) / std::max<std::int64_t>(c.sizes[n - 1], 1);
-  if (shape_numel(c.sizes) == 0) return;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    std::int64_t pos = c.offsets[n - 1];
-    for (std::size_t d = 0; d + 1 < n; ++d) pos += (c.offsets[d] + at[d]) * stride[d];
-    std::memcpy(out + static_cast<std::size_t>(pos) * elem, in, row);
-    in += row;
-    for (std::size_t d = n - 1; d-- > 0;) {
-      if (++at[d] < c.sizes[d]) break;
-      at[d] = 0;
-    }
-  }
-}
-
-// Reads a slice from the chunks it overlaps only (a tensor-parallel rank's
-// part), placing each overlap where it falls in the slice.
-class ChunkSlicer final : public TensorSlicer {
- public:
-  ChunkSlicer(std::shared_ptr<Folder> f, std::shared_ptr<const TensorPlan> plan, std::string fqn)
-      : f_(std::move(f)), plan_(std::move(plan)), fqn_(std::move(fqn)) {}
-
-  Tensor read(std::size_t dim, std::span<const std::pair<std::int64_t, std::int64_t>> ranges,
-              const std::function<void(std::uint64_t)>& count) const override {
-    const TensorPlan& p = *plan_;
-    Shape shape = p.size;
-    std::int64_t total = 0;
-    for (const auto& r : ranges) total += r.second;
-    shape[dim] = total;
-    Tensor out = Tensor::empty(p.dtype, shape);
-    LoadWalker walker(f_->options);
-    for (const Chunk& c : p.chunks) {
-      if (shape_numel(c.sizes) == 0) continue;
-      Tensor blob;
-      std::int64_t at = 0;  // where the range starts in the slice
-      for (const auto& [start, length] : ranges) {
-        const std::int64_t lo = std::max(start, c.offsets[dim]);
-        const std::int64_t hi = std::min(start + length, c.offsets[dim] + c.sizes[dim]);
-        if (lo < hi) {
-          if (!blob.defined()) {
-            blob = chunk_tensor(*f_, c, p.dtype, fqn_, walker);
-            count(c.blob.length);
-          }
-          const Tensor piece =
-              blob.narrow(static_cast<std::int64_t>(dim), lo - c.offsets[dim], hi - lo)
-                  .contiguous();
-          Chunk box{c.offsets, c.sizes, c.blob};
-          box.offsets[dim] = at + (lo - start);
-          box.sizes[dim] = hi - lo;
-          place(out.mutable_bytes().data(), shape, box, piece.bytes().data(), dtype_size(p.dtype));
-        }
-        at += length;
-      }
-    }
-    return out;
-  }
-
- private:
-  std::shared_ptr<Folder> f_;
-  std::shared_ptr<const TensorPlan> plan_;
-  std::string fqn_;
-};
-
-Tensor lazy_tensor(const std::shared_ptr<Folder>& f, TensorPlan plan, const std::string& fqn) {
-  std::uint64_t nbytes;
-  if (!detail::mul_ok(static_cast<std::uint64_t>(shape_numel(plan.size)), dtype_size(plan.dtype),
-                      nbytes))
-    f->fail(ErrorCode::corrupt, "shape " + shape_to_string(plan.size) + " is too large", fqn);
-  Shape size = plan.size;
-  const DType dtype = plan.dtype;
-  auto shared = std::make_shared<const TensorPlan>(std::move(plan));
-  auto storage = Storage::deferred(nbytes, [f, shared, fqn, nbytes] {
-    auto out = Storage::allocate(nbytes);
-    LoadWalker walker(f->options);
-    for (const Chunk& c : shared->chunks) {
-      const Tensor t = chunk_tensor(*f, c, shared->dtype, fqn, walker).contiguous();
-      place(out->mutable_bytes().data(), shared->size, c, t.bytes().data(),
-            dtype_size(shared->dtype));
-    }
-    return out;
-  });
-  Shape strides = contiguous_strides(size);
-  return Tensor(dtype, std::move(size), std::move(strides), 0, std::move(storage))
-      .with_slicer(std::make_shared<ChunkSlicer>(f, std::move(shared), fqn));
-}
 
 TensorPlan tensor_plan(Folder& f, const Object& meta, const std::string& fqn,
                        const std::unordered_map<std::string, Blob>& index) {
@@ -460,10 +202,12 @@ TensorPlan tensor_plan(Folder& f, const Object& meta, const std::string& fqn,
                  " has no entry in storage_data (where its bytes are)",
              fqn);
     c.blob = it->second;
-    (void)f.blob(c.blob, fqn);  // its file inside the folder, its bytes inside the file
+    // Its file inside the folder, its bytes inside the file (transforms
+    // are undone when it is read).
+    (void)f.raw(c.blob, fqn);
     t.chunks.push_back(std::move(c));
   }
-  check_chunks(f, t, fqn);
+  dcp::check_chunks(f, t, fqn);
   return t;
 }
 
@@ -594,6 +338,9 @@ class TreeBuilder {
 
 }  // namespace
 
+TensorCatalog read_dcp_metadata(const std::shared_ptr<Folder>& f, const Source& meta,
+                                const OpenOptions& options, Walker& walker);
+
 TensorCatalog read_dcp(const fs::path& path, const OpenOptions& options, Walker& walker) {
   std::error_code ec;
   auto f = std::make_shared<Folder>();
@@ -603,10 +350,27 @@ TensorCatalog read_dcp(const fs::path& path, const OpenOptions& options, Walker&
   f->options.format.clear();
   const Source meta = Source::map_file(resolve_inside(f->root, f->dir / ".metadata"), options.map);
   f->where = (f->dir / ".metadata").string();
+  return read_dcp_metadata(f, meta, options, walker);
+}
+
+TensorCatalog read_dcp_files(const std::function<Source(const std::string&)>& open_file,
+                             const std::string& where, const OpenOptions& options, Walker& walker) {
+  auto f = std::make_shared<Folder>();
+  f->opener = open_file;
+  f->options = options;
+  f->options.format.clear();
+  f->where = where;
+  const Source meta = open_file(".metadata");
+  return read_dcp_metadata(f, meta, options, walker);
+}
+
+TensorCatalog read_dcp_metadata(const std::shared_ptr<Folder>& f, const Source& meta,
+                                const OpenOptions& options, Walker& walker) {
   if (meta.size() > options.limits.max_pickle_bytes)
     f->fail(ErrorCode::limit_exceeded, ".metadata of " + std::to_string(meta.size()) +
                                            " bytes exceeds Limits::max_pickle_bytes");
-  ByteReader r(meta.bytes(), f->where);
+  const Source meta_bytes = meta.fetch(0, meta.size());
+  ByteReader r(meta_bytes.bytes(), f->where);
   const Value root = run_torch_pickle(walker, ".metadata", r, f->options, {});
   const Object& m = object_of(*f, root, kMetadataModule, "Metadata", {});
   const Value& sdm = need(*f, m, "state_dict_metadata", {});
@@ -645,8 +409,8 @@ TensorCatalog read_dcp(const fs::path& path, const OpenOptions& options, Walker&
       const Object& tm = object_of(*f, v, kMetadataModule, "TensorStorageMetadata", fqn);
       TensorPlan plan = tensor_plan(*f, tm, fqn, index);
       if (walker.lists_parts())  // a scan reads every blob a loader would unpickle
-        for (const Chunk& c : plan.chunks) chunk_tensor(*f, c, plan.dtype, fqn, walker);
-      leaf = Value::tensor(lazy_tensor(f, std::move(plan), fqn));
+        for (const Chunk& c : plan.chunks) dcp::chunk_tensor(*f, c, plan.dtype, fqn, walker);
+      leaf = Value::tensor(dcp::lazy_tensor(f, std::move(plan), fqn));
     }
     const Value* p =
         planner != nullptr && planner->is(Value::Kind::Dict) ? planner->find(fqn) : nullptr;

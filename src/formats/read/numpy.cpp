@@ -193,7 +193,10 @@ Shape shape_of(const Value& v) {
   return s;
 }
 
-Value make_array(const Dtype& d, Shape shape, bool fortran, const std::string& raw) {
+// `module`: the global that made it, whose spelling of numpy's core module
+// (numpy 2's numpy._core, numpy 1's numpy.core) a writer keeps.
+Value make_array(const Dtype& d, Shape shape, bool fortran, const std::string& raw,
+                 std::string_view module) {
   const std::int64_t numel = shape_numel(shape);
   std::uint64_t nbytes = 0;
   if (!detail::mul_ok(static_cast<std::uint64_t>(numel), dtype_size(d.dtype), nbytes) ||
@@ -216,7 +219,8 @@ Value make_array(const Dtype& d, Shape shape, bool fortran, const std::string& r
     strides = contiguous_strides(shape);
   }
   return Value::numpy_array(
-      Tensor(d.dtype, std::move(shape), std::move(strides), 0, std::move(storage)));
+      Tensor(d.dtype, std::move(shape), std::move(strides), 0, std::move(storage)),
+      module.starts_with("numpy._core."));
 }
 
 bool flag(const Value& v, const char* what) {
@@ -245,7 +249,7 @@ std::optional<Value> reconstructed(const Object& o) {
     raw_bytes(s[b + 3], d, "array");                          // throws
   }
   if (d.kind != Dtype::Kind::numeric) return std::nullopt;
-  return make_array(d, std::move(shape), fortran, raw_bytes(s[b + 3], d, "array"));
+  return make_array(d, std::move(shape), fortran, raw_bytes(s[b + 3], d, "array"), o.cls.module);
 }
 
 // _frombuffer(buffer, dtype, shape, order)
@@ -260,7 +264,7 @@ std::optional<Value> from_buffer(const Object& o) {
   if (d.kind == Dtype::Kind::object)
     raw_bytes(Value(), d, "array");  // throws: numpy pickles these by value
   if (d.kind != Dtype::Kind::numeric) return std::nullopt;
-  return make_array(d, std::move(shape), order == "F", raw_bytes(a[0], d, "array"));
+  return make_array(d, std::move(shape), order == "F", raw_bytes(a[0], d, "array"), o.cls.module);
 }
 
 template <class T>
@@ -342,6 +346,34 @@ std::optional<Value> value_of(const Object& o) {
   if (is_reconstruct(o.cls)) return reconstructed(o);
   if (is_frombuffer(o.cls)) return from_buffer(o);
   if (is_scalar(o.cls)) return scalar(o);
+  return std::nullopt;
+}
+
+std::optional<ElementLayout> element_layout(const Value& v) noexcept try {
+  const Dtype d = parse_dtype(v);
+  if (d.kind == Dtype::Kind::numeric) return ElementLayout{dtype_size(d.dtype), false};
+  if (d.kind == Dtype::Kind::object) return ElementLayout{8, true};
+  const Object& o = v.as_object();
+  std::int64_t elsize = -1;
+  if (o.state.is(Value::Kind::Tuple)) {
+    const auto& s = o.state.items();  // (version, order, subarray, names, fields, elsize, ...)
+    if (!s[2].is_none() || !s[3].is_none() || !s[4].is_none() || !s[5].is(Value::Kind::Int))
+      return std::nullopt;  // a subarray or fields: numpy's own rules, not read here
+    elsize = s[5].as_int();
+  }
+  if (d.code.empty()) return std::nullopt;
+  const char kind = d.code[0];
+  if (kind == 'M' || kind == 'm') return ElementLayout{8, false};
+  // A flexible dtype takes its size from the state (numpy's setstate).
+  std::uint64_t n = 0;
+  if (elsize >= 0) {
+    n = static_cast<std::uint64_t>(elsize);
+  } else if (d.code.size() > 1) {
+    n = std::stoull(d.code.substr(1)) * (kind == 'U' ? 4 : 1);
+  }
+  if (n == 0 || std::strchr("SaUV", kind) == nullptr) return std::nullopt;
+  return ElementLayout{n, false};
+} catch (...) {
   return std::nullopt;
 }
 

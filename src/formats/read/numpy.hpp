@@ -7,6 +7,7 @@
 // bytes are taken from the pickled arguments and checked against each other
 // as numpy's `array_setstate` checks them.
 
+#include <cstdint>
 #include <optional>
 
 #include "torchport/core/value.hpp"
@@ -31,5 +32,18 @@ std::optional<Value> value_of(const Object& o);
 /// `'O'` dtype, or `_frombuffer` of one): its elements are Python objects
 /// the pickle makes, which `open()` keeps inert and `scan` names.
 bool is_object_array(const Object& o) noexcept;
+
+/// The element layout of a pickled `numpy.dtype` (`Object` of numpy.dtype
+/// with its BUILD state), as numpy sets it: the item size, and whether the
+/// elements are Python objects (hasobject). Numeric, bool, object, bytes
+/// ('S'), str ('U'), void ('V'), datetime and timedelta dtypes; nothing for
+/// what this reader cannot tell exactly (structured dtypes, subarrays, a
+/// flexible dtype without a size). What joblib needs to know how many raw
+/// bytes follow a NumpyArrayWrapper.
+struct ElementLayout {
+  std::uint64_t itemsize = 0;
+  bool has_object = false;
+};
+std::optional<ElementLayout> element_layout(const Value& dtype) noexcept;
 
 }  // namespace torchport::formats::numpy

@@ -24,8 +24,11 @@
 #include "formats/read/torch_common.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
+#include "torchport/detail/utf8.hpp"
 #include "torchport/io/byte_reader.hpp"
 #include "torchport/io/zip.hpp"
+
+#include "torchport/detail/python_literal.hpp"
 
 namespace torchport::formats {
 namespace {
@@ -34,133 +37,6 @@ namespace {
                           std::optional<std::uint64_t> at = std::nullopt) {
   throw Error(ErrorCode::corrupt, ".npy " + what, {}, at, where);
 }
-
-// --- the header: a Python literal, as ast.literal_eval reads it ----------
-
-class Literal {
- public:
-  Literal(std::string_view text, const std::string& where) : s_(text), where_(where) {}
-
-  Value parse() {
-    Value v = value(0);
-    space();
-    if (i_ != s_.size()) fail("unexpected text after the header's dict");
-    return v;
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& why) {
-    corrupt("header: " + why + " (at character " + std::to_string(i_) + ")", where_);
-  }
-  void space() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r'))
-      ++i_;
-  }
-  bool eat(char c) {
-    space();
-    if (i_ < s_.size() && s_[i_] == c) {
-      ++i_;
-      return true;
-    }
-    return false;
-  }
-  Value value(int depth) {
-    if (depth > 32) fail("nested too deep");
-    space();
-    if (i_ >= s_.size()) fail("the header ends early");
-    const char c = s_[i_];
-    if (c == '{') return dict(depth);
-    if (c == '(' || c == '[') return sequence(depth, c == '(' ? ')' : ']');
-    if (c == '\'' || c == '"') return str();
-    if (c == '-' || (c >= '0' && c <= '9')) return number();
-    for (const auto& [word, v] :
-         {std::pair{"True", Value::boolean(true)}, std::pair{"False", Value::boolean(false)},
-          std::pair{"None", Value()}})
-      if (s_.substr(i_).starts_with(word)) {
-        i_ += std::strlen(word);
-        return v;
-      }
-    fail("not a literal");
-  }
-  Value dict(int depth) {
-    ++i_;
-    Value d = Value::dict();
-    while (!eat('}')) {
-      Value k = value(depth + 1);
-      if (!eat(':')) fail("':' expected");
-      d.insert(std::move(k), value(depth + 1));
-      if (!eat(',')) {
-        if (!eat('}')) fail("',' or '}' expected");
-        break;
-      }
-    }
-    return d;
-  }
-  Value sequence(int depth, char close) {
-    ++i_;
-    Value::Items items;
-    bool comma = false;
-    while (!eat(close)) {
-      items.push_back(value(depth + 1));
-      comma = eat(',');
-      if (!comma) {
-        if (!eat(close)) fail(std::string("',' or '") + close + "' expected");
-        break;
-      }
-    }
-    // "(3)" is the number 3, "(3,)" a tuple: Python's parentheses.
-    if (close == ')' && items.size() == 1 && !comma) return items.front();
-    return close == ')' ? Value::tuple(std::move(items)) : Value::list(std::move(items));
-  }
-  Value str() {
-    const char q = s_[i_++];
-    std::string out;
-    while (i_ < s_.size() && s_[i_] != q) {
-      char c = s_[i_++];
-      if (c == '\\') {
-        if (i_ >= s_.size()) fail("a string ends in a backslash");
-        c = s_[i_++];
-        switch (c) {
-          case 'n':
-            c = '\n';
-            break;
-          case 't':
-            c = '\t';
-            break;
-          case '\\':
-          case '\'':
-          case '"':
-            break;
-          default:
-            fail("an escape the reader does not read");
-        }
-      }
-      out += c;
-    }
-    if (i_ >= s_.size()) fail("a string is not closed");
-    ++i_;
-    return Value::str(std::move(out));
-  }
-  Value number() {
-    const std::size_t start = i_;
-    if (s_[i_] == '-') ++i_;
-    std::int64_t v = 0;
-    bool digits = false;
-    while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') {
-      if (v > (INT64_MAX - 9) / 10) fail("a number too large");
-      v = v * 10 + (s_[i_++] - '0');
-      digits = true;
-    }
-    if (!digits) fail("a number without digits");
-    // numpy's _filter_header drops Python 2's long suffix (versions 1.0, 2.0).
-    if (i_ < s_.size() && (s_[i_] == 'L' || s_[i_] == 'l')) ++i_;
-    return Value::integer(s_[start] == '-' ? -v : v);
-  }
-
-  std::string_view s_;
-  std::size_t i_ = 0;
-  const std::string& where_;
-};
 
 // --- descr -----------------------------------------------------------------
 
@@ -225,76 +101,201 @@ Element fold(const Element& a, const Element& b) {
   return {Element::Kind::other};
 }
 
+// Python's str.isspace() for one code point: what `\s` matches in a str
+// regular expression (numpy's _commastring splits with it).
+bool py_space(std::uint32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
+}
+
+// The code point of the UTF-8 sequence at s[i] and its length.
+std::pair<std::uint32_t, std::size_t> code_point(std::string_view s, std::size_t i) {
+  const auto b = static_cast<unsigned char>(s[i]);
+  const std::size_t n = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+  std::uint32_t c = n == 1 ? b : b & (0x7F >> n);
+  for (std::size_t k = 1; k < n && i + k < s.size(); ++k)
+    c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  return {c, n};
+}
+
+// `\s*` at i: its end.
+std::size_t py_spaces(std::string_view s, std::size_t i) {
+  while (i < s.size()) {
+    const auto [c, n] = code_point(s, i);
+    if (!py_space(c)) break;
+    i += n;
+  }
+  return i;
+}
+
+Element descr_elements(const Value& d, const std::string& where, int depth);
+
+[[noreturn]] void not_a_dtype(const std::string& descr, const std::string& where,
+                              const std::string& why) {
+  corrupt("descr '" + descr.substr(0, 80) + "' is not a dtype np.dtype() reads: " + why, where);
+}
+
+// A type string that is not a comma string ("<f4", "O", "float32",
+// "M8[ns]"): its elements.
+Element simple_elements(std::string s, const std::string& shown, const std::string& where) {
+  char order = '=';
+  if (!s.empty() && std::strchr("<>|=", s.front()) != nullptr) {
+    order = s.front();
+    s.erase(0, 1);
+  }
+  const auto e = element_of(s, order);
+  if (!e)
+    throw Error(ErrorCode::unsupported,
+                ".npy descr '" + shown.substr(0, 80) +
+                    "' is no dtype this reader can tell (so not whether it holds objects)",
+                {}, std::nullopt, where);
+  return *e;
+}
+
+// np.dtype() of a str: a comma string when numpy's _check_for_commastring
+// says so (digits first, "()" first, or a comma outside [...]), read by
+// numpy's _commastring (numpy/_core/_internal.py: format_re, sep_re), else
+// one type. "(2,)O" is a subarray of objects; "f4,O" two fields.
+Element string_elements(const std::string& s, const std::string& where) {
+  if (s.empty()) not_a_dtype(s, where, "it is empty");
+  const auto order_char = [](char c) { return std::strchr("<>|=", c) != nullptr && c != '\0'; };
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  bool comma = digit(s[0]) || (s.size() > 1 && order_char(s[0]) && digit(s[1])) ||
+               (s.size() > 1 && s[0] == '(' && s[1] == ')') ||
+               (s.size() > 3 && order_char(s[0]) && s[1] == '(' && s[2] == ')');
+  for (std::size_t i = 0, sq = 0; !comma && i < s.size(); ++i) {
+    if (s[i] == ',' && sq == 0) comma = true;
+    if (s[i] == '[') ++sq;
+    if (s[i] == ']' && sq > 0) --sq;
+  }
+  if (!comma) return simple_elements(s, s, where);
+  Element out{Element::Kind::other};
+  std::size_t i = 0, items = 0;
+  bool objects = false, separated = false;
+  while (i < s.size()) {
+    // format_re: order1 [<>|=]?, repeats ' *[(]?[ ,0-9]*[)]? *', order2
+    // [<>|=]?, dtype [A-Za-z0-9.?]*(\[[a-zA-Z0-9,.]+\])? -- each greedy.
+    const std::size_t start = i;
+    std::string order1, order2;
+    if (i < s.size() && order_char(s[i])) order1 = s[i++];
+    const std::size_t r0 = i;
+    while (i < s.size() && s[i] == ' ') ++i;
+    if (i < s.size() && s[i] == '(') ++i;
+    while (i < s.size() && (s[i] == ' ' || s[i] == ',' || digit(s[i]))) ++i;
+    if (i < s.size() && s[i] == ')') ++i;
+    while (i < s.size() && s[i] == ' ') ++i;
+    const std::string repeats = s.substr(r0, i - r0);
+    if (i < s.size() && order_char(s[i])) order2 = s[i++];
+    const std::size_t d0 = i;
+    while (i < s.size() &&
+           (std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '.' || s[i] == '?'))
+      ++i;
+    if (i < s.size() && s[i] == '[') {
+      std::size_t j = i + 1;
+      while (j < s.size() &&
+             (std::isalnum(static_cast<unsigned char>(s[j])) || s[j] == ',' || s[j] == '.'))
+        ++j;
+      if (j > i + 1 && j < s.size() && s[j] == ']') i = j + 1;
+    }
+    const std::string code = s.substr(d0, i - d0);
+    ++items;
+    // The separator, or white space to the end.
+    if (i < s.size()) {
+      const std::size_t sp = py_spaces(s, i);
+      if (sp == s.size()) {
+        i = sp;
+      } else {
+        const std::size_t c = py_spaces(s, i);
+        if (c >= s.size() || s[c] != ',')
+          not_a_dtype(s, where, "format number " + std::to_string(items) + " is not recognized");
+        i = py_spaces(s, c + 1);
+        separated = true;
+      }
+    }
+    if (i == start) not_a_dtype(s, where, "format number " + std::to_string(items) + " is empty");
+    const auto norm = [](const std::string& o) { return o == "=" ? std::string("<") : o; };
+    if (!order1.empty() && !order2.empty() && norm(order1) != norm(order2))
+      not_a_dtype(s, where, "inconsistent byte-order specification");
+    if (code.empty())
+      not_a_dtype(s, where, "format number " + std::to_string(items) + " names no type");
+    const std::string typed = (order2.empty() ? order1 : order2) + code;
+    Element e = simple_elements(typed, s, where);
+    if (!repeats.empty()) {
+      // (type, literal_eval(repeats)): a subarray, whose shape numpy checks.
+      Value shape;
+      try {
+        shape = detail::literal_eval(repeats);
+      } catch (const Error& err) {
+        not_a_dtype(s, where, "its repeat count '" + repeats + "': " + err.message());
+      }
+      const bool ok_shape = shape.is(Value::Kind::Int) ||
+                            (shape.is(Value::Kind::Tuple) &&
+                             std::all_of(shape.items().begin(), shape.items().end(),
+                                         [](const Value& v) { return v.is(Value::Kind::Int); }));
+      if (!ok_shape) not_a_dtype(s, where, "its repeat count '" + repeats + "' is not a shape");
+      e = {e.kind == Element::Kind::object ? Element::Kind::object : Element::Kind::other};
+    }
+    objects = objects || e.kind == Element::Kind::object;
+    out = e;
+  }
+  // Several items are fields. One item with a separator ("f4,") is a
+  // structured dtype of one field in numpy 2 (_commastring returns a list
+  // then) and a plain array in numpy 1: no array of numbers either way.
+  if (items > 1 || separated) return {objects ? Element::Kind::object : Element::Kind::other};
+  return out;
+}
+
+// np.lib.format.descr_to_dtype(descr): a str is np.dtype(descr); a tuple
+// is (descr[0], descr[1]), a subarray; anything else is iterated as fields,
+// each unpacked as (name, descr) or (name, descr, shape) -- so a field may
+// be any sequence of two or three items, a two-character str among them
+// ("aO" is a field a of objects), and a dict or set of such is iterated
+// too.
 Element descr_elements(const Value& d, const std::string& where, int depth) {
   if (depth > 16) corrupt("descr nested too deep", where);
-  if (d.is(Value::Kind::Str)) {
-    std::string s = d.as_str();
-    // "f4,O": np.dtype reads a comma-separated string as fields.
-    if (s.find(',') != std::string::npos) {
-      Element out{Element::Kind::other};
-      std::size_t start = 0;
-      bool first = true;
-      while (start <= s.size()) {
-        const std::size_t comma = std::min(s.find(',', start), s.size());
-        std::string field = s.substr(start, comma - start);
-        while (!field.empty() && field.front() == ' ') field.erase(0, 1);
-        while (!field.empty() && field.back() == ' ') field.pop_back();
-        if (!field.empty()) {
-          const Element e = descr_elements(Value::str(field), where, depth + 1);
-          out = first ? Element{e.kind == Element::Kind::object ? Element::Kind::object
-                                                                : Element::Kind::other}
-                      : fold(out, e);
-          first = false;
-        }
-        start = comma + 1;
-      }
-      return out;
-    }
-    // A shape before the type ("(2,3)f4", "3i4"): a subarray of it.
-    bool sub = false;
-    if (!s.empty() && s.front() == '(') {
-      const auto close = s.find(')');
-      if (close == std::string::npos) corrupt("descr '" + s + "' is not a dtype", where);
-      s.erase(0, close + 1);
-      sub = true;
-    } else {
-      std::size_t k = 0;
-      while (k < s.size() && s[k] >= '0' && s[k] <= '9') ++k;
-      if (k > 0 && k < s.size()) {
-        s.erase(0, k);
-        sub = true;
-      }
-    }
-    char order = '=';
-    if (!s.empty() && std::strchr("<>|=", s.front()) != nullptr) {
-      order = s.front();
-      s.erase(0, 1);
-    }
-    const auto e = element_of(s, order);
-    if (!e)
-      throw Error(ErrorCode::unsupported,
-                  ".npy descr '" + d.as_str() +
-                      "' is no dtype this reader can tell (so not whether it holds objects)",
-                  {}, std::nullopt, where);
-    if (sub)
-      return {e->kind == Element::Kind::object ? Element::Kind::object : Element::Kind::other};
-    return *e;
-  }
-  if (d.is(Value::Kind::Tuple)) {  // (descr, shape): a subarray
-    if (d.size() != 2) corrupt("descr " + d.repr(3) + " is not a (dtype, shape) pair", where);
+  if (d.is(Value::Kind::Str)) return string_elements(d.as_str(), where);
+  if (d.is(Value::Kind::Tuple)) {  // (descr, shape), more items ignored
+    if (d.size() < 2) corrupt("descr " + d.repr(3) + " is not a (dtype, shape) pair", where);
     const Element e = descr_elements(d.items()[0], where, depth + 1);
+    const Value& shape = d.items()[1];
+    const bool ok_shape = shape.is(Value::Kind::Int) || shape.is(Value::Kind::Tuple);
+    if (!ok_shape)
+      throw Error(ErrorCode::unsupported,
+                  ".npy descr " + d.repr(3) + ": a (dtype, " + shape.repr(2) +
+                      ") pair is no subarray this reader can tell",
+                  {}, std::nullopt, where);
     return {e.kind == Element::Kind::object ? Element::Kind::object : Element::Kind::other};
   }
-  if (d.is(Value::Kind::List)) {  // fields: (name, descr[, shape])
-    Element out{Element::Kind::other};
-    for (const Value& f : d.items()) {
-      if (!(f.is(Value::Kind::Tuple) || f.is(Value::Kind::List)) || f.size() < 2 || f.size() > 3)
-        corrupt("descr field " + f.repr(3) + " is not (name, dtype[, shape])", where);
-      out = fold(out, descr_elements(f.items()[1], where, depth + 1));
-    }
-    return out;
+  std::vector<Value> fields;
+  if (d.is(Value::Kind::List) || d.is(Value::Kind::Set)) {
+    fields = d.items();
+  } else if (d.is(Value::Kind::Dict)) {
+    for (const auto& [k, v] : d.pairs()) fields.push_back(k);
+  } else {
+    corrupt("descr " + d.repr(3) + " is not a dtype descriptor", where);
   }
-  corrupt("descr " + d.repr(3) + " is not a dtype descriptor", where);
+  Element out{Element::Kind::other};
+  for (const Value& f : fields) {
+    Value::Items parts;
+    if (f.is(Value::Kind::Tuple) || f.is(Value::Kind::List)) {
+      parts = f.items();
+    } else if (f.is(Value::Kind::Str)) {  // unpacked character by character
+      const std::string& t = f.as_str();
+      for (std::size_t i = 0; i < t.size();) {
+        const auto [c, n] = code_point(t, i);
+        parts.push_back(Value::str(t.substr(i, n)));
+        i += n;
+        (void)c;
+      }
+    } else {
+      corrupt("descr field " + f.repr(3) + " is not (name, dtype[, shape])", where);
+    }
+    if (parts.size() < 2 || parts.size() > 3)
+      corrupt("descr field " + f.repr(3) + " is not (name, dtype[, shape])", where);
+    out = fold(out, descr_elements(parts[1], where, depth + 1));
+  }
+  return out;
 }
 
 struct Npy {
@@ -323,10 +324,45 @@ Npy npy_header(const Source& src, const OpenOptions& options) {
     throw Error(ErrorCode::limit_exceeded,
                 ".npy header of " + std::to_string(n) + " bytes exceeds Limits::max_header_bytes",
                 {}, 8, where);
-  const std::string_view text = r.take_str(n, ".npy header");
-  const Value h = Literal(text, where).parse();
-  if (!h.is(Value::Kind::Dict) || h.size() != 3)
-    corrupt("header is not a dict of three keys", where);
+  const std::string_view raw = r.take_str(n, ".npy header");
+  // Decoded as numpy decodes it: Latin-1 in versions 1.0 and 2.0, UTF-8 in 3.0.
+  std::string text;
+  if (major == 3) {
+    if (!detail::is_utf8(raw)) corrupt("header is not UTF-8 (format version 3.0)", where, 10);
+    text = raw;
+  } else {
+    for (const char c : raw) {
+      const auto u = static_cast<unsigned char>(c);
+      if (u < 0x80) {
+        text += c;
+      } else {
+        text += static_cast<char>(0xC0 | (u >> 6));
+        text += static_cast<char>(0x80 | (u & 0x3F));
+      }
+    }
+  }
+  // ast.literal_eval, and for versions 1.0 and 2.0 once more without
+  // Python 2's long suffixes when that fails (numpy's _filter_header).
+  Value h;
+  try {
+    h = detail::literal_eval(text);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::corrupt || major == 3)
+      throw Error(e.code(), ".npy header: " + e.message(), {}, std::nullopt, where);
+    try {
+      h = detail::literal_eval(text, true);
+    } catch (const Error& e2) {
+      throw Error(e2.code(), ".npy header: " + e2.message(), {}, std::nullopt, where);
+    }
+  }
+  // numpy's checks: a dict of exactly these keys, a tuple of ints (a bool
+  // is an int to Python), a bool.
+  if (!h.is(Value::Kind::Dict)) corrupt("header is not a dict: " + h.repr(4), where);
+  for (const auto& [k, v] : h.pairs())
+    if (!k.is(Value::Kind::Str) ||
+        (k.as_str() != "descr" && k.as_str() != "fortran_order" && k.as_str() != "shape"))
+      corrupt("header has the key " + k.repr(2) + " (numpy wants descr, fortran_order, shape)",
+              where);
   const Value* descr = h.find("descr");
   const Value* fortran = h.find("fortran_order");
   const Value* shape = h.find("shape");
@@ -338,8 +374,11 @@ Npy npy_header(const Source& src, const OpenOptions& options) {
   out.descr = descr->is(Value::Kind::Str) ? descr->as_str() : descr->repr(4);
   out.fortran = fortran->as_bool();
   for (const Value& d : shape->items()) {
-    if (!d.is(Value::Kind::Int) || d.as_int() < 0) corrupt("shape " + shape->repr(8), where);
-    out.shape.push_back(d.as_int());
+    const std::int64_t x = d.is(Value::Kind::Bool)  ? d.as_bool()
+                           : d.is(Value::Kind::Int) ? d.as_int()
+                                                    : -1;
+    if (x < 0) corrupt("shape " + shape->repr(8), where);
+    out.shape.push_back(x);
   }
   out.element = descr_elements(*descr, where, 0);
   out.data = r.pos();
@@ -347,20 +386,65 @@ Npy npy_header(const Source& src, const OpenOptions& options) {
 }
 
 // One .npy: a tensor, or (an array of objects) its pickle walked and kept inert.
-Value read_npy(const Source& src, const OpenOptions& options, Walker& walker) {
-  const Npy h = npy_header(src, options);
+// Where the data of an .npy starts, from its magic and header length alone
+// (none when those are not there).
+std::optional<std::uint64_t> npy_data_offset(const Source& src) {
+  const auto b = src.bytes();
+  if (b.size() < 12 || std::memcmp(b.data(), "\x93NUMPY", 6) != 0) return std::nullopt;
+  const auto u = [&](std::size_t i) { return static_cast<std::uint64_t>(b[i]); };
+  const std::uint64_t at = b[6] == std::byte{1}
+                               ? 10 + (u(8) | u(9) << 8)
+                               : 12 + (u(8) | u(9) << 8 | u(10) << 16 | u(11) << 24);
+  if (at > b.size()) return std::nullopt;
+  return at;
+}
+
+Value read_npy(const Source& given, const OpenOptions& options, Walker& walker) {
+  // A file read by ranges (a remote one): its header is read, and an object
+  // array's pickle (the rest of the file) whole; a number array's bytes
+  // when used.
+  const Source src = given.contiguous() ? given : [&] {
+    std::uint64_t need = std::min<std::uint64_t>(given.size(), 12);
+    const Source first = given.head(12);
+    const auto b = first.bytes();
+    if (b.size() >= 12 && std::memcmp(b.data(), "\x93NUMPY", 6) == 0) {
+      const auto u = [&](std::size_t i) { return static_cast<std::uint64_t>(b[i]); };
+      need = b[6] == std::byte{1} ? 10 + (u(8) | u(9) << 8)
+                                  : 12 + (u(8) | u(9) << 8 | u(10) << 16 | u(11) << 24);
+    }
+    return given.head(std::min<std::uint64_t>(need, given.size()));
+  }();
+  Npy h;
+  try {
+    h = npy_header(src, options);
+  } catch (const Error&) {
+    // A header this reader refuses may still be one some numpy reads, and
+    // numpy pickle.loads the data of an object array: a scan judges the
+    // data by its content (as a pickle stream) rather than calling it clean.
+    if (walker.lists_parts())
+      if (const auto at = npy_data_offset(src)) {
+        if (*at <= given.size()) {
+          const std::uint64_t n = given.size() - *at;
+          walker.part({PartRole::read, "array data (a pickle if the dtype holds objects)", *at, n,
+                       0, [given, at = *at, n] { return given.fetch(at, n); }});
+        }
+      }
+    throw;
+  }
   const std::string& where = src.name();
   if (walker.lists_parts()) walker.part({PartRole::metadata, "header", 0, h.data, 0, {}});
   if (h.element.kind == Element::Kind::object) {
     // np.load(allow_pickle=True) runs pickle.load on the rest of the file.
-    ByteReader r(src.bytes(), where);
+    const Source whole = given.whole(options.limits.max_whole_read_bytes,
+                                     "Limits::max_whole_read_bytes", "an .npy of objects");
+    ByteReader r(whole.bytes(), where);
     r.seek(h.data);
     Value v = run_pickle(walker, "npy:object-array", r, options);
     // np.load reads one pickle; a loader reading on reads what follows.
     if (walker.lists_parts() && !r.at_end()) {
       const std::uint64_t at = r.pos(), n = r.remaining();
       walker.part({PartRole::stream, "after the array's pickle", at, n, 0,
-                   [src, at, n] { return src.slice(at, n, src.name()); }});
+                   [whole, at, n] { return whole.slice(at, n, whole.name()); }});
     }
     return v;
   }
@@ -374,12 +458,12 @@ Value read_npy(const Source& src, const OpenOptions& options, Walker& walker) {
     if (!detail::mul_ok(numel, static_cast<std::uint64_t>(d), numel))
       corrupt("shape overflows", where);
   if (!detail::mul_ok(numel, dtype_size(dtype), nbytes)) corrupt("size overflows", where);
-  if (nbytes > src.size() - h.data)
+  if (nbytes > given.size() - h.data)
     throw Error(ErrorCode::truncated,
                 ".npy data of " + std::to_string(nbytes) + " bytes runs past the end of the file",
                 {}, h.data, where);
   if (walker.lists_parts()) walker.part({PartRole::tensor_data, "data", h.data, nbytes, 0, {}});
-  auto storage = record_storage(src, h.data, nbytes, dtype, h.element.big_endian);
+  auto storage = record_storage(given, h.data, nbytes, dtype, h.element.big_endian);
   Shape strides = contiguous_strides(h.shape);
   if (h.fortran) {  // column-major: the first dimension varies fastest
     std::int64_t s = 1;
@@ -421,7 +505,7 @@ TensorCatalog read_npz(const ZipArchive& zip, const OpenOptions& options, Walker
 }
 
 TensorCatalog read_numpy(const Source& source, const OpenOptions& options, Walker& walker) {
-  if (looks_like_zip(source.bytes())) {
+  if (looks_like_zip(source.head(4).bytes())) {
     const ZipArchive zip = ZipArchive::open(source, options.limits, ZipMethods::python);
     if (!is_npz(zip))
       throw Error(ErrorCode::not_a_checkpoint, "a zip archive whose members are not all .npy files",

@@ -5,6 +5,7 @@
 
 #include "torchport/formats/open.hpp"
 
+#include <cctype>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -24,15 +25,15 @@ bool starts_with(std::span<const std::byte> b, std::string_view s) {
   return b.size() >= s.size() && std::memcmp(b.data(), s.data(), s.size()) == 0;
 }
 
-std::string hint_for(std::span<const std::byte> b) {
+std::string hint_for(std::span<const std::byte> b, std::uint64_t size) {
   if (starts_with(b, "version https://git-lfs"))
     return "; this is a Git LFS pointer, not the file: run `git lfs pull`";
   if (starts_with(b, "<!DOCTYPE") || starts_with(b, "<html") || starts_with(b, "<HTML"))
     return "; this is an HTML page, a failed download?";
-  if (b.empty()) return "; the file is empty";
+  if (size == 0) return "; the file is empty";
   // No byte of the file is quoted: it is not a checkpoint, and may be any
   // file at all (a shard index can name one).
-  return " (" + std::to_string(b.size()) + " bytes)";
+  return " (" + std::to_string(size) + " bytes)";
 }
 
 // One reader tried on the bytes: what it read, or the error that says it
@@ -81,12 +82,25 @@ Trial attempt(const Reader& r, const Source& source, const OpenOptions& options,
 constexpr Format kOthers[] = {Format::safetensors, Format::numpy, Format::torchport_record,
                               Format::pytorch_legacy};
 
-TensorCatalog read_sniffed(const Source& source, const OpenOptions& options,
+TensorCatalog read_sniffed(const Source& given, const OpenOptions& options,
                            formats::Walker& walker) {
-  const auto bytes = source.bytes();
+  Source source = given;
+  // A ranged source (a remote file) is sniffed on its first bytes, read once.
+  Source head = open_detail::sniff_head(source);
+  bool need_more = false;
+  TarOpen tar = probe_tar(head.bytes(), source.size(), need_more);
+  if (need_more) {
+    // The first member's long-name or pax headers run past the head:
+    // whether tarfile opens the file is told by the whole of it.
+    source = source.whole(options.limits.max_whole_read_bytes, "Limits::max_whole_read_bytes",
+                          "telling whether a file with a tar header longer than 64 KiB is a tar");
+    head = source;
+    tar = probe_tar(source.bytes());
+  }
+  const auto bytes = head.bytes();
+  const std::uint64_t size = source.size();
   const Reader& zip = open_detail::reader(Format::pytorch_zip);
-  const TarOpen tar = probe_tar(bytes);
-  if (zip.sniff(source)) {
+  if (zip.sniff(bytes, size)) {
     if (tar != TarOpen::refused)
       ambiguous(source, "a zip archive (torch.load reads it so)",
                 "a tar archive (Python's tarfile opens it)",
@@ -95,7 +109,7 @@ TensorCatalog read_sniffed(const Source& source, const OpenOptions& options,
   }
   std::vector<const Reader*> others;
   for (Format f : kOthers)
-    if (const Reader& r = open_detail::reader(f); r.sniff(source)) others.push_back(&r);
+    if (const Reader& r = open_detail::reader(f); r.sniff(bytes, size)) others.push_back(&r);
 
   if (tar != TarOpen::refused) {
     // torch.load reads any file Python's tarfile opens as a tar: a file our
@@ -113,7 +127,7 @@ TensorCatalog read_sniffed(const Source& source, const OpenOptions& options,
     throw Error(
         ErrorCode::not_a_checkpoint,
         "not a checkpoint torchport reads: neither a zip, tar, pickle nor safetensors file" +
-            hint_for(bytes),
+            hint_for(bytes, size),
         {}, std::nullopt, source.name());
   if (others.size() == 1) return others.front()->read(source, options, walker);
 
@@ -158,17 +172,111 @@ TensorCatalog walk(const Source& source, const OpenOptions& options, Walker& wal
   if (r.read == nullptr)
     throw Error(ErrorCode::invalid_argument,
                 "format '" + options.format +
-                    (is_sharded(*format) || *format == Format::dcp
+                    (read_from_path(*format)
                          ? "' is read from a path (an *.index.json, a folder), not from bytes"
                          : "' is not read from a file"),
                 {}, std::nullopt, source.name());
   return r.read(source, options, walker);
 }
 
+namespace {
+
+// A URL without its query and fragment (where a presigned URL keeps its
+// signature) and without user information: what messages may show.
+std::string url_path(const std::string& url) {
+  return url.substr(0, std::min(url.find('?'), url.find('#')));
+}
+
+// `folder` (ending in '/') joined with a plain file name, percent-encoded.
+std::string join_url(const std::string& folder, const std::string& name) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out = folder;
+  for (const unsigned char c : name) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TensorCatalog read_url(const std::string& url, const OpenOptions& options, Walker& walker) {
+  if (!options.remote)
+    throw Error(ErrorCode::unsupported,
+                "a URL: reading remote checkpoints needs the torchport::remote component (link "
+                "it and set OpenOptions::remote = torchport::remote::opener(); the torchport tool "
+                "does)",
+                {}, std::nullopt, url_path(url));
+  const RemoteOpener& remote = *options.remote;
+  const std::string path = url_path(url);
+  if (url.size() != path.size() &&
+      (path.ends_with("/") || path.ends_with(".index.json") || path.ends_with("/.metadata")))
+    throw Error(ErrorCode::unsupported,
+                "a folder or index URL with a query: the files it names are opened beside it, "
+                "where a query (a presigned URL's signature) would not apply",
+                {}, std::nullopt, path);
+  const std::string folder = path.substr(0, path.rfind('/') + 1);
+  const auto open_in = [&](const std::string& name) {
+    return remote.open(join_url(folder, name), options.limits);
+  };
+  OpenOptions o = options;
+  o.format.clear();
+  if (path.ends_with(".index.json"))
+    return read_shard_index(remote.open(url, options.limits), open_in, o, walker);
+  if (path.ends_with("/.metadata")) return read_dcp_files(open_in, path, o, walker);
+  if (!path.ends_with("/")) return walk(remote.open(url, options.limits), options, walker);
+  // A folder: what is in it cannot be listed, so the names its readers
+  // look for are asked for: a DCP's .metadata, a shard index, a weights file.
+  if (remote.exists(join_url(folder, ".metadata"), options.limits))
+    return read_dcp_files(open_in, path + ".metadata", o, walker);
+  for (const char* index : {"model.safetensors.index.json", "pytorch_model.bin.index.json"})
+    if (remote.exists(join_url(folder, index), options.limits))
+      return read_shard_index(open_in(index), open_in, o, walker);
+  std::vector<std::string> picks;
+  for (const auto& [first, second] :
+       {std::pair{"model.safetensors", "pytorch_model.bin"},
+        std::pair{"adapter_model.safetensors", "adapter_model.bin"},
+        std::pair{"diffusion_pytorch_model.safetensors", "diffusion_pytorch_model.bin"}})
+    for (const char* name : {first, second})
+      if (remote.exists(join_url(folder, name), options.limits)) {
+        picks.push_back(name);
+        break;
+      }
+  if (picks.size() > 1)
+    throw Error(ErrorCode::ambiguous,
+                "the folder holds the weights of " + std::to_string(picks.size()) +
+                    " libraries' layouts (" + picks[0] + ", " + picks[1] +
+                    "): which one a loader reads depends on the library; open the file you mean",
+                {}, std::nullopt, path);
+  if (picks.empty())
+    throw Error(ErrorCode::not_a_checkpoint,
+                "the folder URL has no .metadata (a distributed checkpoint), no "
+                "model.safetensors.index.json or pytorch_model.bin.index.json and no "
+                "model.safetensors, pytorch_model.bin or adapter or diffusers weights; open the "
+                "file or index you mean",
+                {}, std::nullopt, path);
+  TensorCatalog cat = walk(open_in(picks.front()), o, walker);
+  cat.set_metadata("torchport.folder_file", picks.front());
+  return cat;
+}
+
 TensorCatalog walk_sharded(const std::filesystem::path& path, const OpenOptions& options,
                            Walker& walker) {
-  if (is_dcp_path(path)) return read_dcp(path, options, walker);
-  return read_sharded(path, options, walker);
+  const std::optional<Format> format =
+      options.format.empty() ? path_format(path) : parse_format(options.format);
+  switch (format.value_or(Format::sharded_safetensors)) {
+    case Format::dcp:
+      return read_dcp(path, options, walker);
+    case Format::dcp_safetensors:
+      return read_dcp_safetensors(path, options, walker);
+    default:
+      return read_sharded(path, options, walker);
+  }
 }
 
 }  // namespace formats
@@ -181,12 +289,17 @@ TensorCatalog open(const Source& source, const OpenOptions& options) try {
 }
 
 TensorCatalog open(const std::filesystem::path& path, const OpenOptions& options) try {
-  const auto format = options.format.empty() ? std::nullopt : parse_format(options.format);
+  if (is_url(path.string())) {
+    formats::LoadWalker walker(options);
+    return formats::read_url(path.string(), options, walker);
+  }
+  // What the path holds decides its reader (registry.cpp): a folder or an
+  // index is read from the path, a file from its bytes.
+  const auto format =
+      options.format.empty() ? formats::path_format(path) : parse_format(options.format);
   formats::LoadWalker walker(options);
-  if (options.format.empty() ? formats::is_dcp_path(path) : options.format == "dcp")
-    return formats::read_dcp(path, options, walker);
-  if ((options.format.empty() && formats::is_sharded_path(path)) || (format && is_sharded(*format)))
-    return formats::read_sharded(path, options, walker);
+  if (format && formats::read_from_path(*format))
+    return formats::walk_sharded(path, options, walker);
   return formats::walk(Source::map_file(path, options.map), options, walker);
 } catch (...) {
   rethrow_as_error("open", path.string());  // no bare std:: exception leaves the library

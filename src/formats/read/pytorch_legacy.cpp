@@ -26,22 +26,13 @@
 namespace torchport::formats {
 namespace {
 
-// A storage record's 8-byte element count. Read with pread when the file is
-// mapped: touching the mapping would fault in (and count as resident) the
-// pages around every record, 90 MB for ResNet-152, where open() needs 8
-// bytes from each.
-std::uint64_t record_count(const Source& source, ByteReader& r) {
-  if (source.file() && r.remaining() >= 8) {
-    std::array<std::byte, 8> buf;
-    if (source.file()->read(source.bytes().data() + r.pos(), buf)) {
-      r.skip(8, "storage element count");
-      std::uint64_t v = 0;
-      for (int i = 7; i >= 0; --i)
-        v = (v << 8) | static_cast<std::uint64_t>(buf[static_cast<std::size_t>(i)]);
-      return v;
-    }
-  }
-  return r.u64("storage element count");
+// What ByteReader says when a field runs past the end of the file.
+[[noreturn]] void past_end(const Source& source, std::uint64_t at, std::uint64_t need,
+                           const std::string& field) {
+  throw Error(ErrorCode::truncated,
+              field + " needs " + std::to_string(need) + " bytes but only " +
+                  std::to_string(source.size() - at) + " remain",
+              {}, at, source.name());
 }
 
 // 0x1950a86a20f9469cfc6c, little-endian, as pickle's LONG1 stores it.
@@ -66,22 +57,24 @@ struct Record {
 
 // What follows the last thing the reader read: a loader that reads pickle
 // after pickle would go on there.
-void rest_of_stream(const Source& source, const ByteReader& r, Walker& walker) {
-  if (!walker.lists_parts() || r.at_end()) return;
-  const std::uint64_t at = r.pos(), n = r.remaining();
+void rest_of_stream(const Source& source, std::uint64_t at, Walker& walker) {
+  if (!walker.lists_parts() || at >= source.size()) return;
+  const std::uint64_t n = source.size() - at;
   walker.part({PartRole::stream, "after the last pickle", at, n, 0,
-               [source, at, n] { return source.slice(at, n, source.name()); }});
+               [source, at, n] { return source.fetch(at, n); }});
 }
 
-}  // namespace
-
-TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& options,
-                                  Walker& walker) {
-  ByteReader r(source.bytes(), source.name());
+// Reads the file; its pickles lie in `prefix` (its first bytes: all of a
+// contiguous source). The storages' records follow the pickles: where each
+// lies follows from the sizes the object declares, and only their 8-byte
+// element counts are read, all in one batch.
+TensorCatalog read_legacy(const Source& source, const Source& prefix, const OpenOptions& options,
+                          Walker& walker, bool& pickles_done) {
+  ByteReader r(prefix.bytes(), source.name());
   const Value magic = run_pickle(walker, "pickle", r, options);
   if (!is_magic(magic)) {
     // Not torch's magic number: a plain pickle. It may not refer to storages.
-    rest_of_stream(source, r, walker);
+    rest_of_stream(source, r.pos(), walker);
     return TensorCatalog::from_value("pickle", rebuild_tensors(magic, source.name()),
                                      options.limits);
   }
@@ -126,36 +119,61 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
   const std::uint64_t object_end = r.pos();
 
   const Value keys = run_pickle(walker, "legacy:storage_keys", r, options);
+  pickles_done = true;
   if (!keys.is(Value::Kind::List))
     throw Error(ErrorCode::corrupt, "storage key list is a " + std::string(keys.kind_name()), {},
                 r.file_offset(), source.name());
+  // Where each record lies: its count, then its bytes.
+  struct Count {
+    std::string key;
+    std::uint64_t at;
+    std::array<std::byte, 8> bytes;
+  };
+  std::vector<Count> counts;
+  std::uint64_t at = r.file_offset();
   for (const Value& k : keys.items()) {
     const std::string key = k.is(Value::Kind::Str) ? k.as_str() : k.repr();
     auto it = records.find(key);
     if (it == records.end())
       throw Error(ErrorCode::corrupt,
-                  "storage '" + key + "' has data but the object never refers to it", {},
-                  r.file_offset(), source.name());
+                  "storage '" + key + "' has data but the object never refers to it", {}, at,
+                  source.name());
     if (it->second.located)
-      throw Error(ErrorCode::corrupt, "storage '" + key + "' has two data records", {},
-                  r.file_offset(), source.name());
-    const std::uint64_t at = r.file_offset();
-    const std::uint64_t count = record_count(source, r);
-    if (count != it->second.numel)
-      throw Error(ErrorCode::corrupt,
-                  "storage '" + key + "' is declared with " + std::to_string(it->second.numel) +
-                      " elements but its record holds " + std::to_string(count),
-                  {}, at, source.name());
+      throw Error(ErrorCode::corrupt, "storage '" + key + "' has two data records", {}, at,
+                  source.name());
+    if (source.size() - at < 8) past_end(source, at, 8, "storage element count");
+    counts.push_back({key, at, {}});
     std::uint64_t bytes;
-    if (!detail::mul_ok(count, dtype_size(it->second.dtype), bytes))
+    if (!detail::mul_ok(it->second.numel, dtype_size(it->second.dtype), bytes))
       throw Error(ErrorCode::corrupt, "storage size overflows", {}, at, source.name());
-    it->second.offset = r.file_offset();
+    it->second.offset = at + 8;
     it->second.located = true;
     if (walker.lists_parts())
-      walker.part({PartRole::tensor_data, "storage '" + key + "'", r.file_offset(), bytes, 0, {}});
-    r.skip(bytes, "storage '" + key + "' data");
+      walker.part({PartRole::tensor_data, "storage '" + key + "'", at + 8, bytes, 0, {}});
+    if (bytes > source.size() - (at + 8))
+      past_end(source, at + 8, bytes, "storage '" + key + "' data");
+    at += 8 + bytes;
   }
-  rest_of_stream(source, r, walker);
+  // The counts, read with pread from a mapped file (touching the mapping
+  // would fault in, and count as resident, the pages around every record:
+  // 90 MB for ResNet-152, where open() needs 8 bytes from each), in one
+  // batch from a remote one.
+  std::vector<RangeRead> reads;
+  reads.reserve(counts.size());
+  for (Count& c : counts) reads.push_back({c.at, c.bytes});
+  source.read_many(reads);
+  for (const Count& c : counts) {
+    std::uint64_t v = 0;
+    for (int i = 7; i >= 0; --i)
+      v = (v << 8) | static_cast<std::uint64_t>(c.bytes[static_cast<std::size_t>(i)]);
+    const Record& rec = records.find(c.key)->second;
+    if (v != rec.numel)
+      throw Error(ErrorCode::corrupt,
+                  "storage '" + c.key + "' is declared with " + std::to_string(rec.numel) +
+                      " elements but its record holds " + std::to_string(v),
+                  {}, c.at, source.name());
+  }
+  rest_of_stream(source, at, walker);
   for (const auto& [key, rec] : records)
     if (!rec.located)
       throw Error(
@@ -203,10 +221,34 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
                                                      big_endian)))
         .first->second;
   };
-  ByteReader again(source.bytes().subspan(0, static_cast<std::size_t>(object_end)), source.name());
+  ByteReader again(prefix.bytes().subspan(0, static_cast<std::size_t>(object_end)), source.name());
   again.seek(object_start);
   Value root = run_torch_pickle(walker, "legacy:object", again, options, resolve);
   return TensorCatalog::from_value("pytorch-legacy", std::move(root), options.limits);
+}
+
+}  // namespace
+
+TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& options,
+                                  Walker& walker) {
+  bool pickles_done = false;
+  if (source.contiguous()) return read_legacy(source, source, options, walker, pickles_done);
+  // A ranged source (a remote file): the pickles come first, and their end
+  // is known only by running them. They are run over a prefix that doubles
+  // while they run past it (the walker hears a retried pickle again; a load
+  // only checks it twice); the storages' bytes are read when used.
+  std::uint64_t n = std::min<std::uint64_t>(source.size(), 256u << 10);
+  for (;;) {
+    const Source prefix = source.fetch(0, n);
+    try {
+      return read_legacy(source, prefix, options, walker, pickles_done);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::truncated || pickles_done || n == source.size() ||
+          n > options.limits.max_pickle_bytes * 5)
+        throw;
+    }
+    n = std::min(source.size(), n * 4);
+  }
 }
 
 }  // namespace torchport::formats

@@ -48,7 +48,11 @@ std::uint64_t count(const Value& v, const char* what) {
 
 }  // namespace
 
-TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options, Walker& walker) {
+TensorCatalog read_pytorch_tar(const Source& file, const OpenOptions& options, Walker& walker) {
+  // The tar format (torch < 0.4, long gone) is read whole: a file read by
+  // ranges (a remote one) is fetched, within Limits::max_whole_read_bytes.
+  const Source source = file.whole(options.limits.max_whole_read_bytes,
+                                   "Limits::max_whole_read_bytes", "the tar format");
   // torch's legacy_load: tarfile.open, then extract('storages'),
   // extract('tensors'), extractfile('pickle'): each the last member of its
   // name, which must be a file. torch never reads 'sys_info' (below, it is

@@ -41,6 +41,7 @@ struct Archive {
   struct Record {
     std::uint64_t data_offset = 0, size = 0;
     bool present = false;
+    bool reserved = false;  // see reserved_record()
   };
   std::vector<Record> numbered;
 };
@@ -55,6 +56,15 @@ bool decimal_key(std::string_view s, std::size_t& out) {
     out = out * 10 + static_cast<std::size_t>(c - '0');
   }
   return true;
+}
+
+// A storage record torch.serialization.skip_data() made: torch 2.x's
+// `write_record_metadata` reserves the record's bytes (its local header, its
+// size, a data descriptor) but never writes them, and declares a CRC-32 of
+// 0. Bytes of a non-empty record whose CRC-32 really is 0 are rare (one in
+// 2^32) and are told apart when the bytes are asked for.
+bool reserved_record(const ZipEntry& e) {
+  return e.method == 0 && e.size > 0 && e.crc32 == 0;
 }
 
 // Fills `a.numbered` when the storage records allow it (see Archive).
@@ -74,7 +84,7 @@ void number_records(Archive& a) {
         k >= entries.size())
       return;
     if (table.size() <= k) table.resize(k + 1);
-    table[k] = {e.data_offset, e.size, true};
+    table[k] = {e.data_offset, e.size, true, reserved_record(e)};
   }
   a.numbered = std::move(table);
 }
@@ -186,12 +196,14 @@ class StorageResolver {
     const ZipEntry* e = nullptr;
     Cached* slot = nullptr;
     std::uint64_t data_offset = 0, size = 0;
+    bool reserved = false;
     if (!a_->numbered.empty()) {
       std::size_t k = 0;
       if (decimal_key(ref.key, k) && k < a_->numbered.size() && a_->numbered[k].present) {
         slot = &cache_[k];
         data_offset = a_->numbered[k].data_offset;
         size = a_->numbered[k].size;
+        reserved = a_->numbered[k].reserved;
       }
     } else if ((e = a_->zip.find(name)) != nullptr) {
       // torch's cache is by key; two keys find one record only when they
@@ -201,6 +213,7 @@ class StorageResolver {
                              : &other_case_[ref.key];
       data_offset = e->data_offset;
       size = e->size;
+      reserved = reserved_record(*e);
     }
     if (slot == nullptr)
       throw Error(ErrorCode::corrupt, "the pickle refers to storage '" + ref.key +
@@ -209,22 +222,30 @@ class StorageResolver {
     Cached& cached = *slot;
     if (cached.storage)
       return storage_value(cached.dtype, cached.numel, cached.storage, cached.packed_bits);
-    // The record must hold exactly what the pickle declares: a storage
-    // declared larger than its record is how CVE-2026-24747 corrupted memory.
+    // The record must hold exactly what the pickle declares, as torch >=
+    // 2.10 checks (get_storage_from_record: "record size ... does not match
+    // expected size"). Before 2.10 torch built the storage of the declared
+    // size over the record's bytes: a larger one reached past them (with a
+    // SETITEM on its tensor, wrote past them: CVE-2026-24747), a smaller one
+    // dropped the rest.
     if (size != ref.nbytes)
       throw Error(ErrorCode::corrupt,
                   "storage '" + ref.key + "' is declared as " + std::to_string(ref.numel) + " " +
                       std::string(dtype_name(ref.dtype)) + " elements (" +
                       std::to_string(ref.nbytes) + " bytes) but record '" +
                       (e != nullptr ? e->name : name) + "' has " + std::to_string(size) +
-                      " bytes; truncated or tampered file?",
+                      " bytes (torch >= 2.10 refuses it too: record size does not match "
+                      "expected size); truncated or tampered file?",
                   {}, data_offset);
     if (named_ != nullptr && e != nullptr) {
       named_->push_back(e->name);
       walker_.part(member_part(a_, *e, PartRole::tensor_data));
     }
     std::shared_ptr<Storage> st;
-    if (e == nullptr || e->method == 0) {
+    if (reserved) {
+      st = reserved_storage(
+          ZipEntry{e != nullptr ? e->name : name, 0, size, size, 0, 0, data_offset}, ref.dtype);
+    } else if (e == nullptr || e->method == 0) {
       st = record_storage(a_->zip.source(), data_offset, size, ref.dtype, a_->big_endian);
     } else {
       auto archive = a_;
@@ -242,6 +263,33 @@ class StorageResolver {
   }
 
  private:
+  // A record reserved by skip_data (reserved_record) holds no tensor bytes:
+  // torch.load (mmap or not) gives whatever lies there, zeros unless a later
+  // pass wrote them, and nothing in the file tells which. It is listed (its
+  // pickle is whole), and its bytes are refused when asked for, naming
+  // skip_data: never read as zeros. Bytes that do match the CRC-32 of 0 are
+  // an ordinary record.
+  std::shared_ptr<Storage> reserved_storage(const ZipEntry& record, DType dtype) const {
+    return Storage::deferred(record.size, [archive = a_, record, dtype] {
+      try {
+        archive->zip.verify_crc(record);
+      } catch (const Error& x) {
+        if (x.code() != ErrorCode::corrupt) throw;
+        throw Error(ErrorCode::unsupported,
+                    "storage record of " + std::to_string(record.size) +
+                        " bytes was reserved by torch.serialization.skip_data(), which writes "
+                        "no tensor bytes (its CRC-32 is 0 and its bytes do not match it): the "
+                        "file holds no data for this tensor (torch.load would give whatever "
+                        "bytes lie there, zeros unless a later pass wrote them)",
+                    record.name, record.data_offset, archive->zip.source().name());
+      }
+      auto st = record_storage(archive->zip.source(), record.data_offset, record.size, dtype,
+                               archive->big_endian);
+      (void)st->bytes();
+      return st;
+    });
+  }
+
   // Torch's pickle names a storage for each tensor, front to back: what
   // lies more than 4 MiB behind (whole 2 MiB blocks, as FileBacking drops
   // them) is read and leaves the resident set (the page cache keeps it; a
@@ -364,13 +412,20 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
         case Kind::storage:
           break;
       }
-  for (const ZipEntry& e : entries)
+  for (const ZipEntry& e : entries) {
     if (!zip_method_read(e.method, ZipMethods::torch))
       throw Error(ErrorCode::unsupported,
                   "compression method " + std::to_string(e.method) + " (" +
                       zip_method_name(e.method) +
                       "): torch's reader (miniz) reads only stored and deflate",
                   e.name, e.header_offset, source.name());
+    if (zip_torch_refuses_archive(e))
+      throw Error(ErrorCode::unsupported,
+                  "the entry's local header is flagged as masked (general purpose bit 13, "
+                  "central directory encryption), which torch's reader refuses (miniz: "
+                  "unsupported encryption)",
+                  e.name, e.header_offset, source.name());
+  }
   if (entries.empty())
     throw Error(ErrorCode::not_a_checkpoint, "the zip archive is empty", {}, std::nullopt,
                 source.name());
@@ -412,7 +467,7 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
     // The tensors over a damaged record: those whose mapped storage lies in
     // its bytes (torch stores storages uncompressed and aligned, so mapped).
     std::map<const ZipEntry*, std::vector<std::string>> tensors_of;
-    if (cat != nullptr) {
+    if (cat != nullptr && source.contiguous()) {
       const std::byte* base = source.bytes().data();
       for (const auto& [name, t] : cat->tensors()) {
         const auto& st = t.file_storage();
@@ -444,6 +499,9 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
         archive->zip.verify_crc(e);
       } catch (const Error& x) {
         if (x.code() != ErrorCode::corrupt) throw;
+        // A record skip_data reserved is not damaged: it has no bytes
+        // (refused, naming skip_data, when they are asked for).
+        if (record_kind(e.name) == Kind::storage && reserved_record(e)) continue;
         bad.push_back(&e);
       }
     for (const ZipEntry* e : bad)
@@ -474,6 +532,21 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
         if (c < 0x20 || c >= 0x7f) c = '?';
       metadata[key] = std::move(text);
     }
+  // A torch.serialization.skip_data() save: its storage records hold no
+  // tensor bytes (see reserved_record), which the catalogue says without
+  // reading them (a record whose bytes do have CRC-32 0 is told apart only
+  // when they are read).
+  std::size_t storages = 0, reserved = 0;
+  for (const ZipEntry& e : entries)
+    if (record_kind(e.name) == Kind::storage) {
+      ++storages;
+      reserved += reserved_record(e);
+    }
+  if (reserved > 0)
+    metadata["pytorch.skip_data"] =
+        std::to_string(reserved) + " of " + std::to_string(storages) +
+        " storage records declare CRC-32 0, as torch.serialization.skip_data() reserves records "
+        "without writing their bytes: reading them is refused unless their bytes match it";
 
   const ZipEntry* data = archive->zip.find(archive->prefix + "data.pkl");
   if (data == nullptr)

@@ -2,10 +2,14 @@
 
 #include "formats/read/registry.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <map>
+#include <vector>
 
 #include "formats/read/readers.hpp"
+#include "formats/read/shards.hpp"
 #include "torchport/formats/record_file.hpp"
 #include "torchport/io/tar.hpp"
 #include "torchport/io/zip.hpp"
@@ -19,39 +23,39 @@ bool starts_with(std::span<const std::byte> b, std::string_view s) noexcept {
 
 // torch's _is_zipfile: the first four bytes are a local header's signature.
 // (An empty archive's end record is taken too, to say it is empty.)
-bool sniff_zip(const Source& s) noexcept {
-  return starts_with(s.bytes(), "PK\x03\x04") || starts_with(s.bytes(), "PK\x05\x06");
+bool sniff_zip(std::span<const std::byte> b, std::uint64_t) noexcept {
+  return starts_with(b, "PK\x03\x04") || starts_with(b, "PK\x05\x06");
 }
 
-bool sniff_tar(const Source& s) noexcept {
-  return looks_like_tar(s.bytes());
+bool sniff_tar(std::span<const std::byte> b, std::uint64_t size) noexcept {
+  bool more = false;
+  // A head too short to tell is claimed: open() reads on (read_sniffed).
+  return probe_tar(b, size, more) != TarOpen::refused || more;
 }
 
 // Pickle protocols 2+ start with PROTO; 0 and 1 with one of the opcodes
 // that can open a stream (STOP cannot: an empty stack).
-bool sniff_pickle(const Source& s) noexcept {
-  const auto b = s.bytes();
+bool sniff_pickle(std::span<const std::byte> b, std::uint64_t) noexcept {
   if (b.size() < 2) return false;
   const auto c = static_cast<unsigned char>(b[0]);
   if (c == 0x80) return static_cast<unsigned char>(b[1]) <= 5;
   return c != 0 && std::strchr("(]})NcKJMIFLSVXTUG", c) != nullptr;
 }
 
-bool sniff_safetensors(const Source& s) noexcept {
-  const auto b = s.bytes();
-  if (b.size() < 10) return false;
+bool sniff_safetensors(std::span<const std::byte> b, std::uint64_t size) noexcept {
+  if (b.size() < 10 || size < 10) return false;
   std::uint64_t n;
   std::memcpy(&n, b.data(), 8);
-  return n >= 2 && n <= b.size() - 8 && static_cast<char>(b[8]) == '{';
+  return n >= 2 && n <= size - 8 && static_cast<char>(b[8]) == '{';
 }
 
-bool sniff_npy(const Source& s) noexcept {
-  return starts_with(s.bytes(), "\x93NUMPY");
+bool sniff_npy(std::span<const std::byte> b, std::uint64_t) noexcept {
+  return starts_with(b, "\x93NUMPY");
 }
 
-bool sniff_record(const Source& s) noexcept {
+bool sniff_record(std::span<const std::byte> b, std::uint64_t) noexcept {
   try {
-    return looks_like_record(s);
+    return looks_like_record(b);
   } catch (...) {
     return false;
   }
@@ -85,6 +89,7 @@ constexpr Reader kReaders[] = {
     {Format::sharded_safetensors, "sharded-safetensors", nullptr, nullptr},
     {Format::sharded_pytorch, "sharded-pytorch", nullptr, nullptr},
     {Format::dcp, "dcp", nullptr, nullptr},
+    {Format::dcp_safetensors, "dcp-safetensors", nullptr, nullptr},
     {Format::torch_export, "torch-export", nullptr, formats::read_pytorch_zip},
     {Format::torchport_record, "torchport", sniff_record, read_record_catalog},
     {Format::value, "value", nullptr, nullptr},
@@ -93,6 +98,10 @@ constexpr Reader kReaders[] = {
 }  // namespace
 
 namespace open_detail {
+
+Source sniff_head(const Source& source) {
+  return source.contiguous() ? source : source.head(kSniffBytes);
+}
 
 std::span<const Reader> readers() noexcept {
   return kReaders;
@@ -119,6 +128,85 @@ std::optional<Format> parse_format(std::string_view name) noexcept {
   return std::nullopt;
 }
 
+namespace formats {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::string_view kIndexSuffix = ".index.json";
+
+bool is_index_name(const std::string& name) {
+  return name.size() > kIndexSuffix.size() && name.ends_with(kIndexSuffix);
+}
+
+// A safetensors file whose __metadata__ says where its tensors lie in
+// global ones: a shard of torch's HuggingFaceStorageWriter (_hf_utils.
+// CUSTOM_METADATA_KEY). Its header is parsed by the safetensors reader;
+// a file whose real path leaves the folder is not read at all.
+bool has_sharding_info(const fs::path& root, const fs::path& file) {
+  try {
+    OpenOptions o;
+    LoadWalker walker(o);
+    const TensorCatalog cat =
+        read_safetensors(Source::map_file(resolve_inside(root, file), o.map), o, walker);
+    return cat.metadata().count("DCP_SHARDING_INFO") != 0;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+bool is_dcp_path(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return fs::is_regular_file(path / ".metadata", ec);
+  return path.filename() == ".metadata" && fs::is_regular_file(path, ec);
+}
+
+std::optional<Format> path_format(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) {
+    const std::string name = path.filename().string();
+    if (name == ".metadata" && fs::is_regular_file(path, ec)) return Format::dcp;
+    if (is_index_name(name)) return Format::sharded_safetensors;
+    return std::nullopt;
+  }
+  bool metadata = false;
+  std::string index;
+  std::vector<fs::path> safetensors;
+  for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code fec;
+    if (!it->is_regular_file(fec)) continue;
+    if (name == ".metadata") metadata = true;
+    if (is_index_name(name)) index = name;
+    if (name.ends_with(".safetensors")) safetensors.push_back(it->path());
+  }
+  if (metadata && !index.empty())
+    throw Error(ErrorCode::ambiguous,
+                "the folder holds both a distributed checkpoint's .metadata (torch's "
+                "FileSystemReader reads the files it names) and '" +
+                    index +
+                    "' (transformers reads the shards it names); refusing to pick one: open the "
+                    ".metadata or the index",
+                {}, std::nullopt, path.string());
+  if (metadata) return Format::dcp;
+  if (index.empty() && !safetensors.empty()) {
+    std::sort(safetensors.begin(), safetensors.end());
+    const fs::path root = shard_root(path);
+    for (const fs::path& f : safetensors)
+      if (has_sharding_info(root, f)) return Format::dcp_safetensors;
+  }
+  return Format::sharded_safetensors;
+}
+
+bool read_from_path(Format format) noexcept {
+  return is_sharded(format) || format == Format::dcp || format == Format::dcp_safetensors;
+}
+
+}  // namespace formats
+
 bool is_sharded(Format format) noexcept {
   return format == Format::sharded_safetensors || format == Format::sharded_pytorch;
 }
@@ -132,9 +220,15 @@ std::optional<Format> sniff(const Source& source) noexcept {
   // torch's containers first, in its order; then the formats torch does not
   // read, the structured ones before the pickle (whose first byte alone is
   // a weak sign). open() refuses files more than one reader accepts.
+  Source head;
+  try {
+    head = open_detail::sniff_head(source);
+  } catch (...) {
+    return std::nullopt;  // unreadable: no format
+  }
   for (Format f : {Format::pytorch_zip, Format::pytorch_tar, Format::safetensors, Format::numpy,
                    Format::torchport_record, Format::pytorch_legacy})
-    if (open_detail::reader(f).sniff(source)) return f;
+    if (open_detail::reader(f).sniff(head.bytes(), source.size())) return f;
   return std::nullopt;
 }
 

@@ -20,11 +20,16 @@ struct Reader {
   /// True when the first bytes fit the format; nullptr for formats another
   /// row's reader decides (TorchScript: the zip reader; a plain pickle: the
   /// legacy reader) or that are read from a path (sharded checkpoints).
-  bool (*sniff)(const Source&) noexcept;
+  bool (*sniff)(std::span<const std::byte> head, std::uint64_t size) noexcept;
   /// Reads the format, telling the walker what it meets; nullptr for
   /// formats read from a path.
   TensorCatalog (*read)(const Source&, const OpenOptions&, formats::Walker&);
 };
+
+/// The bytes the sniffers look at: all of a contiguous source, the first
+/// `kSniffBytes` of a ranged one (a remote file: one read).
+constexpr std::uint64_t kSniffBytes = 64u << 10;
+Source sniff_head(const Source& source);
 
 /// Every reader, in dispatch order.
 std::span<const Reader> readers() noexcept;

@@ -8,6 +8,10 @@
 //   data                      the tensors' bytes, C order, little-endian;
 //                             offsets are relative to the data's start
 //
+// `F4` (float4_e2m1fn_x2) shapes count 4-bit values, two a byte: torch's
+// shape is the file's with its last dimension halved (safetensors 0.8.0's
+// torch loader), and that is the shape listed.
+//
 // We accept what the reference implementation's `validate` does (offsets
 // tile the data region: no holes, no overlaps, no trailing bytes) and
 // additionally reject duplicate keys: serde_json (into a HashMap) and
@@ -31,9 +35,9 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// safetensors dtypes that exist but that torchport has no type for.
-constexpr std::array<std::string_view, 4> kUnsupportedDtypes = {"F4", "F6_E2M3", "F6_E3M2",
-                                                                "F8_E8M0"};
+// safetensors dtypes (0.8.0's) that torch has no dtype for: its torch
+// loader refuses them too.
+constexpr std::array<std::string_view, 2> kUnsupportedDtypes = {"F6_E2M3", "F6_E3M2"};
 
 struct Entry {
   std::string name;
@@ -106,7 +110,7 @@ class HeaderReader {
     } else if (std::find(kUnsupportedDtypes.begin(), kUnsupportedDtypes.end(), dname) !=
                kUnsupportedDtypes.end()) {
       fail(ErrorCode::unsupported, name,
-           "dtype " + dname + " (sub-byte and scale formats are not read)");
+           "dtype " + dname + " (a 6-bit float: torch has no dtype for it, not read)");
     } else {
       fail(ErrorCode::corrupt, name, "unknown dtype '" + dname + "'");
     }
@@ -139,11 +143,32 @@ class HeaderReader {
     } catch (const Error& x) {
       fail(ErrorCode::corrupt, name, x.message());
     }
+    // F4 counts 4-bit values (safetensors 0.8.0): they must fill whole bytes.
+    if (e.dtype == DType::F4) {
+      if (bytes % 2 != 0)
+        fail(ErrorCode::corrupt, name,
+             "F4" + shape_to_string(e.shape) +
+                 " holds an odd number of 4-bit values, which does not end at a byte boundary "
+                 "(safetensors refuses such a header)");
+      bytes /= 2;
+    }
     if (bytes != e.end - e.begin)
       fail(ErrorCode::corrupt, name,
            std::string(dtype_name(e.dtype)) + shape_to_string(e.shape) + " needs " +
                std::to_string(bytes) + " bytes but data_offsets [" + std::to_string(e.begin) +
                ", " + std::to_string(e.end) + "] hold " + std::to_string(e.end - e.begin));
+    // As safetensors' torch loader maps it: torch.float4_e2m1fn_x2 holds two
+    // values a byte, so torch's last dimension is half the file's, which
+    // must be even ("f4_x2 dtype requires that the last dim be divisible by
+    // 2 in torch").
+    if (e.dtype == DType::F4) {
+      if (e.shape.empty() || e.shape.back() % 2 != 0)
+        fail(ErrorCode::unsupported, name,
+             "F4" + shape_to_string(e.shape) +
+                 ": torch.float4_e2m1fn_x2 packs two values a byte along the last dimension, "
+                 "which must be even (safetensors' torch loader refuses it too)");
+      e.shape.back() /= 2;
+    }
     return e;
   }
 
@@ -158,27 +183,30 @@ class HeaderReader {
 TensorCatalog read_safetensors(const Source& source, const OpenOptions& options, Walker& walker) {
   const Limits& limits = options.limits;
   const std::string& where = source.name();
-  const auto bytes = source.bytes();
-  if (bytes.size() < 8)
+  // The length and the header: a view of a mapped file, one read of a
+  // remote one (its first bytes, which sniffing read too).
+  const std::uint64_t file_size = source.size();
+  if (file_size < 8)
     throw Error(ErrorCode::truncated,
-                "file of " + std::to_string(bytes.size()) +
+                "file of " + std::to_string(file_size) +
                     " bytes is shorter than the 8-byte safetensors header length",
                 {}, 0, where);
   std::uint64_t n;
-  std::memcpy(&n, bytes.data(), 8);
+  std::memcpy(&n, source.head(8).bytes().data(), 8);
   if (n > limits.max_header_bytes)
     throw Error(
         ErrorCode::limit_exceeded,
         "safetensors header of " + std::to_string(n) +
             " bytes exceeds Limits::max_header_bytes = " + std::to_string(limits.max_header_bytes),
         {}, 0, where);
-  if (n > bytes.size() - 8)
+  if (n > file_size - 8)
     throw Error(ErrorCode::truncated,
                 "safetensors header declares " + std::to_string(n) +
-                    " bytes but the file has only " + std::to_string(bytes.size() - 8) +
+                    " bytes but the file has only " + std::to_string(file_size - 8) +
                     " after the length; truncated download?",
                 {}, 0, where);
-  const std::string_view header(reinterpret_cast<const char*>(bytes.data()) + 8,
+  const Source header_bytes = source.fetch(8, n);
+  const std::string_view header(reinterpret_cast<const char*>(header_bytes.bytes().data()),
                                 static_cast<std::size_t>(n));
   if (header.empty() || header.front() != '{')
     throw Error(ErrorCode::corrupt, "safetensors header does not start with '{'", {}, 8, where);
@@ -205,16 +233,21 @@ TensorCatalog read_safetensors(const Source& source, const OpenOptions& options,
 
   // The offsets must tile the data region exactly (safetensors' validate).
   const std::uint64_t data_start = 8 + n;
-  const std::uint64_t data_size = bytes.size() - data_start;
+  const std::uint64_t data_size = file_size - data_start;
   // No pickle anywhere: a JSON header, then raw tensor bytes.
   if (walker.lists_parts()) {
     walker.part({PartRole::metadata, "header", 8, n, 0, {}});
     walker.part({PartRole::tensor_data, "data", data_start, data_size, 0, {}});
   }
-  std::vector<const Entry*> order;
+  // The tensors in the order of their data, which is also how they are
+  // listed: what safetensors' load_file (0.6 and later) and torch.load of a
+  // .safetensors (2.13 and later hand it to safetensors) give, and the order
+  // a writer laid them out in. Ties (empty tensors at one offset) keep the
+  // header's order.
+  std::vector<Entry*> order;
   order.reserve(entries.size());
-  for (const auto& e : entries) order.push_back(&e);
-  std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+  for (auto& e : entries) order.push_back(&e);
+  std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
     return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
   });
   std::uint64_t expected = 0;
@@ -252,7 +285,8 @@ TensorCatalog read_safetensors(const Source& source, const OpenOptions& options,
 
   std::vector<NamedTensor> tensors;
   tensors.reserve(entries.size());
-  for (auto& e : entries) {
+  for (Entry* p : order) {
+    Entry& e = *p;
     auto storage = record_storage(source, data_start + e.begin, e.end - e.begin, e.dtype, false);
     Shape strides = contiguous_strides(e.shape);
     tensors.push_back({std::move(e.name), Tensor(e.dtype, std::move(e.shape), std::move(strides), 0,

@@ -9,9 +9,13 @@
 // next to the shard files it names. The index is the table of contents: we
 // require it and the shards to agree exactly, and shard names to be plain
 // file names in the index's directory (an index must not reach elsewhere).
+//
+// A folder without an index is read as the libraries that lay it out read
+// it: its one weights file, by the names they save it under.
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "formats/read/readers.hpp"
@@ -28,7 +32,8 @@ using json = nlohmann::ordered_json;
 
 constexpr std::string_view kIndexSuffix = ".index.json";
 
-fs::path find_index(const fs::path& dir) {
+// The folder's *.index.json, or nothing.
+std::optional<fs::path> find_index(const fs::path& dir) {
   std::vector<fs::path> found;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -40,11 +45,7 @@ fs::path find_index(const fs::path& dir) {
   if (ec)
     throw Error(ErrorCode::io, "cannot list the directory: " + ec.message(), {}, std::nullopt,
                 dir.string());
-  if (found.empty())
-    throw Error(ErrorCode::not_a_checkpoint,
-                "the directory holds no *.index.json (the index of a Hugging Face sharded "
-                "checkpoint); to read a single checkpoint file in it, open that file",
-                {}, std::nullopt, dir.string());
+  if (found.empty()) return std::nullopt;
   if (found.size() > 1) {
     std::sort(found.begin(), found.end());
     std::string names;
@@ -55,6 +56,39 @@ fs::path find_index(const fs::path& dir) {
                 {}, std::nullopt, dir.string());
   }
   return found.front();
+}
+
+// The weights file of a folder without an index, as the library that laid
+// it out loads it. Each library saves under one stem and loads its
+// safetensors file before its pickle (transformers' from_pretrained, which
+// sentence-transformers and timm's save_for_hf folders go through too:
+// model.safetensors, then pytorch_model.bin; PEFT's adapter_model.*;
+// diffusers' diffusion_pytorch_model.*). A folder holding the files of two
+// of them (a model and an adapter) is refused: which one a user means, only
+// the library they call says.
+std::optional<fs::path> folder_weights(const fs::path& dir) {
+  static constexpr std::pair<std::string_view, std::string_view> kLayouts[] = {
+      {"model.safetensors", "pytorch_model.bin"},
+      {"adapter_model.safetensors", "adapter_model.bin"},
+      {"diffusion_pytorch_model.safetensors", "diffusion_pytorch_model.bin"},
+  };
+  std::vector<fs::path> picks;
+  std::error_code ec;
+  for (const auto& [first, second] : kLayouts)
+    for (const std::string_view name : {first, second})
+      if (fs::is_regular_file(dir / name, ec) || fs::is_symlink(dir / name, ec)) {
+        picks.push_back(dir / name);
+        break;
+      }
+  if (picks.empty()) return std::nullopt;
+  if (picks.size() > 1)
+    throw Error(ErrorCode::ambiguous,
+                "the folder holds the weights of " + std::to_string(picks.size()) +
+                    " libraries' layouts (" + picks[0].filename().string() + ", " +
+                    picks[1].filename().string() +
+                    "): which one a loader reads depends on the library; open the file you mean",
+                {}, std::nullopt, dir.string());
+  return picks.front();
 }
 
 }  // namespace
@@ -107,18 +141,46 @@ fs::path resolve_inside(const fs::path& root, const fs::path& path, bool directo
   return real;
 }
 
-bool is_sharded_path(const fs::path& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) return true;
-  const std::string name = path.filename().string();
-  return name.size() > kIndexSuffix.size() && name.ends_with(kIndexSuffix);
-}
-
 TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options, Walker& walker) {
   std::error_code ec;
-  const fs::path index = fs::is_directory(path, ec) ? find_index(path) : path;
+  fs::path index = path;
+  if (fs::is_directory(path, ec)) {
+    if (const auto found = find_index(path)) {
+      index = *found;
+    } else if (const auto weights = folder_weights(path)) {
+      // A model folder: its weights file, confined to the folder as a
+      // shard is, read as a file of its own.
+      const std::string name = weights->filename().string();
+      OpenOptions file_options = options;
+      file_options.format.clear();
+      TensorCatalog cat =
+          walk(Source::map_file(resolve_shard(shard_root(path), path, name), options.map),
+               file_options, walker);
+      cat.set_metadata("torchport.folder_file", name);
+      return cat;
+    } else {
+      throw Error(ErrorCode::not_a_checkpoint,
+                  "the folder holds no *.index.json (the index of a Hugging Face sharded "
+                  "checkpoint), no distributed checkpoint's .metadata and no model.safetensors, "
+                  "pytorch_model.bin, adapter_model.safetensors/.bin or "
+                  "diffusion_pytorch_model.safetensors/.bin; to read another file in it, open "
+                  "that file",
+                  {}, std::nullopt, path.string());
+    }
+  }
   const fs::path dir = index.parent_path();
-  const Source src = Source::map_file(index, options.map);
+  const fs::path confine = shard_root(dir);
+  return read_shard_index(
+      Source::map_file(index, options.map),
+      [&](const std::string& shard) {
+        return Source::map_file(resolve_shard(confine, dir, shard), options.map);
+      },
+      options, walker);
+}
+
+TensorCatalog read_shard_index(const Source& src,
+                               const std::function<Source(const std::string&)>& open_shard,
+                               const OpenOptions& options, Walker& walker) {
   const std::string where = src.name();
   if (src.size() > options.limits.max_header_bytes)
     throw Error(ErrorCode::limit_exceeded,
@@ -126,7 +188,9 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options, Wal
                     " bytes exceeds Limits::max_header_bytes = " +
                     std::to_string(options.limits.max_header_bytes),
                 {}, 0, where);
-  const std::string_view text(reinterpret_cast<const char*>(src.bytes().data()), src.size());
+  const Source index_bytes = src.fetch(0, src.size());
+  const std::string_view text(reinterpret_cast<const char*>(index_bytes.bytes().data()),
+                              src.size());
   if (walker.lists_parts()) walker.part({PartRole::metadata, where, 0, src.size(), 0, {}});
   const json root = parse_strict_json(text, "index", 0, where, 8, options.limits.max_nodes);
   if (!root.is_object())
@@ -169,7 +233,6 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options, Wal
     shard_of.emplace(name, std::move(shard));
   }
 
-  const fs::path confine = shard_root(dir);
   OpenOptions shard_options = options;
   shard_options.format.clear();
   std::vector<NamedTensor> all;
@@ -179,7 +242,7 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options, Wal
   for (const auto& [shard, names] : names_in) {
     TensorCatalog cat;
     try {
-      Source shard_source = Source::map_file(resolve_shard(confine, dir, shard), options.map);
+      Source shard_source = open_shard(shard);
       walker.enter(shard);
       try {
         cat = walk(shard_source, shard_options, walker);
@@ -195,6 +258,23 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options, Wal
                   e.key(), e.offset(), where + ": " + (e.where().empty() ? shard : e.where()));
     }
     all_safetensors = all_safetensors && parse_format(cat.format()) == Format::safetensors;
+    // A shard of torch's HuggingFaceStorageWriter says where its tensors
+    // lie in global ones: at offset zero it is the tensor itself (what the
+    // writer's rank-0 layout holds); elsewhere a piece, which torch's
+    // HuggingFaceStorageReader reads into a larger tensor and transformers
+    // reads as the whole one.
+    if (const auto info = dcp_sharding_info(cat, where + ": " + shard, options.limits))
+      for (const auto& [name, offsets] : *info)
+        if (cat.find(name) != nullptr &&
+            std::any_of(offsets.begin(), offsets.end(), [](std::int64_t o) { return o != 0; }))
+          throw Error(ErrorCode::ambiguous,
+                      "shard '" + shard + "' is a piece of torch's distributed checkpoint: its " +
+                          "DCP_SHARDING_INFO places this tensor at offsets " +
+                          shape_to_string(offsets) +
+                          " of a larger one (torch's HuggingFaceStorageReader reads it so), "
+                          "where the index makes it a whole tensor (transformers reads it so); "
+                          "refusing to pick one",
+                      name, std::nullopt, where);
     for (const auto& [name, t] : cat.tensors()) {
       const auto it = shard_of.find(name);
       if (it == shard_of.end())

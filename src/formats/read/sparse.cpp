@@ -58,6 +58,7 @@ Tensor rebuild(const Value& args, const std::function<Value(const Value&)>& inne
   if (!args.is(Value::Kind::Tuple) || args.size() != 2 || !args.items()[1].is(Value::Kind::Tuple))
     corrupt("called with " + args.repr(3) + ", not (layout, data)");
   auto p = std::make_shared<SparseParts>();
+  bool coalesced = false;
   p->layout = layout_of(args.items()[0]);
   const auto& d = args.items()[1].items();
   if (p->layout == SparseParts::Layout::coo) {
@@ -66,6 +67,10 @@ Tensor rebuild(const Value& args, const std::function<Value(const Value&)>& inne
     p->indices = tensor_arg(inner(d[0]), "indices");
     p->values = tensor_arg(inner(d[1]), "values");
     p->size = size_of(d[2]);
+    // torch 2.x saves whether the tensor was coalesced (None: unknown).
+    if (d.size() == 4 && !d[3].is_none() && !d[3].is(Value::Kind::Bool))
+      corrupt("is_coalesced " + d[3].repr(2) + " is not a bool");
+    coalesced = d.size() == 4 && d[3].is(Value::Kind::Bool) && d[3].as_bool();
   } else {
     if (d.size() != 4)
       corrupt("compressed data " + args.items()[1].repr(3) +
@@ -74,6 +79,52 @@ Tensor rebuild(const Value& args, const std::function<Value(const Value&)>& inne
     p->plain_indices = tensor_arg(inner(d[1]), "plain indices");
     p->values = tensor_arg(inner(d[2]), "values");
     p->size = size_of(d[3]);
+  }
+  // torch.load validates what it rebuilt (_validate_loaded_sparse_tensors;
+  // see SparseParts::validate for which releases do): an index outside the
+  // size would make later reads (to_dense) reach outside the values.
+  validated(*p, coalesced,
+            "torch 1.13 to 2.7 always, torch >= 2.14 by default; torch 2.8 to 2.13 load it "
+            "unchecked");
+  return Tensor::sparse_tensor(std::move(p));
+}
+
+void validated(const SparseParts& parts, bool is_coalesced, std::string_view who) {
+  try {
+    parts.validate(is_coalesced);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::corrupt) throw;
+    throw Error(ErrorCode::corrupt,
+                e.message() + " (torch.load refuses it too: " + std::string(who) + ")");
+  }
+}
+
+std::optional<Tensor> legacy_constructor(const Global& g, const Value& args,
+                                         const std::function<Value(const Value&)>& inner) {
+  if ((g.module != "torch.sparse" && g.module != "torch.cuda.sparse") ||
+      !g.name.ends_with("Tensor"))
+    return std::nullopt;
+  const std::string what = g.qualified();
+  if (!dtype_from_storage_class(g.name.substr(0, g.name.size() - 6) + "Storage"))
+    throw Error(ErrorCode::unsupported, what + ": not a sparse tensor class torch has");
+  if (args.size() != 3)
+    throw Error(ErrorCode::unsupported,
+                what + " called with " + std::to_string(args.size()) +
+                    " arguments: the legacy sparse constructor is read in its (indices, values, "
+                    "size) form only (torch never writes it; its weights_only list allows it)");
+  auto p = std::make_shared<SparseParts>();
+  p->indices = tensor_arg(inner(args.items()[0]), "indices");
+  p->values = tensor_arg(inner(args.items()[1]), "values");
+  p->size = size_of(args.items()[2]);
+  if (p->indices.dtype() != DType::I64)
+    throw Error(ErrorCode::corrupt, what + ": indices must be an int64 tensor");
+  // (The values keep their dtype, as the constructor keeps it.)
+  try {
+    validated(*p, false,
+              "torch 1.13, 2.7 and, by default, >= 2.14; torch 2.6 and 2.8 to 2.13 load it "
+              "unchecked");
+  } catch (const Error& e) {
+    throw Error(e.code(), what + ": " + e.message());
   }
   return Tensor::sparse_tensor(std::move(p));
 }

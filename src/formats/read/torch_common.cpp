@@ -67,14 +67,21 @@ StorageRef parse_storage_ref(const Value& pid) {
                     "...\" is text: the file was saved with pickle protocol 0, which turns torch's "
                     "persistent ids into strings; torch.load cannot read such files either (it "
                     "fails with an AssertionError)");
+  // torch.load's persistent_load takes such tuples only ("saved_id must be
+  // a tuple"; torch's weights_only unpickler refuses any id but a tuple or,
+  // from 2.9, an int, before persistent_load sees it).
   if (!pid.is(Value::Kind::Tuple) || pid.size() < 5 || pid.size() > 6)
-    throw Error(ErrorCode::corrupt, "persistent id " + pid.repr(6) +
-                                        " is not a ('storage', type, key, location, numel) tuple");
+    throw Error(ErrorCode::corrupt,
+                "persistent id " + pid.repr(6) +
+                    " is not a ('storage', type, key, location, numel) tuple; torch.load "
+                    "refuses it too");
   const auto& a = pid.items();
   const std::string tag = text_of(a[0], "persistent id tag");
   if (tag != "storage")
     throw Error(ErrorCode::unsupported,
-                "persistent id of kind '" + tag + "' (only storages are read)");
+                "persistent id of kind '" + tag +
+                    "' (only storages are read; torch's default torch.load refuses it too: "
+                    "\"Only persistent_load of storage is allowed\")");
   StorageRef r;
   r.dtype = storage_class_dtype(a[1], &r.packed_bits);
   r.key = text_of(a[2], "storage key");
@@ -120,6 +127,21 @@ std::shared_ptr<Storage> record_storage(const Source& source, std::uint64_t offs
                     ") lies outside the " + std::to_string(source.size()) + " bytes of " +
                     source.name(),
                 {}, offset, source.name());
+  if (!source.contiguous()) {
+    // Read when used, straight into where a copy puts it (a remote file).
+    auto ranged = source.storage(offset, nbytes);
+    if (!big_endian) return ranged;
+    const std::size_t unit = is_complex(dtype) ? dtype_size(dtype) / 2 : dtype_size(dtype);
+    return Storage::deferred(nbytes, [ranged, unit] {
+      auto out = Storage::allocate(ranged->nbytes());
+      auto dst = out->mutable_bytes();
+      ranged->read_into(0, dst);
+      if (unit > 1)
+        for (std::size_t i = 0; i + unit <= dst.size(); i += unit)
+          for (std::size_t a = 0, b = unit - 1; a < b; ++a, --b) std::swap(dst[i + a], dst[i + b]);
+      return out;
+    });
+  }
   const std::span<const std::byte> rec =
       source.bytes().subspan(static_cast<std::size_t>(offset), static_cast<std::size_t>(nbytes));
   const auto addr = reinterpret_cast<std::uintptr_t>(rec.data());
@@ -184,9 +206,30 @@ std::int64_t int_arg(const Value& v, const char* what) {
   return v.as_int();
 }
 
+// torch's sub-byte shell dtypes (torch.uint1..uint7, int1..int7, and
+// torch.bit, which is uint1): no arithmetic, a byte an element. torch 2.14
+// cannot save one ("dtype torch.uint4 is not recognized"), though its
+// loader views a hand-made file's bytes as one; not read.
+bool shell_dtype(std::string_view name) {
+  if (name == "bit") return true;
+  const std::string_view stem = name.starts_with("uint")  ? name.substr(4)
+                                : name.starts_with("int") ? name.substr(3)
+                                                          : std::string_view();
+  return stem.size() == 1 && stem[0] >= '1' && stem[0] <= '7';
+}
+
+// The dtype a rebuild names: a global torch.<dtype> of ours, else refused
+// by its name (never guessed from its size).
 DType dtype_global(const Value& v) {
-  if (v.is(Value::Kind::Global) && v.as_global().module == "torch")
-    if (auto d = dtype_from_torch_name(v.as_global().name)) return *d;
+  if (v.is(Value::Kind::Global) && v.as_global().module == "torch") {
+    const std::string& name = v.as_global().name;
+    if (auto d = dtype_from_torch_name(name)) return *d;
+    if (shell_dtype(name))
+      throw Error(ErrorCode::unsupported,
+                  "tensor dtype torch." + name +
+                      ", a sub-byte shell dtype torch 2.14 cannot save (\"dtype torch." + name +
+                      " is not recognized\"); not read");
+  }
   throw Error(ErrorCode::unsupported, "tensor dtype " + v.repr(2) + " is not one torchport reads");
 }
 
@@ -321,10 +364,9 @@ std::string not_read(const Global& g, const Value& args) {
     return g.qualified() + ": a quantized tensor; quantized tensors are not read yet";
   if (n == "_rebuild_wrapper_subclass")
     return g.qualified() +
-           ": a tensor subclass without storage of its own (a DTensor, a fake or functional "
-           "tensor, "
-           "an XLA or other device tensor); its data is not in the file as torch.load reads it, "
-           "and such tensors are not read";
+           ": a tensor without storage of its own (an XLA or other device tensor, a fake or "
+           "functional tensor); its data is not in the file as torch.load reads it, and such "
+           "tensors are not read";
   if (n == "_rebuild_device_tensor_from_numpy" || n == "_rebuild_device_tensor_from_cpu_tensor" ||
       n == "_rebuild_xla_tensor" || n == "_rebuild_mps_tensor")
     return g.qualified() +
@@ -483,7 +525,89 @@ std::optional<Tensor> tensor_of_call(const Global& g, const Value& args, Inner&&
     return sparse::rebuild(args, [&](const Value& v) -> Value { return inner(v); });
   if (utils && g.name.starts_with("_rebuild_"))
     throw Error(ErrorCode::unsupported, not_read(g, args));
-  return std::nullopt;
+  return sparse::legacy_constructor(g, args, [&](const Value& v) -> Value { return inner(v); });
+}
+
+// torch._tensor._rebuild_from_type_v2(torch._utils._rebuild_wrapper_subclass,
+// cls, (cls, dtype, size, stride, storage_offset, layout, device,
+// requires_grad), state): what torch.Tensor._reduce_ex_internal writes for a
+// tensor subclass made by _make_wrapper_subclass, which has no storage of
+// its own; its data are the tensors among its attributes (`state`, which
+// torch sets with _set_obj_state or the class's own __setstate__): torchao's
+// Int8Tensor holds `qdata`, `scale`, `zero_point`. Read, when `allow` trusts
+// the class (a user's allow pattern; its Python code runs when torch builds
+// it), as an object of _rebuild_from_type_v2 whose args are the function,
+// the class and its arguments and whose state is the attribute dict: the
+// catalogue lists the tensors as NAME.ATTR, never one densified tensor, and
+// the .pt writer writes the call back. Each argument is checked as
+// _make_wrapper_subclass checks it.
+template <class Inner>
+std::optional<Value> subclass_of_call(const Global& g, const Value& args, Inner&& inner,
+                                      std::span<const std::string> allow) {
+  if (g.module != "torch._tensor" || g.name != "_rebuild_from_type_v2" || args.size() != 4 ||
+      !args.items()[0].is(Value::Kind::Global) ||
+      !args.items()[0].as_global().is("torch._utils", "_rebuild_wrapper_subclass"))
+    return std::nullopt;
+  const Value& type = args.items()[1];
+  const Value& a = args.items()[2];
+  if (!type.is(Value::Kind::Global))
+    throw Error(ErrorCode::corrupt,
+                "_rebuild_from_type_v2 with type " + type.repr(2) + ", not a class");
+  const Global& cls = type.as_global();
+  const auto bad = [&](const std::string& why) {
+    return Error(ErrorCode::corrupt, "tensor subclass " + cls.qualified() + ": " + why);
+  };
+  // torch._utils._rebuild_wrapper_subclass(cls, dtype, size, stride,
+  // storage_offset, layout, device, requires_grad)
+  if (!a.is(Value::Kind::Tuple) || a.size() != 8)
+    throw bad("_rebuild_wrapper_subclass takes 8 arguments, given " + a.repr(2));
+  const auto& w = a.items();
+  if (!w[0].is(Value::Kind::Global) || w[0].as_global().qualified() != cls.qualified())
+    throw Error(ErrorCode::unsupported,
+                "tensor subclass " + cls.qualified() + " rebuilt as " + w[0].repr(2) +
+                    ", another class (torch writes the class itself; not read)");
+  const DType dtype = dtype_global(w[1]);
+  const Shape size = int_list(w[2], "size");
+  const Shape stride = int_list(w[3], "stride");
+  if (stride.size() != size.size())
+    throw bad("a stride of " + std::to_string(stride.size()) + " dimensions for a size of " +
+              std::to_string(size.size()));
+  if (int_arg(w[4], "storage offset") < 0) throw bad("a negative storage offset");
+  const Value& layout = w[5];
+  if (!layout.is(Value::Kind::Object) ||
+      !layout.as_object().cls.is("torch.serialization", "_get_layout") ||
+      layout.as_object().args.size() != 1 ||
+      !layout.as_object().args.items()[0].is(Value::Kind::Str) ||
+      layout.as_object().args.items()[0].as_str() != "torch.strided")
+    throw Error(ErrorCode::unsupported, "tensor subclass " + cls.qualified() + " of layout " +
+                                            layout.repr(2) + " (only torch.strided is read)");
+  requires_grad(w[7], dtype, "_rebuild_wrapper_subclass");
+  if (pickle::classify_global(cls.module, cls.name, allow) != pickle::GlobalClass::allowed)
+    throw Error(ErrorCode::unsupported,
+                "a tensor subclass " + cls.qualified() +
+                    " (no storage of its own; its data are tensors among its attributes), "
+                    "whose class is not allowed: torch.load runs that class's Python code to "
+                    "build it. Trust it (--allow " +
+                    cls.qualified() + ", OpenOptions::allow) to read its component tensors");
+  Value state = inner(args.items()[3]);
+  if (!state.is(Value::Kind::Dict))
+    throw Error(ErrorCode::unsupported, "tensor subclass " + cls.qualified() + " with state " +
+                                            state.repr(2) +
+                                            " (torch writes a dict of attributes; not read)");
+  attribute_dict(state, "tensor subclass");
+  // Its tensors, or tensor subclasses of its own (read before it).
+  if (std::none_of(state.pairs().begin(), state.pairs().end(), [](const auto& kv) {
+        return kv.second.is(Value::Kind::Tensor) ||
+               (kv.second.is(Value::Kind::Object) &&
+                kv.second.as_object().cls.is("torch._tensor", "_rebuild_from_type_v2"));
+      }))
+    throw Error(ErrorCode::unsupported,
+                "tensor subclass " + cls.qualified() +
+                    " holds no tensor among its attributes: its data is not in the file as "
+                    "torch.load reads it (not read)");
+  Value out = Value::object(g, Value::tuple({args.items()[0], type, a}));
+  out.set_state(std::move(state));
+  return out;
 }
 
 // torch._utils._rebuild_nested_tensor(buffer, sizes, strides, offsets),
@@ -619,7 +743,8 @@ Tensor set_state(const Tensor& target, const Value& target_value, const Value& s
 // by its tensor, errors naming the key path.
 class Rebuilder {
  public:
-  explicit Rebuilder(std::string where) : where_(std::move(where)) {}
+  Rebuilder(std::string where, std::span<const std::string> allow)
+      : where_(std::move(where)), allow_(allow) {}
 
   Value walk(const Value& v, const std::string& path) {
     if (!v.is_container()) return v;
@@ -656,9 +781,10 @@ class Rebuilder {
       case Value::Kind::Object: {
         const Object& o = v.as_object();
         if (auto n = nested_call(o, path)) return *n;
+        if (auto s = subclass_call(o, path)) return *s;
         if (auto t = tensor_call(o, path)) return Value::tensor(*t);
         if (auto n = numpy_value(o, path)) return *n;
-        Value out = Value::object(o.cls, walk(o.args, path));
+        Value out = Value::object(o.cls, walk(o.args, path), o.offset, o.newobj);
         if (!o.state.is_none()) out.set_state(walk(o.state, path));
         return out;
       }
@@ -692,6 +818,17 @@ class Rebuilder {
     }
   }
 
+  std::optional<Value> subclass_call(const Object& o, const std::string& path) {
+    try {
+      return subclass_of_call(
+          o.cls, o.args, [&](const Value& v) { return walk(v, path); }, allow_);
+    } catch (const Error& e) {
+      throw Error(e.code(), e.message(), e.key().empty() ? path : e.key(),
+                  e.offset() ? e.offset() : std::optional<std::uint64_t>(o.offset),
+                  e.where().empty() ? where_ : e.where());
+    }
+  }
+
   // numpy arrays (tensors) and scalars (numbers); see numpy.hpp.
   std::optional<Value> numpy_value(const Object& o, const std::string& path) {
     try {
@@ -702,6 +839,7 @@ class Rebuilder {
   }
 
   std::string where_;
+  std::span<const std::string> allow_;
   std::unordered_map<const void*, Value> done_;
 };
 
@@ -726,14 +864,18 @@ class ValueSet {
 // cannot build stays inert and is remembered: the slow path then reports it.
 class TensorCalls {
  public:
-  TensorCalls() = default;
+  explicit TensorCalls(std::span<const std::string> allow) : allow_(allow) {}
   std::optional<Value> operator()(const Global& g, const Value& args, std::uint64_t) {
     if (g.module != "torch._utils" && g.module != "torch._tensor" &&
-        g.module != "torch.nn.parameter" && g.module != "torch.serialization")
+        g.module != "torch.nn.parameter" && g.module != "torch.serialization" &&
+        g.module != "torch.sparse" && g.module != "torch.cuda.sparse")
       return std::nullopt;
     try {
       if (auto n = nested_of_call(g, args, [](const Value& v) -> const Value& { return v; }))
         return n;
+      if (auto s = subclass_of_call(
+              g, args, [](const Value& v) -> const Value& { return v; }, allow_))
+        return s;
       if (auto t = tensor_of_call(g, args, [](const Value& v) -> const Value& { return v; })) {
         Value v = Value::tensor(std::move(*t));
         if (call_requires_grad(g, args)) requires_grad.add(v);
@@ -746,12 +888,16 @@ class TensorCalls {
   }
   bool failed = false;
   ValueSet requires_grad;  ///< the tensors made that require grad
+
+ private:
+  std::span<const std::string> allow_;
 };
 
 }  // namespace
 
-Value rebuild_tensors(const Value& root, std::string_view where) {
-  Rebuilder r{std::string(where)};
+Value rebuild_tensors(const Value& root, std::string_view where,
+                      std::span<const std::string> allow) {
+  Rebuilder r{std::string(where), allow};
   return r.walk(root, "");
 }
 
@@ -761,16 +907,18 @@ Value run_torch_pickle(Walker& walker, std::string_view name, ByteReader& reader
   // that a rebuild or a BUILD can tell a storage from a tensor without
   // keeping each one alive to the end (the tar format's persistent ids also
   // name tensors, which are not storages).
-  TensorCalls calls;
+  TensorCalls calls(options.allow);
   pickle::BuildHook build = [&](const Value& target, const Value& state, std::uint64_t) {
     return set_state(target.as_tensor(), target, state, calls.requires_grad.contains(target));
   };
   pickle::Stats stats;
   const ByteReader start = reader;
   Value v = walker.pickle(name, start, stats, [&] {
-    return pickle::unpickle(reader, options.limits, persistent, &stats, std::ref(calls), build);
+    return pickle::unpickle(reader, options.limits, persistent, &stats, std::ref(calls), build,
+                            options.profiles);
   });
-  return calls.failed || numpy::referenced(stats) ? rebuild_tensors(v, reader.what()) : v;
+  return calls.failed || numpy::referenced(stats) ? rebuild_tensors(v, reader.what(), options.allow)
+                                                  : v;
 }
 
 Value run_pickle(Walker& walker, std::string_view name, ByteReader& reader,
@@ -779,8 +927,9 @@ Value run_pickle(Walker& walker, std::string_view name, ByteReader& reader,
   pickle::Stats local;
   pickle::Stats& s = stats ? *stats : local;
   const ByteReader start = reader;
-  return walker.pickle(name, start, s,
-                       [&] { return pickle::unpickle(reader, options.limits, persistent, &s); });
+  return walker.pickle(name, start, s, [&] {
+    return pickle::unpickle(reader, options.limits, persistent, &s, {}, {}, options.profiles);
+  });
 }
 
 }  // namespace torchport::formats

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -73,7 +74,15 @@ std::shared_ptr<Storage> record_storage(const Source& source, std::uint64_t offs
 /// Errors name the key path, the byte offset of the call and `where`.
 /// A rebuild's storage must be a storage value (`Value::is_storage`, as
 /// `storage_value` makes them), never a tensor.
-Value rebuild_tensors(const Value& root, std::string_view where);
+/// A tensor subclass with no storage of its own (torch.Tensor's
+/// `_make_wrapper_subclass`: torchao's quantized tensors) pickled as
+/// `_rebuild_from_type_v2(_rebuild_wrapper_subclass, cls, args, state)` is
+/// read, when `allow` trusts `cls`, as an object of `_rebuild_from_type_v2`
+/// (args: the function, the class and its arguments) whose state is its
+/// attribute dict, so its component tensors are listed as NAME.ATTR; never
+/// densified.
+Value rebuild_tensors(const Value& root, std::string_view where,
+                      std::span<const std::string> allow = {});
 
 /// Runs one pickle (named `name` for the walker) with the options' limits,
 /// through `walker` (which applies its policy to the globals).

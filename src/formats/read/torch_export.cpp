@@ -1,6 +1,9 @@
-// torch.export archives (.pt2), as torch 2.6's torch.export.save writes
-// them (torch/export/__init__.py, torch/_export/serde/serialize.py): a zip
-// (Python's zipfile, stored) of
+// torch.export archives (.pt2), read as the torch.export.load of torch 2.6
+// and 2.14 reads them (docs/format.md has the table). Two layouts:
+//
+// torch 2.6's torch.export.save (torch/export/__init__.py), which 2.14's
+// torch.export.load still reads as its fallback: a zip (Python's zipfile,
+// stored) of
 //
 //   serialized_exported_program.json   the program: graph and signature
 //   serialized_state_dict.pt           torch.save(ep.state_dict): parameters
@@ -12,27 +15,26 @@
 //   version                            the schema version ("8.2")
 //   extra_files/NAME                   the caller's files
 //
-// The catalogue is the state dict's tensors, then the constants', under
-// their own names (torch.export.load(path).state_dict and .constants). The
-// program is never run or interpreted; the example inputs are no weights
-// (a scan judges their pickle, as torch.export.load unpickles it).
-//
-// Later releases write the PT2 archive instead (PyTorch's "PT2 Archive
-// Spec"; record names from torch/csrc/export/pt2_archive_constants.h, JSON
-// from torch/_export/serde/schema.py, the loader in
-// torch/export/pt2_archive/_package.py), under the folder torch's zip
-// writer names:
+// torch >= 2.8's torch.export.save writes the PT2 archive
+// (torch/export/pt2_archive/_package.py, package_pt2; record names from
+// torch/csrc/export/pt2_archive_constants.h, JSON from
+// torch/_export/serde/schema.py), checked against the files torch 2.14.1
+// writes (tests/fixtures/export/make_export214_fixtures.py), under the
+// folder torch's zip writer names after the file:
 //
 //   archive_format               "pt2"
 //   archive_version              "0" (the loader refuses any other)
 //   models/<model>.json          the program of each model
 //   data/weights/<model>_weights_config.json
 //                                {"config": {fqn: PayloadMeta}}
-//   data/weights/weight_<i>      a storage's raw bytes, or a torch.save
-//                                archive when its PayloadMeta says use_pickle
+//   data/weights/weight_<i>      one storage's raw bytes (one blob per
+//                                storage and dtype), or, for a tensor
+//                                subclass (use_pickle), a torch.save archive
+//                                torch reads with weights_only=False
 //   data/constants/<model>_constants_config.json, data/constants/tensor_<i>
-//                                the same for constants; custom_obj_<i> and
-//                                opaque_obj_<i> are pickled objects
+//                                the same for constants; custom_obj_<i>
+//                                (torchbind, TorchScript's unpickler) and
+//                                opaque_obj_<i> (pickle.loads) are objects
 //   data/weights/<model>.pt, data/constants/<model>.pt
 //                                the older layout: torch.save of the dicts
 //   data/sample_inputs/<model>.pt, extra/*, data/aotinductor/<model>/...
@@ -40,9 +42,10 @@
 // A raw tensor is torch.as_strided over its blob, viewed as the dtype of
 // the first tensor naming that blob: tensors naming one blob share one
 // storage. With one model the names are its FQNs; with several, each is
-// `<model>.<fqn>`. AOTInductor packages without an exported program (their
-// weights are compiled into shared objects) are refused by name; a scan
-// lists shared objects and generated sources as code.
+// `<model>.<fqn>` (load_pt2's programs). The program is never read; objects
+// are refused by name (a scan judges each blob torch unpickles as a file of
+// its own); AOTInductor packages without an exported program are refused
+// by name, and a scan lists their files as code.
 
 #include <algorithm>
 #include <array>
@@ -64,11 +67,15 @@ namespace {
 
 constexpr std::string_view kProgram = "serialized_exported_program.json";
 
-// The entry named `name`, or its older ".json" spelling that torch 2.6
-// still reads (the same torch.save bytes).
+// The entry `stem`.pt, or its older ".json" spelling (the same torch.save
+// bytes), as torch.export.load (2.6, and 2.14's fallback) finds it: Python's
+// zipfile, names matched exactly, going through the entries in order and
+// keeping the last one that matches.
 const ZipEntry* find_either(const ZipArchive& zip, const std::string& stem) {
-  if (const ZipEntry* e = zip.find(stem + ".pt")) return e;
-  return zip.find(stem + ".json");
+  const ZipEntry* found = nullptr;
+  for (const ZipEntry& e : zip.entries())
+    if (e.name == stem + ".pt" || e.name == stem + ".json") found = &e;
+  return found;
 }
 
 bool later_layout(const ZipEntry& e) {
@@ -109,7 +116,9 @@ TensorCatalog nested(const ZipArchive& zip, const ZipEntry& e, const OpenOptions
 
 using json = nlohmann::ordered_json;
 
-// schema.ScalarType, the numbers TensorMeta.dtype uses.
+// schema.ScalarType, the numbers TensorMeta.dtype uses (torch 2.14's
+// torch/_export/serde/schema.py adds 33..35; it has none for
+// float4_e2m1fn_x2 or bcomplex32).
 std::optional<DType> scalar_type(std::int64_t v) {
   switch (v) {
     case 1:
@@ -148,6 +157,12 @@ std::optional<DType> scalar_type(std::int64_t v) {
       return DType::F8_E4M3FNUZ;
     case 32:
       return DType::F8_E5M2FNUZ;
+    case 33:
+      return DType::F8_E8M0;
+    case 34:
+      return DType::U32;
+    case 35:
+      return DType::U64;
     default:
       return std::nullopt;
   }
@@ -379,21 +394,35 @@ Value::Pairs Pt2Archive::payloads(const std::string& model, bool constants) {
     if (path.empty() || path == "." || path == ".." ||
         path.find_first_of(std::string_view("/\\\0", 3)) != std::string::npos)
       bad(ErrorCode::corrupt, "path_name '" + path + "' is not a file name in " + dir);
-    if (constants) {
-      if (path.starts_with("custom_obj_") || path.starts_with("opaque_obj_"))
-        bad(ErrorCode::unsupported,
-            "constant '" + fqn + "' is a pickled object (" + path +
-                ", which torch unpickles with " +
-                (path.starts_with("custom_obj_") ? "TorchScript's unpickler" : "pickle.loads") +
-                "), not a tensor");
-      if (!path.starts_with("tensor_"))
-        bad(ErrorCode::corrupt, "constant payload '" + path +
-                                    "' is none of tensor_, custom_obj_, opaque_obj_ (torch's "
-                                    "loader refuses it)");
-    }
+    const bool custom = constants && path.starts_with("custom_obj_");
+    const bool opaque = constants && path.starts_with("opaque_obj_");
+    if (constants && !custom && !opaque && !path.starts_with("tensor_"))
+      bad(ErrorCode::corrupt, "constant payload '" + path +
+                                  "' is none of tensor_, custom_obj_, opaque_obj_ (torch's "
+                                  "loader refuses it)");
     const ZipEntry* blob = find(dir + path);
     if (blob == nullptr)
       bad(ErrorCode::corrupt, "payload '" + dir + path + "' is not in the archive");
+    if (custom || opaque) {
+      // An object, not a tensor: torch 2.14's _load_constants gives a
+      // custom_obj_ (a torchbind object, written by torch._C._pickle_save)
+      // to torch._C._pickle_load_obj, TorchScript's unpickler, which builds
+      // only registered classes and runs their __setstate__; an opaque_obj_
+      // to pickle.loads, which imports and calls whatever it names. A scan
+      // judges the bytes as a file of their own; open() has no tensor to
+      // give.
+      if (walker_.lists_parts()) {
+        list(*blob, PartRole::member);
+        continue;
+      }
+      bad(ErrorCode::unsupported,
+          "constant '" + fqn + "' is an object, not a tensor: " + path +
+              (custom ? ", a torchbind object torch rebuilds with TorchScript's unpickler "
+                        "(torch._C._pickle_load_obj)"
+                      : ", an opaque object torch rebuilds with pickle.loads (which runs the "
+                        "code it names)") +
+              "; torchport reads no objects (`torchport scan` judges it)");
+    }
     const bool pickled = pm["use_pickle"].get<bool>();
     const auto [it, fresh] = blobs.try_emplace(path);
     Blob& b = it->second;
@@ -401,7 +430,14 @@ Value::Pairs Pt2Archive::payloads(const std::string& model, bool constants) {
       bad(ErrorCode::corrupt, "payload '" + path + "' is named both raw and pickled");
     if (pickled) {
       // A whole torch.save archive (a tensor subclass, in torch's writer),
-      // loaded for each name that names it, as torch's loader does.
+      // which torch's loader reads with torch.load(weights_only=False) for
+      // each name that names it. A scan judges it as a file of its own (as
+      // that torch.load reads it); open() reads it as torch.load does,
+      // under the global policy (a subclass's class is refused by name).
+      if (walker_.lists_parts()) {
+        list(*blob, PartRole::member);
+        continue;
+      }
       const TensorCatalog one = load(*blob);
       if (!one.root().is(Value::Kind::Tensor))
         bad(ErrorCode::corrupt, blob->name + " holds " + one.root().repr(2) + ", not a tensor");
@@ -548,7 +584,10 @@ TensorCatalog Pt2Archive::read() {
     if (inputs == nullptr)
       fail(ErrorCode::corrupt, "model '" + model + "' has no data/sample_inputs/" + model +
                                    ".pt (the PT2 archive's loader requires it)");
-    if (walker_.lists_parts() && inputs->size > 0) (void)load(*inputs);
+    // torch.load(weights_only=True), then weights_only=False if that fails
+    // (serialize.py's deserialize_torch_artifact): judged as a file of its
+    // own, against the allow-list.
+    if (walker_.lists_parts() && inputs->size > 0) list(*inputs, PartRole::member);
     if (models.size() == 1)
       all = std::move(mine);
     else
@@ -591,35 +630,61 @@ TensorCatalog read_torch_export(const std::shared_ptr<const ZipArchive>& archive
                 "PT2 archive's archive_format): torch releases would read different programs",
                 {}, std::nullopt, where);
   if (later) return Pt2Archive(archive, options, walker).read();
+  const ZipEntry* state = find_either(zip, "serialized_state_dict");
+  const ZipEntry* constants = find_either(zip, "serialized_constants");
+  const ZipEntry* inputs = find_either(zip, "serialized_example_inputs");
+  for (const auto& [e, name] : {std::pair{state, "serialized_state_dict.pt"},
+                                {constants, "serialized_constants.pt"},
+                                {inputs, "serialized_example_inputs.pt"}})
+    if (e == nullptr)
+      throw Error(
+          ErrorCode::corrupt,
+          std::string("a torch.export archive without ") + name + " (torch.export.load refuses it)",
+          {}, std::nullopt, where);
+
   if (walker.lists_parts())
     for (const ZipEntry& e : zip.entries()) {
       Part p{PartRole::member, e.name, e.data_offset, e.compressed_size, e.method, {}};
-      if (is_code(e.name)) {
+      if (&e == state || &e == constants) {
+        continue;  // read below: their pickles are walked
+      } else if (is_code(e.name)) {
         p.role = PartRole::code;
       } else if (e.name == kProgram || e.name == "version") {
         p.role = PartRole::metadata;
-      } else if (e.name.ends_with(".pt") || e.name.starts_with("serialized_")) {
-        continue;  // read below: their pickles are walked
       } else {
+        // The example inputs (torch.load, weights_only=True and then
+        // False: judged as a file of their own), and what torch.export.load
+        // does not read (extra_files/*, a .json spelling it passed over):
+        // judged by their content.
         p.bytes = [archive, e] { return archive->read(e); };
       }
       walker.part(std::move(p));
     }
-  const ZipEntry* state = find_either(zip, "serialized_state_dict");
-  const ZipEntry* constants = find_either(zip, "serialized_constants");
-  if (state == nullptr)
-    throw Error(ErrorCode::corrupt,
-                "a torch.export archive without serialized_state_dict.pt (torch.export.load "
-                "refuses it)",
-                {}, std::nullopt, where);
 
+  // torch.export.load (2.6 and 2.14) reads "version" first and refuses a
+  // schema whose major number is not its own (8 in both).
   std::map<std::string, std::string> metadata;
-  if (const ZipEntry* v = zip.find("version")) {
-    const Source text = zip.read(*v);
+  const ZipEntry* version = nullptr;
+  for (const ZipEntry& e : zip.entries())
+    if (e.name == "version") version = &e;
+  if (version == nullptr)
+    throw Error(ErrorCode::corrupt,
+                "a torch.export archive without its version record (torch.export.load refuses "
+                "it)",
+                {}, std::nullopt, where);
+  {
+    const Source text = zip.read(*version);
     std::string s(reinterpret_cast<const char*>(text.bytes().data()),
                   std::min<std::size_t>(text.size(), 16));
     for (char& c : s)
       if (c < 0x20 || c >= 0x7f) c = '?';
+    const auto dot = s.find('.');
+    if (dot == std::string::npos || s.find('.', dot + 1) != std::string::npos ||
+        s.substr(0, dot) != "8")
+      throw Error(ErrorCode::unsupported,
+                  "schema version '" + s +
+                      "'; torch.export.load of torch 2.6 to 2.14 reads only major version 8",
+                  "version", version->header_offset, where);
     metadata["torch_export.schema_version"] = s;
   }
   // The weights, then the constants, each under its own name; a name in
@@ -641,10 +706,6 @@ TensorCatalog read_torch_export(const std::shared_ptr<const ZipArchive>& archive
       all.emplace_back(k, v);
     }
   }
-  // torch.export.load unpickles the example inputs too: a scan judges them.
-  if (walker.lists_parts())
-    if (const ZipEntry* ex = find_either(zip, "serialized_example_inputs"); ex && ex->size > 0)
-      (void)nested(zip, *ex, options, walker);
   return TensorCatalog::from_value("torch-export", Value::dict(std::move(all)), options.limits,
                                    std::move(metadata));
 }

@@ -82,7 +82,10 @@ class Walker {
 /// after naming it: the global is what the user must hear about.
 class LoadWalker final : public Walker {
  public:
-  explicit LoadWalker(const OpenOptions& options) : options_(options) {}
+  /// \throws Error(invalid_argument) for an unknown profile.
+  explicit LoadWalker(const OpenOptions& options) : options_(options) {
+    pickle::validate_profiles(options.profiles);
+  }
   Value pickle(std::string_view name, const ByteReader& start, pickle::Stats& stats,
                const std::function<Value()>& run) override;
 

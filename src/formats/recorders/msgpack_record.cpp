@@ -44,7 +44,10 @@ void pack_value(const Value& v, msgpack::packer<PackStream>& pk, Sink& sink,
       pack_str(pk, v.as_str());
       return;
     case Value::Kind::Bytes: {
+      // {"__bytes__": bin}: a bare bin is tensor data, read back as a U8 tensor.
       const std::string& b = v.as_bytes();
+      pk.pack_map(1);
+      pack_str(pk, kBytesKey);
       pk.pack_bin(static_cast<std::uint32_t>(b.size()));
       pk.pack_bin_body(b.data(), static_cast<std::uint32_t>(b.size()));
       return;
@@ -147,6 +150,11 @@ class Builder {
     Frame f = std::move(stack_.back());
     stack_.pop_back();
     Value v = std::move(f.container);
+    if (v.is(Value::Kind::Dict) && v.size() == 1 && v.pairs()[0].first.is(Value::Kind::Str) &&
+        v.pairs()[0].first.as_str() == kBytesKey && v.pairs()[0].second.is(Value::Kind::Tensor)) {
+      const auto b = v.pairs()[0].second.as_tensor().bytes();
+      return deliver(Value::bytes(std::string(reinterpret_cast<const char*>(b.data()), b.size())));
+    }
     if (v.is(Value::Kind::Dict) && v.size() == 1 && v.pairs()[0].first.is(Value::Kind::Str) &&
         v.pairs()[0].first.as_str() == kTensorKey) {
       try {

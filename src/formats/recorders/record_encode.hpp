@@ -15,6 +15,9 @@ namespace torchport::record_files {
 
 /// The key that marks a tensor: {"__tensor__": {"dtype": ..., "shape": [...], ...}}.
 inline constexpr std::string_view kTensorKey = "__tensor__";
+/// The key that marks a bytes value: {"__bytes__": bin} in MessagePack
+/// (a bare bin is tensor data), {"__bytes__": "base64"} in JSON.
+inline constexpr std::string_view kBytesKey = "__bytes__";
 
 /// Where encoded bytes go, buffered (a file, a gzip stream, memory).
 class Sink {
@@ -37,9 +40,27 @@ class Sink {
   std::uint64_t written_ = 0;
 };
 
-/// Checks that `tree` holds only what records can: dicts with string keys,
-/// lists and tuples, None, bools, ints, floats, strings, bytes, tensors.
-void check_recordable(const Value& tree, const std::string& path = "");
+/// `tree` in the forms every record format holds natively (dicts with
+/// string keys, lists, None, bools, ints, finite floats, strings, bytes,
+/// tensors), the other kinds a checkpoint's values hold written as one-key
+/// marker dicts, as tensors are:
+///   {"__tuple__": [...]}                a tuple (an optimizer's betas)
+///   {"__ordered_dict__": {...}}         a collections.OrderedDict (a state_dict;
+///                                       inside "__dict__" around its pairs)
+///   {"__dict__": [[key, value], ...]}   a dict with a key that is no string
+///                                       (an optimizer's state: {0: ...})
+///   {"__object__": {"class": [module, name], "args": [...], "state": ...}}
+///                                       an object (argparse.Namespace)
+///   {"__global__": [module, name]}      a global reference (torch.float32)
+///   {"__set__": [...]}, {"__complex__": [re, im]}, {"__int__": [byte, ...]}
+///                                       (a wide int, little-endian two's complement)
+///   {"__float__": "nan" | "inf" | "-inf"}
+/// \throws Error(invalid_argument) for a tensor used as a dict key.
+Value to_record_tree(const Value& tree, const std::string& path = "");
+/// The inverse of `to_record_tree` on a decoded record (shared subtrees
+/// unchanged when no marker lies under them).
+/// \throws Error(corrupt) for a malformed marker.
+Value from_record_tree(const Value& tree);
 
 /// The envelope's fields, for a format name.
 Value envelope(std::string_view format, const RecordMetadata& metadata, Value record);

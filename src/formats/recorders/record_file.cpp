@@ -51,10 +51,10 @@ std::optional<RecordFormat> sniff(std::span<const std::byte> b) {
 
 void encode(const Value& tree, const Recorder& recorder, const RecordMetadata& metadata,
             const std::function<void(std::span<const std::byte>)>& out) {
-  record_files::check_recordable(tree);
   RecordMetadata m = metadata;
   if (m.library.empty()) m.library = kVersion;
-  const Value top = record_files::envelope(base_name(recorder.format), m, tree);
+  const Value top =
+      record_files::envelope(base_name(recorder.format), m, record_files::to_record_tree(tree));
   std::unique_ptr<GzipWriter> gz;
   if (recorder.gzip) gz = std::make_unique<GzipWriter>(out);
   record_files::Sink sink(
@@ -99,7 +99,7 @@ void write_record(const Value& tree, const std::filesystem::path& path, const Re
 }
 
 void write_record(const TensorCatalog& catalog, const std::filesystem::path& path,
-                  const Recorder& recorder, const Limits& limits) {
+                  const Recorder& recorder, const Limits& limits, bool whole_object) {
   refuse_meta(catalog, "a torchport record");
   // A record has no views: each tensor is written whole.
   std::uint64_t whole = 0, distinct = 0;
@@ -112,12 +112,20 @@ void write_record(const TensorCatalog& catalog, const std::filesystem::path& pat
       whole, distinct, limits,
       "tensors written whole (records have no views; a .pt file keeps them)", path.string());
   Value flat = Value::dict();
-  for (const auto& t : catalog.tensors()) flat.insert(Value::str(t.name), Value::tensor(t.tensor));
+  if (whole_object)
+    flat = catalog.root();
+  else
+    for (const auto& t : catalog.tensors())
+      flat.insert(Value::str(t.name), Value::tensor(t.tensor));
   RecordMetadata m;
   m.precision = "keep";
+  // Ours are rewritten, but for the layout the tensors are in and, for a
+  // record of a module, where PyTorch's layout differs
+  // (torchport::kPyTorchLayoutKey), which torchport convert needs to write
+  // a .pt from this record too.
   for (const auto& [k, v] : catalog.metadata())
-    if (!k.starts_with("torchport.") || k == "torchport.layout")
-      m.extra[k] = v;  // ours are rewritten
+    if (!k.starts_with("torchport.") || k == "torchport.layout" || k == "torchport.pytorch_layout")
+      m.extra[k] = v;
   const bool ours = has_torchport_layout(catalog.format());
   if (!ours) m.extra["torchport.layout"] = "pytorch";
   write_record(flat, path, recorder, m);
@@ -131,13 +139,20 @@ std::vector<std::byte> record_to_bytes(const Value& tree, const Recorder& record
   return out;
 }
 
-bool looks_like_record(const Source& source) {
-  const auto b = source.bytes();
+bool looks_like_record(std::span<const std::byte> b) {
   if (looks_like_gzip(b)) return true;  // decided after inflating
   return sniff(b).has_value();
 }
 
-ParsedRecord read_record(const Source& source, const Limits& limits) {
+bool looks_like_record(const Source& source) {
+  return looks_like_record(source.head(4096).bytes());
+}
+
+ParsedRecord read_record(const Source& ranged, const Limits& limits) {
+  // Our records are parsed whole (a gzip stream must be; the others are
+  // small beside the checkpoints they come from).
+  const Source source = ranged.whole(limits.max_whole_read_bytes, "Limits::max_whole_read_bytes",
+                                     "a torchport record");
   Source inner = source;
   bool gzipped = false;
   if (looks_like_gzip(source.bytes())) {
@@ -162,6 +177,11 @@ ParsedRecord read_record(const Source& source, const Limits& limits) {
       break;
   }
   if (gzipped) r.format += ".gz";
+  try {
+    r.tree = record_files::from_record_tree(r.tree);  // a checkpoint's values, as written
+  } catch (const Error& e) {
+    throw Error(e.code(), e.message(), e.key(), e.offset(), source.name());
+  }
   return r;
 }
 

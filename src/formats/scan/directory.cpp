@@ -3,12 +3,22 @@
 // follow a shard's (inside the folder, or inside a Hugging Face cache
 // repository for a snapshot folder).
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
 #include <set>
 
 #include "formats/read/readers.hpp"
 #include "formats/read/shards.hpp"
+#include "formats/scan/scan_detail.hpp"
 #include "torchport/core/error.hpp"
+#include "torchport/detail/work.hpp"
 #include "torchport/formats/scan.hpp"
 
 namespace torchport {
@@ -89,62 +99,134 @@ bool glob_matches(std::string_view pattern, std::string_view path) noexcept {
   return match(pattern, path);
 }
 
+namespace {
+
+// An open directory, for openat-style steps: each folder is opened from its
+// parent's descriptor by its name alone, so a folder 1,000 levels deep
+// costs one step, not a resolution of its whole path (fs::canonical at
+// each level made such a walk quadratic: 13 s of system time).
+struct Dir {
+  int fd = -1;
+  explicit Dir(int f) : fd(f) {}
+  ~Dir() {
+    if (fd >= 0) ::close(fd);
+  }
+  Dir(const Dir&) = delete;
+  Dir& operator=(const Dir&) = delete;
+};
+
+// One file found by the walk.
+struct Found {
+  fs::path path;    // as listed: the directory's path, then the names walked
+  std::string rel;  // relative to the directory, '/' separated
+  std::uint64_t size = 0;
+  bool in_dcp = false;  // its folder holds a distributed checkpoint's .metadata
+};
+
+}  // namespace
+
 std::vector<ScanReport> scan_directory(
     const fs::path& dir, const OpenOptions& options, const ScanFilter& filter,
     const std::function<void(std::uint64_t done, std::uint64_t total)>& progress) try {
   pickle::validate_allow_patterns(options.allow);
   const fs::path root = formats::shard_root(dir);
-  std::error_code ec;
-  const fs::path top = fs::canonical(dir, ec);
-  if (ec)
-    throw Error(ErrorCode::io, "cannot list the directory: " + ec.message(), {}, std::nullopt,
-                dir.string());
-  // (path as listed, relative path) of each file; links resolved as walked.
-  std::vector<std::pair<fs::path, std::string>> files;
-  std::vector<std::pair<fs::path, std::string>> bad;  // links that lead out, FIFOs, ...
-  std::set<fs::path> visited{top};                    // real folders, against link cycles
-  std::vector<std::pair<fs::path, std::string>> todo{{dir, ""}};
+  const int top_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (top_fd < 0)
+    throw Error(ErrorCode::io, std::string("cannot list the directory: ") + std::strerror(errno),
+                {}, std::nullopt, dir.string());
+  std::vector<Found> files;
+  std::vector<std::pair<fs::path, std::string>>
+      bad;  // (path, why): links that lead out, FIFOs, ...
+  std::vector<std::string> bad_rel;
+  std::set<std::pair<dev_t, ino_t>> visited;  // real folders, against link cycles
+  struct Todo {
+    std::shared_ptr<Dir> dir;  // the folder, open
+    fs::path path;
+    std::string rel;
+  };
+  std::vector<Todo> todo;
+  {
+    auto d = std::make_shared<Dir>(top_fd);
+    struct stat st {};
+    if (::fstat(top_fd, &st) == 0) visited.insert({st.st_dev, st.st_ino});
+    todo.push_back({std::move(d), dir, ""});
+  }
   const auto too_many = [&] {
     throw Error(ErrorCode::limit_exceeded,
                 "more than " + std::to_string(options.limits.max_entries) +
                     " files: exceeds Limits::max_entries; scan a smaller directory",
                 {}, std::nullopt, dir.string());
   };
+  // A folder to walk: opened from its parent by name (by its whole path
+  // only when descriptors run out), once per real folder.
+  const auto enter = [&](const Dir& parent, const char* name, const fs::path& path,
+                         const std::string& rel, bool follow) {
+    detail::count(detail::work().scan_steps, std::strlen(name) + 1);  // the name the OS resolves
+    int fd =
+        ::openat(parent.fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE))
+      fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+    if (fd < 0)
+      throw Error(ErrorCode::io, std::string("cannot list the directory: ") + std::strerror(errno),
+                  {}, std::nullopt, path.string());
+    auto d = std::make_shared<Dir>(fd);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !visited.insert({st.st_dev, st.st_ino}).second) return;
+    todo.push_back({std::move(d), path, rel});
+  };
   while (!todo.empty()) {
-    auto [folder, rel] = std::move(todo.back());
+    Todo t = std::move(todo.back());
     todo.pop_back();
-    fs::directory_iterator it(folder, ec), end;
-    if (ec)
-      throw Error(ErrorCode::io, "cannot list the directory: " + ec.message(), {}, std::nullopt,
-                  folder.string());
-    for (; it != end; it.increment(ec)) {
-      if (ec)
-        throw Error(ErrorCode::io, "cannot list the directory: " + ec.message(), {}, std::nullopt,
-                    folder.string());
-      const fs::path path = it->path();
-      const std::string name =
-          rel.empty() ? path.filename().string() : rel + "/" + path.filename().string();
-      std::error_code fec;
-      const fs::file_status link = it->symlink_status(fec);
-      if (fs::is_symlink(link)) {
-        const fs::file_status target = fs::status(path, fec);
-        const bool is_dir = fs::is_directory(target);
+    // Its own descriptor for the listing (closedir closes it); t.dir stays
+    // open for the openat steps below.
+    const int list_fd = ::dup(t.dir->fd);
+    DIR* listing = list_fd < 0 ? nullptr : ::fdopendir(list_fd);
+    if (listing == nullptr) {
+      if (list_fd >= 0) ::close(list_fd);
+      throw Error(ErrorCode::io, std::string("cannot list the directory: ") + std::strerror(errno),
+                  {}, std::nullopt, t.path.string());
+    }
+    std::unique_ptr<DIR, int (*)(DIR*)> closer(listing, ::closedir);
+    struct stat meta {};
+    const bool in_dcp =
+        ::fstatat(t.dir->fd, ".metadata", &meta, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(meta.st_mode);
+    std::vector<std::string> names;
+    errno = 0;
+    while (const dirent* e = ::readdir(listing)) {
+      const std::string_view n = e->d_name;
+      if (n != "." && n != "..") names.emplace_back(n);
+    }
+    if (errno != 0)
+      throw Error(ErrorCode::io, std::string("cannot list the directory: ") + std::strerror(errno),
+                  {}, std::nullopt, t.path.string());
+    for (const std::string& n : names) {
+      const fs::path path = t.path / n;
+      const std::string rel = t.rel.empty() ? n : t.rel + "/" + n;
+      struct stat st {};
+      detail::count(detail::work().scan_steps, n.size() + 1);
+      if (::fstatat(t.dir->fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone
+      if (S_ISLNK(st.st_mode)) {
+        struct stat target {};
+        const bool is_dir =
+            ::fstatat(t.dir->fd, n.c_str(), &target, 0) == 0 && S_ISDIR(target.st_mode);
         try {
-          const fs::path real = formats::resolve_inside(root, path, is_dir);
+          (void)formats::resolve_inside(root, path, is_dir);
           if (is_dir) {
-            if (visited.insert(real).second) todo.emplace_back(path, name);
+            enter(*t.dir, n.c_str(), path, rel, true);
           } else {
-            files.emplace_back(path, name);
+            files.push_back({path, rel, static_cast<std::uint64_t>(target.st_size), in_dcp});
           }
         } catch (const Error& e) {
           bad.emplace_back(path, e.message());
+          bad_rel.push_back(rel);
         }
-      } else if (fs::is_directory(link)) {
-        if (visited.insert(fs::canonical(path, fec)).second) todo.emplace_back(path, name);
-      } else if (fs::is_regular_file(link)) {
-        files.emplace_back(path, name);
+      } else if (S_ISDIR(st.st_mode)) {
+        enter(*t.dir, n.c_str(), path, rel, false);
+      } else if (S_ISREG(st.st_mode)) {
+        files.push_back({path, rel, static_cast<std::uint64_t>(st.st_size), in_dcp});
       } else {
         bad.emplace_back(path, "not a regular file (a FIFO, device or socket); it is not read");
+        bad_rel.push_back(rel);
       }
       if (files.size() + bad.size() > options.limits.max_entries) too_many();
     }
@@ -158,47 +240,50 @@ std::vector<ScanReport> scan_directory(
                         [&](const std::string& g) { return glob_matches(g, rel); });
   };
   std::vector<ScanReport> out;
-  for (const auto& [path, why] : bad) {
-    const std::string rel = fs::relative(path, dir, ec).generic_string();
-    if (selected(ec ? path.filename().string() : rel)) out.push_back(refused(path, why));
-  }
+  for (std::size_t i = 0; i < bad.size(); ++i)
+    if (selected(bad_rel[i])) out.push_back(refused(bad[i].first, bad[i].second));
   std::uint64_t total = 0, done = 0;
-  auto size_of = [](const fs::path& p) {
-    std::error_code sec;
-    const std::uintmax_t n = fs::file_size(p, sec);
-    return sec ? std::uint64_t{0} : static_cast<std::uint64_t>(n);
-  };
   if (progress)
-    for (const auto& [path, rel] : files)
-      if (selected(rel)) total += size_of(path);
-  for (const auto& [path, rel] : files) {
-    if (!selected(rel)) continue;
+    for (const Found& f : files)
+      if (selected(f.rel)) total += f.size;
+  for (const Found& f : files) {
+    if (!selected(f.rel)) continue;
     if (progress) {
       progress(done, total);
-      done += size_of(path);
+      done += f.size;
     }
     OpenOptions o = options;
     o.format.clear();
+    detail::count(detail::work().scan_steps, f.path.native().size());  // the path map_file opens
     try {
       // A distributed checkpoint is one unit: its .metadata names the
       // blobs in its .distcp files that a loader unpickles (a .distcp is
       // zips back to back, no file of its own); each is judged there.
-      if (formats::is_dcp_path(path.parent_path())) {
-        if (path.extension() == ".distcp") continue;
-        if (path.filename() == ".metadata") {
-          ScanReport r = scan(path.parent_path(), o);
-          r.path = path.parent_path().string();
+      if (f.in_dcp) {
+        if (f.path.extension() == ".distcp") continue;
+        if (f.path.filename() == ".metadata") {
+          ScanReport r = scan(f.path.parent_path(), o);
+          r.path = f.path.parent_path().string();
           out.push_back(std::move(r));
           continue;
         }
       }
       // Each file by its content: an *.index.json is JSON here, and its
       // shards files of their own.
-      ScanReport r = scan(Source::map_file(path, o.map), o);
-      r.path = path.string();
+      // (With its neighbours: shelve's dbm.dumb reads NAME.dat through
+      // NAME.dir; one inside the folder, as a shard would be.)
+      const scan_detail::Beside beside = [&](const std::string& name) -> std::optional<Source> {
+        const fs::path p = f.path.parent_path() / name;
+        std::error_code ec;
+        if (!fs::is_regular_file(p, ec)) return std::nullopt;
+        return Source::map_file(formats::resolve_inside(root, p), o.map);
+      };
+      ScanReport r = scan_detail::scan_beside(Source::map_file(f.path, o.map), o,
+                                              f.path.filename().string(), beside);
+      r.path = f.path.string();
       out.push_back(std::move(r));
     } catch (const Error& e) {
-      out.push_back(refused(path, e.what()));
+      out.push_back(refused(f.path, e.what()));
     }
   }
   if (progress) progress(total, total);

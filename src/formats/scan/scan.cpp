@@ -20,12 +20,17 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "formats/read/numpy.hpp"
 #include "formats/read/readers.hpp"
 #include "formats/read/walk.hpp"
+#include "formats/scan/scan_detail.hpp"
 #include "torchport/core/error.hpp"
+#include "torchport/detail/checked.hpp"
+#include "torchport/detail/python_literal.hpp"
+#include "torchport/detail/work.hpp"
 #include "torchport/formats/format.hpp"
 #include "torchport/io/byte_reader.hpp"
 #include "torchport/io/compression.hpp"
@@ -68,6 +73,19 @@ bool python_stops_too(const Error& e) {
   return e.code() == ErrorCode::truncated || e.code() == ErrorCode::corrupt;
 }
 
+// The steps of a pickle's run, for the cost tests (detail::work()).
+void count_run(const pickle::Stats& st) {
+  std::uint64_t n = 1;
+  for (const std::uint64_t c : st.opcodes) n += c;
+  detail::count(detail::work().scan_steps, n + st.globals.size());
+}
+
+// A folded entry's globals by name (kept with the entry: rebuilt at each
+// merge they made many pickles of distinct globals quadratic).
+struct FoldIndex {
+  std::unordered_map<std::string, std::size_t> uses, judged;
+};
+
 class Scanner;
 
 // The scan of one file (or member): the walker its reader tells what it
@@ -79,7 +97,8 @@ class FileScan final : public formats::Walker {
 
   void run(const std::string& forced_format);
   void walk_file(const std::string& forced_format);
-  bool compressed(Compression c);
+  bool compressed(Compression c, std::size_t at = 0, std::string_view label = {});
+  std::optional<std::size_t> joblib_zfile() const;
   void run_sharded(const std::filesystem::path& path);
 
   // --- the walk --------------------------------------------------------
@@ -108,7 +127,18 @@ class FileScan final : public formats::Walker {
   void reader_failed(const Error& e, std::optional<Format> format);
   void sweep_zip();
   void member(const std::string& name, const Source& bytes);
-  void stream(const Source& bytes, const std::string& name, std::uint64_t base);
+  void stream(const Source& bytes, const std::string& name, std::uint64_t base,
+              std::uint64_t block = 0, bool other_reading = false);
+  void joblib_reading();
+  bool dbm_dumb();
+  void dbm_dumb_records(const Source& dat, const std::string& index, const std::string& index_name);
+  bool dbm_store();
+  void proto_sweep(const std::string& name);
+  std::uint64_t dumb_blocks(const Source& bytes) const;
+  std::uint64_t dumb_padding(const Source& bytes, std::uint64_t offset) const;
+  void joblib_array(const Value& target, const Value& previous, ByteReader& r, bool in_frame,
+                    std::uint64_t offset, const std::string& name);
+  bool joblib_explains(std::uint64_t offset) const;
   void judge(PickleScan& p, const std::vector<pickle::GlobalUse>& after_error);
   void settle();
   void unscannable(std::string message, std::string where, std::optional<std::uint64_t> offset,
@@ -117,7 +147,17 @@ class FileScan final : public formats::Walker {
          std::move(where), offset});
   }
   void stopped(const Error& e, const std::string& what, const std::string& where);
-  void add(ScanFinding f) { r_.findings.push_back(std::move(f)); }
+  void add(ScanFinding f) {
+    detail::count(detail::work().scan_steps);
+    const std::string key =
+        std::string(scan_verdict_name(f.severity)) + "|" + f.reason + "|" + f.global;
+    if (++alike_[key] > kFindingsAlike) {
+      ++unlisted_;
+      unlisted_worst_ = worse(unlisted_worst_, f.severity);
+      return;
+    }
+    r_.findings.push_back(std::move(f));
+  }
   static void find_object_arrays(const Value& root, PickleScan& p);
 
   Scanner& s_;
@@ -127,16 +167,51 @@ class FileScan final : public formats::Walker {
   std::vector<std::string> prefix_;  // shard names, while inside one
   std::set<std::uint64_t> covered_;  // offsets of the file's parts and pickles the walk met
   std::set<std::string> judged_;     // pickles judged ("prefix@offset"): a second run is not
-  std::set<std::string> seen_;       // pickles judged, as "what@offset" of their reader
-  std::vector<Part> reads_;          // records the reader reads itself, for the sweeps
+  std::set<std::string> seen_;       // pickles the reader ran, as "what@offset"
+  // Byte ranges of each source ("what") that stream() has swept.
+  std::map<std::string, std::vector<std::pair<std::uint64_t, std::uint64_t>>> swept_;
+  bool seen(const std::string& what, std::uint64_t offset) const {
+    if (seen_.count(what + "@" + std::to_string(offset))) return true;
+    const auto it = swept_.find(what);
+    if (it == swept_.end()) return false;
+    return std::any_of(it->second.begin(), it->second.end(),
+                       [&](const auto& r) { return offset >= r.first && offset < r.second; });
+  }
+  // Past the first kPicklesListed of a report, pickles are folded into one
+  // entry each for the reader's and the swept ones (their statistics
+  // summed, their globals merged by name), and findings past
+  // kFindingsAlike of one kind are counted, not kept: a file of 1,000,000
+  // two-byte pickles cost a report of 4.7 GB.
+  static constexpr std::size_t kPicklesListed = 64;
+  static constexpr std::size_t kFindingsAlike = 8;
+  void fold_last();
+  std::optional<std::size_t> folded_[2];      // the folded entries (reader's, swept), by index
+  FoldIndex fold_index_[2];                   // their globals by name
+  std::map<std::string, std::size_t> alike_;  // findings per "severity|reason|global"
+  std::uint64_t unlisted_ = 0;                // findings not kept
+  ScanVerdict unlisted_worst_ = ScanVerdict::clean;
+  std::vector<Part> reads_;  // records the reader reads itself, for the sweeps
+  // joblib's reading (joblib_reading): stream() passes the NumpyArrayWrapper
+  // hook while `joblib_` is set; the nested object-array pickles it reads
+  // wait in `joblib_nested_` until their outer pickle is listed; the ranges
+  // [start, end) of the pickles joblib read to their STOP past an array.
+  bool joblib_ = false;
+  bool joblib_array_read_ = false;
+  std::vector<PickleScan> joblib_nested_;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> joblib_ranges_;
 };
 
 class Scanner {
  public:
   explicit Scanner(const OpenOptions& o) : o_(o), left_(o.limits.max_scan_bytes) {
     o_.allow_unknown_globals = true;  // the scan judges; the reader only reads
+    pickle::validate_profiles(o_.profiles);
   }
   const OpenOptions& options() const noexcept { return o_; }
+  // The scanned file's name in its folder and its neighbours (empty for a
+  // Source without a folder).
+  std::string file_name;
+  scan_detail::Beside beside;
 
   // Takes `n` bytes of the scan's budget; false once it is spent.
   bool take(std::uint64_t n) {
@@ -155,7 +230,11 @@ class Scanner {
   ScanReport file(const Source& src, std::string path, int depth, const std::string& format = {}) {
     ScanReport r;
     r.path = std::move(path);
-    FileScan f(*this, r, src, depth);
+    // A file read by ranges (a remote one) is scanned whole: the sweeps read
+    // bytes no reader asks for.
+    const Source whole =
+        src.whole(o_.limits.max_whole_read_bytes, "Limits::max_whole_read_bytes", "a scan");
+    FileScan f(*this, r, whole, depth);
     f.run(format);
     finish(r);
     return r;
@@ -168,24 +247,26 @@ class Scanner {
   std::uint64_t left_;
 };
 
-// torch >= 2.6's default torch.load on this file: refused formats, then
-// each pickle torch.load runs (the reader's own, in order) opcode by opcode
-// and global by global, as torch/_weights_only_unpickler.py reads them.
-std::optional<TorchWeightsOnly> torch_weights_only(const ScanReport& r) {
-  const std::optional<Format> f = parse_format(r.format);
-  if (!f || (*f != Format::pytorch_zip && *f != Format::pytorch_legacy &&
-             *f != Format::pytorch_tar && *f != Format::torchscript))
-    return std::nullopt;
-  // A file our reader refuses (damaged, ambiguous) is not judged: torch may
-  // read it in its own way (a legacy file missing a storage's record loads
-  // there with uninitialised memory), and we cannot say how.
-  if (r.reading != "ok") return std::nullopt;
-  TorchWeightsOnly t;
-  if (*f == Format::pytorch_tar) {
+std::string release_name(int minor) {
+  return "2." + std::to_string(minor);
+}
+
+// torch 2.`minor`'s default torch.load on this file: refused formats, then
+// each pickle torch.load runs (the reader's own, in order) opcode by
+// opcode, container by container and global by global, as that release's
+// torch/_weights_only_unpickler.py reads them.
+TorchWeightsOnlyRange weights_only_at(const ScanReport& r, Format f, int minor) {
+  TorchWeightsOnlyRange t;
+  t.first = t.last = release_name(minor);
+  if (f == Format::pytorch_tar) {
     t.why = "weights_only=True refuses the tar format of torch's first releases";
-  } else if (*f == Format::torchscript) {
+  } else if (f == Format::torchscript) {
     t.why = "weights_only=True refuses TorchScript archives (torch.jit.load reads them)";
   }
+  std::unordered_set<std::string> needed;  // (a search of `needs` made many globals quadratic)
+  const auto need = [&](const std::string& name) {
+    if (needed.insert(name).second) t.needs.push_back(name);
+  };
   for (const auto& p : r.pickles) {
     if (p.swept) continue;  // torch.load stops before it
     if (t.why.empty() && !p.error.empty())
@@ -197,20 +278,38 @@ std::optional<TorchWeightsOnly> torch_weights_only(const ScanReport& r) {
                 std::string(pickle::opcode_name(static_cast<std::uint8_t>(op))) +
                 " (pickle protocol " + std::to_string(p.stats.protocol) +
                 "), which torch's weights_only unpickler does not read";
-    const auto need = [&](const std::string& name) {
-      if (std::find(t.needs.begin(), t.needs.end(), name) == t.needs.end()) t.needs.push_back(name);
-    };
-    for (const auto& g : p.globals) {
-      if (pickle::torch_weights_only_allows(g.name)) continue;
-      if (g.name == "torch._utils._rebuild_sparse_csr_tensor" && t.why.empty())
-        t.why = p.name + " names torch 1.13's " + g.name +
+    // From 2.10 (CVE-2026-24747) SETITEM and SETITEMS set items of a dict,
+    // an OrderedDict or a Counter only; 2.6 to 2.9 set a list's item as
+    // Python does.
+    if (t.why.empty() && minor >= 10 && p.stats.list_setitems > 0)
+      t.why = p.name + " SETITEMs a list (byte " +
+              std::to_string(p.stats.first_list_setitem_offset) +
+              "), which torch >= 2.10's weights_only unpickler refuses (\"Can only SETITEM for "
+              "dict, collections.OrderedDict, collections.Counter\")";
+    const auto judge = [&](const std::string& name, const std::string& as_python) {
+      if (pickle::torch_weights_only_allows(name, minor)) return;
+      if (as_python == "torch._utils._rebuild_sparse_csr_tensor" && t.why.empty())
+        t.why = p.name + " names torch 1.13's " + as_python +
                 ", which torch 2.x no longer has (it rebuilds CSR through _rebuild_sparse_tensor)";
-      need(g.name);
+      if (const int since = pickle::torch_global_since(name); since > minor && t.why.empty())
+        t.why = p.name + " names " + name + ", which torch has only from " + release_name(since) +
+                " on";
+      need(name);
+    };
+    for (const auto& g : p.stats.globals) {
+      const std::string as_python = g.module + "." + g.name;
+      // Spelled as the weights_only unpickler looks it up (its own renames).
+      judge(g.written_module.empty()
+                ? as_python
+                : pickle::torch_weights_only_name(g.written_module, g.written_name, minor),
+            as_python);
       // BUILD on a numpy dtype needs the dtype's own class too
       // (numpy.dtypes.Float64DType, ...): torch builds only allow-listed
       // types. Which ones depends on the arrays, so all of that module.
-      if (g.name == "numpy.dtype" && g.builds > 0) need("numpy.dtypes.*");
+      if (as_python == "numpy.dtype" && g.builds > 0) need("numpy.dtypes.*");
     }
+    for (const auto& g : p.globals)  // those walked past where the VM stopped
+      if (g.after_error) judge(g.name, g.name);
   }
   if (!t.why.empty() || !t.needs.empty()) {
     t.loads = false;
@@ -227,6 +326,38 @@ std::optional<TorchWeightsOnly> torch_weights_only(const ScanReport& r) {
       return t;
     }
   t.loads = true;
+  return t;
+}
+
+// Every release from 2.6 to the current one, in ranges of one answer.
+std::optional<TorchWeightsOnly> torch_weights_only(const ScanReport& r) {
+  const std::optional<Format> f = parse_format(r.format);
+  if (!f || (*f != Format::pytorch_zip && *f != Format::pytorch_legacy &&
+             *f != Format::pytorch_tar && *f != Format::torchscript))
+    return std::nullopt;
+  // A file our reader refuses (damaged, ambiguous) is not judged: torch may
+  // read it in its own way (a legacy file missing a storage's record loads
+  // there with uninitialised memory), and we cannot say how.
+  if (r.reading != "ok") return std::nullopt;
+  TorchWeightsOnly t;
+  for (int minor = pickle::kTorchWeightsOnlyFirst; minor <= pickle::kTorchWeightsOnlyCurrent;
+       ++minor) {
+    TorchWeightsOnlyRange at = weights_only_at(r, *f, minor);
+    if (!t.releases.empty()) {
+      TorchWeightsOnlyRange& prev = t.releases.back();
+      if (prev.loads == at.loads && prev.needs == at.needs && prev.why == at.why) {
+        prev.last = at.last;
+        continue;
+      }
+    }
+    t.releases.push_back(std::move(at));
+  }
+  const TorchWeightsOnlyRange& current = t.releases.back();
+  t.loads = current.loads;
+  t.needs = current.needs;
+  t.why = current.why;
+  t.torch = current.last;
+  t.since = current.first;
   return t;
 }
 
@@ -315,7 +446,7 @@ void FileScan::part(Part p) {
     return;
   }
   if (p.role == PartRole::stream)
-    stream(bytes, name, p.offset);
+    stream(bytes, name, p.offset, in_file() ? dumb_padding(bytes, p.offset) : 0);
   else
     member(name, bytes);
 }
@@ -349,6 +480,7 @@ Value FileScan::pickle(std::string_view name_in, const ByteReader& start, pickle
     r_.pickles[index].stats = stats;
     if (numpy::referenced(stats)) find_object_arrays(v, r_.pickles[index]);
     judge(r_.pickles[index], {});
+    if (index + 1 == r_.pickles.size()) fold_last();
     return v;
   } catch (const Error& e) {
     PickleScan& q = r_.pickles[index];
@@ -369,16 +501,113 @@ Value FileScan::pickle(std::string_view name_in, const ByteReader& start, pickle
       }
     }
     judge(q, after);
+    if (index + 1 == r_.pickles.size()) fold_last();
     throw;
   }
+}
+
+namespace {
+
+void merge_use(pickle::GlobalUse& a, const pickle::GlobalUse& b) {
+  a.count += b.count;
+  if (a.calls == 0 && b.calls > 0) {
+    a.first_call_offset = b.first_call_offset;
+    a.call_opcode = b.call_opcode;
+  }
+  a.calls += b.calls;
+  a.inert_calls += b.inert_calls;
+  a.inert_builds += b.inert_builds;
+  a.builds += b.builds;
+  a.sets += b.sets;
+  if (b.klass == pickle::GlobalClass::dangerous ||
+      (b.klass == pickle::GlobalClass::unknown && a.klass == pickle::GlobalClass::allowed))
+    a.klass = b.klass;
+}
+
+void merge_global(ScanGlobal& a, const ScanGlobal& b) {
+  a.count += b.count;
+  if (a.calls == 0 && b.calls > 0) {
+    a.call_opcode = b.call_opcode;
+    a.call_offset = b.call_offset;
+  }
+  a.calls += b.calls;
+  a.builds += b.builds;
+  a.sets += b.sets;
+  a.allowed = a.allowed && b.allowed;
+  a.known_dangerous = a.known_dangerous || b.known_dangerous;
+  a.after_error = a.after_error || b.after_error;
+  for (const auto& why : b.reasons)
+    if (std::find(a.reasons.begin(), a.reasons.end(), why) == a.reasons.end())
+      a.reasons.push_back(why);
+}
+
+// Folds `p` into `into`: what a report of one entry for many pickles says.
+void merge_pickle(PickleScan& into, PickleScan&& p, FoldIndex& index) {
+  detail::count(detail::work().scan_steps, 1 + p.stats.globals.size() + p.globals.size());
+  pickle::Stats& a = into.stats;
+  const pickle::Stats& b = p.stats;
+  a.protocol = std::max(a.protocol, b.protocol);
+  for (std::size_t i = 0; i < a.opcodes.size(); ++i) a.opcodes[i] += b.opcodes[i];
+  a.calls += b.calls;
+  a.persistent_ids += b.persistent_ids;
+  if (a.other_calls == 0) a.first_other_call_offset = b.first_other_call_offset;
+  a.other_calls += b.other_calls;
+  a.extensions += b.extensions;
+  a.tensor_builds += b.tensor_builds;
+  if (a.list_setitems == 0) a.first_list_setitem_offset = b.first_list_setitem_offset;
+  a.list_setitems += b.list_setitems;
+  if (a.frame_straddles == 0) a.first_frame_straddle_offset = b.first_frame_straddle_offset;
+  a.frame_straddles += b.frame_straddles;
+  for (const auto& g : b.globals) {
+    const auto [it, fresh] = index.uses.emplace(g.module + "." + g.name, a.globals.size());
+    if (fresh)
+      a.globals.push_back(g);
+    else
+      merge_use(a.globals[it->second], g);
+  }
+  for (auto& g : p.globals) {
+    const auto [it, fresh] = index.judged.emplace(g.name, into.globals.size());
+    if (fresh)
+      into.globals.push_back(std::move(g));
+    else
+      merge_global(into.globals[it->second], g);
+  }
+  if (into.error.empty() && !p.error.empty()) into.error = p.error;
+  into.python_reads_on = into.python_reads_on || p.python_reads_on;
+  for (auto& o : p.object_arrays)
+    if (into.object_arrays.size() < 16) into.object_arrays.push_back(std::move(o));
+  into.object_array_count += p.object_array_count;
+}
+
+}  // namespace
+
+void FileScan::fold_last() {
+  if (r_.pickles.size() <= kPicklesListed) return;
+  PickleScan p = std::move(r_.pickles.back());
+  r_.pickles.pop_back();
+  std::optional<std::size_t>& slot = folded_[p.swept ? 1 : 0];
+  FoldIndex& index = fold_index_[p.swept ? 1 : 0];
+  if (!slot) {
+    // The first pickle folded starts its entry.
+    slot = r_.pickles.size();
+    p.name += " and the pickles after it (folded: statistics summed, globals merged)";
+    for (std::size_t i = 0; i < p.stats.globals.size(); ++i)
+      index.uses.emplace(p.stats.globals[i].module + "." + p.stats.globals[i].name, i);
+    for (std::size_t i = 0; i < p.globals.size(); ++i) index.judged.emplace(p.globals[i].name, i);
+    r_.pickles.push_back(std::move(p));
+    return;
+  }
+  merge_pickle(r_.pickles[*slot], std::move(p), index);
 }
 
 // --- judging a pickle ------------------------------------------------------
 
 void FileScan::judge(PickleScan& p, const std::vector<pickle::GlobalUse>& after_error) {
+  count_run(p.stats);
   const OpenOptions& o = s_.options();
   std::set<std::string> seen;
   auto one = [&](const pickle::GlobalUse& g, bool after) {
+    detail::count(detail::work().scan_steps);
     ScanGlobal s;
     s.name = g.module + "." + g.name;
     if (!seen.insert(s.name).second) return;
@@ -395,8 +624,13 @@ void FileScan::judge(PickleScan& p, const std::vector<pickle::GlobalUse>& after_
     s.sets = g.sets;
     s.after_error = after;
     const bool unresolved = g.module == "?";
-    const pickle::GlobalClass klass = unresolved
-                                          ? pickle::GlobalClass::unknown
+    // As the VM judged it where that allows it (builtins.getattr called
+    // only as an allowed Enum's member by name, Python 3.11's pickling of
+    // Enum members; a class of an active profile used only in its
+    // profile's form), else with the user's patterns.
+    const pickle::GlobalClass klass = unresolved ? pickle::GlobalClass::unknown
+                                      : g.klass == pickle::GlobalClass::allowed
+                                          ? pickle::GlobalClass::allowed
                                           : pickle::classify_global(g.module, g.name, o.allow);
     s.allowed = klass == pickle::GlobalClass::allowed;
     s.known_dangerous = klass == pickle::GlobalClass::dangerous;
@@ -451,6 +685,14 @@ void FileScan::judge(PickleScan& p, const std::vector<pickle::GlobalUse>& after_
          "an EXT1/EXT2/EXT4 opcode names a global through copyreg's extension registry, which a "
          "scan cannot see",
          p.name, std::nullopt});
+  if (p.stats.frame_straddles)
+    add({ScanVerdict::unsafe, "frame-straddle", "", false,
+         std::to_string(p.stats.frame_straddles) +
+             " opcode(s) whose argument runs past the end of its FRAME (or a FRAME begun inside "
+             "another): CPython's C unpickler before 3.13.15 and 3.14.7 reads across the frame "
+             "and runs what follows, its Python unpickler and later releases stop there "
+             "(gh-154848); a scanner that honours frames misses what the loader runs",
+         p.name, p.stats.first_frame_straddle_offset});
   // (Why it broke is said by `settle()`, once the reading is known.)
 }
 
@@ -468,6 +710,12 @@ void FileScan::settle() {
     }
     const bool named = !p.globals.empty() || p.stats.other_calls || p.stats.extensions;
     if (r_.reading == "ok" && !p.python_reads_on && !named) continue;
+    // Stopped inside a pickle joblib reads to its end (past an array):
+    // where pickle.load stops too, having run what was judged.
+    if (!p.python_reads_on && joblib_explains(p.offset)) {
+      kept.push_back(std::move(p));
+      continue;
+    }
     if (p.python_reads_on) {
       unscannable("torchport's VM stops in this pickle (" + p.error +
                       ") where Python's unpickler reads on; what follows was walked opcode by "
@@ -483,6 +731,14 @@ void FileScan::settle() {
     kept.push_back(std::move(p));
   }
   r_.pickles = std::move(kept);
+  if (unlisted_ > 0) {
+    r_.findings.push_back({unlisted_worst_, "alike", "", false,
+                           std::to_string(unlisted_) +
+                               " more finding(s) of kinds listed above (each kind is listed " +
+                               std::to_string(kFindingsAlike) + " times)",
+                           src_.name(), std::nullopt});
+    unlisted_ = 0;
+  }
 }
 
 // Lists the numpy object arrays of a pickle's value: one visit per node
@@ -526,26 +782,383 @@ void FileScan::find_object_arrays(const Value& root, PickleScan& p) {
   }
 }
 
+// --- key-value stores (shelve) ---------------------------------------------
+
+// shelve over dbm.dumb (Lib/dbm/dumb.py): NAME.dir lists each key as a
+// line `'key', (pos, siz)` (read with ast.literal_eval, the file decoded as
+// Latin-1, universal newlines, each line right-stripped); NAME.dat holds
+// each value at `pos`, `siz` bytes, records starting on 512-byte blocks
+// with zero padding between them; shelve unpickles each value. A file
+// named NAME.dat or NAME.dir read beside its other half is read this way:
+// every record the index lists (a key listed again keeps its last line;
+// all are judged), then the whole .dat swept block by block. True when the
+// file is such a half.
+bool FileScan::dbm_dumb() {
+  const std::string& file = s_.file_name;
+  if (depth_ != 0 || !s_.beside || file.size() < 5) return false;
+  const std::string stem = file.substr(0, file.size() - 4);
+  const std::string ext = file.substr(file.size() - 4);
+  if (ext != ".dat" && ext != ".dir") return false;
+  std::optional<Source> other;
+  try {
+    other = s_.beside(stem + (ext == ".dat" ? ".dir" : ".dat"));
+  } catch (const Error&) {
+    return false;  // not readable beside it (a link out of the folder): judged alone
+  }
+  if (!other) return false;
+  const Source& index = ext == ".dir" ? src_ : *other;
+  const Source& dat = ext == ".dat" ? src_ : *other;
+  // What dumb.py reads: Latin-1 text, split at \n, \r\n and \r.
+  const auto b = index.bytes();
+  std::string text;
+  text.reserve(b.size());
+  for (const std::byte c : b) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x80) {
+      text += static_cast<char>(u);
+    } else {
+      text += static_cast<char>(0xc0 | (u >> 6));
+      text += static_cast<char>(0x80 | (u & 0x3f));
+    }
+  }
+  // dumb.py's whichdb test: an empty index, or one whose first byte is a quote.
+  if (!text.empty() && text[0] != '\'' && text[0] != '"') return false;
+  r_.format = "dbm.dumb";
+  r_.reading = "ok";
+  // Either half scanned judges the records, with the .dat's bytes and name.
+  dbm_dumb_records(dat, text, stem + ".dir");
+  return true;
+}
+
+void FileScan::dbm_dumb_records(const Source& dat, const std::string& text,
+                                const std::string& index_name) {
+  const Source view = Source::borrow(dat.bytes(), dat.name());
+  std::set<std::pair<std::uint64_t, std::uint64_t>> done;
+  std::size_t line_no = 0;
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t end = text.find_first_of("\r\n", at);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(at, end - at);
+    at = end +
+         (end < text.size() && text[end] == '\r' && end + 1 < text.size() && text[end + 1] == '\n'
+              ? 2
+              : 1);
+    ++line_no;
+    // str.rstrip(): whitespace as Python's str knows it (Latin-1's too).
+    while (!line.empty()) {
+      const auto c = static_cast<unsigned char>(line.back());
+      if (c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f)) {
+        line.pop_back();
+      } else if (line.size() >= 2 && static_cast<unsigned char>(line[line.size() - 2]) == 0xc2 &&
+                 (c == 0x85 || c == 0xa0)) {
+        line.resize(line.size() - 2);
+      } else {
+        break;
+      }
+    }
+    const std::string where = index_name + " line " + std::to_string(line_no);
+    Value entry;
+    try {
+      entry = detail::literal_eval(line);
+    } catch (const Error& e) {
+      // dumb.py raises here: shelve.open fails, nothing is unpickled.
+      add({ScanVerdict::malformed, "malformed", "", false,
+           "the dbm.dumb index does not read (ast.literal_eval refuses the line, so shelve.open "
+           "fails): " +
+               e.message(),
+           where, std::nullopt});
+      break;
+    }
+    const auto pair = [](const Value& v) {
+      return (v.is(Value::Kind::Tuple) || v.is(Value::Kind::List)) && v.size() == 2;
+    };
+    if (!pair(entry) || !entry.items()[0].is(Value::Kind::Str)) {
+      add({ScanVerdict::malformed, "malformed", "", false,
+           "the dbm.dumb index line is " + entry.repr(3) +
+               ", not ('key', (pos, siz)): shelve.open fails",
+           where, std::nullopt});
+      break;
+    }
+    const Value& ps = entry.items()[1];
+    if (!pair(ps) || !ps.items()[0].is(Value::Kind::Int) || !ps.items()[1].is(Value::Kind::Int) ||
+        ps.items()[0].as_int() < 0)
+      continue;  // reading this key raises: nothing is unpickled from it
+    const auto pos = static_cast<std::uint64_t>(ps.items()[0].as_int());
+    const std::int64_t siz = ps.items()[1].as_int();
+    if (pos >= dat.size()) continue;  // an empty value: EOFError
+    // f.seek(pos); f.read(siz): to the end for a negative size.
+    const std::uint64_t n =
+        siz < 0 ? dat.size() - pos : std::min<std::uint64_t>(siz, dat.size() - pos);
+    if (!done.insert({pos, n}).second) continue;
+    std::string key = entry.items()[0].as_str();
+    if (key.size() > 64) key = key.substr(0, 64) + "...";
+    stream(Source::borrow(dat.bytes().subspan(pos, n), dat.name()),
+           "shelve[" + Value::str(key).repr(1, 80) + "]", pos);
+  }
+  // Then every block of the .dat, as another index could list it.
+  stream(view, "dbm.dumb record", 0, 512);
+}
+
+// The first pickle of `bytes` followed by zeros to a 512-byte boundary, and
+// more after it: dbm.dumb's .dat layout, swept block by block (512), or 0.
+std::uint64_t FileScan::dumb_blocks(const Source& bytes) const {
+  const auto b = bytes.bytes();
+  if (b.size() <= 512) return 0;
+  ByteReader probe(b, bytes.name());
+  const pickle::OpcodeWalk w = pickle::walk_opcodes(probe, s_.options().limits);
+  if (!w.reached_stop || w.end == 0 || w.end % 512 == 0) return 0;
+  const std::uint64_t to = (w.end + 511) / 512 * 512;
+  if (to >= b.size()) return 0;
+  for (std::uint64_t i = w.end; i < to; ++i)
+    if (b[i] != std::byte{0}) return 0;
+  return 512;
+}
+
+// Bytes after a file's last pickle, at `offset`, that are zeros to a
+// 512-byte boundary with more after it: dbm.dumb's padding (512), or 0.
+std::uint64_t FileScan::dumb_padding(const Source& bytes, std::uint64_t offset) const {
+  const auto b = bytes.bytes();
+  if (offset % 512 == 0) return 0;
+  const std::uint64_t to = (offset + 511) / 512 * 512 - offset;
+  if (to >= b.size()) return 0;
+  for (std::uint64_t i = 0; i < to; ++i)
+    if (b[i] != std::byte{0}) return 0;
+  return 512;
+}
+
+// The other dbm back ends shelve opens (dbm.whichdb's magics): GNU dbm
+// (0x13579ace, ...cd, ...cf, and the numsync ...d0, ...d1), Berkeley DB's
+// hash (Debian's dbm.ndbm: 0x061561 at byte 12), SQLite (Python 3.13's
+// dbm.sqlite3: its table Dict). Each value is a pickle shelve.open
+// unpickles; the scan does not read these formats: unscannable, after the
+// pickles found by their PROTO header are judged (a payload among them is
+// unsafe).
+bool FileScan::dbm_store() {
+  const auto b = src_.bytes();
+  const auto u32 = [&](std::size_t at, bool big) {
+    std::uint32_t v = 0;
+    for (int i = 0; i < 4; ++i)
+      v |= static_cast<std::uint32_t>(b[at + static_cast<std::size_t>(i)])
+           << (big ? 24 - 8 * i : 8 * i);
+    return v;
+  };
+  std::string kind;
+  if (b.size() >= 16 && std::memcmp(b.data(), "SQLite format 3\0", 16) == 0) {
+    kind = "dbm.sqlite3";
+  } else if (b.size() >= 4 && u32(0, false) >= 0x13579acd && u32(0, false) <= 0x13579ad1) {
+    kind = "dbm.gnu";
+  } else if (b.size() >= 16 && (u32(12, false) == 0x061561 || u32(12, true) == 0x061561)) {
+    kind = "dbm.ndbm";
+  } else {
+    return false;
+  }
+  r_.format = kind;
+  unscannable("a " + kind +
+                  " database: shelve.open unpickles each of its values, and the scan does not "
+                  "read this format (pickles found by their PROTO header are judged; others may "
+                  "hide)",
+              src_.name(), std::nullopt, "dbm-store");
+  proto_sweep(kind + " value");
+  return true;
+}
+
+// Pickles found by their PROTO header (80 02 to 80 05), each judged once,
+// the search going on after what each walked: linear in the bytes.
+void FileScan::proto_sweep(const std::string& name) {
+  const auto b = src_.bytes();
+  const auto* base = reinterpret_cast<const unsigned char*>(b.data());
+  for (std::size_t i = 0; i + 1 < b.size();) {
+    const void* hit = std::memchr(base + i, 0x80, b.size() - i - 1);
+    if (hit == nullptr) break;
+    const auto j = static_cast<std::size_t>(static_cast<const unsigned char*>(hit) - base);
+    if (base[j + 1] < 2 || base[j + 1] > 5) {
+      i = j + 1;
+      continue;
+    }
+    ByteReader probe(b, src_.name(), 0);
+    probe.seek(j);
+    const pickle::OpcodeWalk w = pickle::walk_opcodes(probe, s_.options().limits);
+    const auto end = static_cast<std::size_t>(std::max<std::uint64_t>(w.end, j + 2));
+    if (w.reached_stop || !w.globals.empty())
+      stream(Source::borrow(b.subspan(j, end - j), src_.name()), name, j);
+    i = end;
+  }
+}
+
+// --- joblib ----------------------------------------------------------------
+
+// joblib's NumpyUnpickler (joblib/numpy_pickle.py: load_build, then
+// NumpyArrayWrapper.read and read_array): after BUILD on a
+// NumpyArrayWrapper it reads the array from the file, right after the
+// BUILD's opcode: for a dtype that holds objects, one more pickle (a fresh
+// Unpickler on the same file, judged here on its own); otherwise, when the
+// wrapper has numpy_array_alignment_bytes (joblib >= 1.2; None or absent
+// before), a byte giving the padding's length and that many bytes, then
+// prod(shape) x itemsize raw bytes (the product in int64, wrapping, as
+// numpy's multiply.reduce computes it). Its unpickling then goes on.
+void FileScan::joblib_array(const Value& target, const Value& previous, ByteReader& r,
+                            bool in_frame, std::uint64_t offset, const std::string& name) {
+  const Object& o = target.as_object();
+  if (!o.cls.is("joblib.numpy_pickle", "NumpyArrayWrapper")) return;
+  const auto fail = [&](ErrorCode code, const std::string& why) {
+    throw Error(code, "joblib's NumpyArrayWrapper " + why, {}, offset, r.what());
+  };
+  if (in_frame)
+    fail(ErrorCode::unsupported,
+         "is BUILT inside a FRAME that has bytes left: joblib reads its array from the file "
+         "after the frame, which the scan does not follow");
+  if (!o.args.is(Value::Kind::Tuple) || o.args.size() != 0)
+    fail(ErrorCode::unsupported, "is made with arguments " + o.args.repr(3) +
+                                     ": its __init__ sets attributes the scan does not follow");
+  // Its attributes: BUILD updates the instance's __dict__ with a dict state
+  // (or the first of (dict, slots), then sets the slots), on top of what an
+  // earlier BUILD set.
+  std::map<std::string, Value> attrs;
+  const std::function<void(const Value&, bool)> add = [&](const Value& st, bool pair) {
+    if (st.is_none()) return;
+    if (st.is(Value::Kind::Dict)) {
+      for (const auto& [k, v] : st.pairs()) {
+        if (!k.is(Value::Kind::Str))
+          fail(ErrorCode::corrupt, "has an attribute named " + k.repr(2));
+        attrs[k.as_str()] = v;
+      }
+      return;
+    }
+    if (!pair && st.is(Value::Kind::Tuple) && st.size() == 2) {
+      add(st.items()[0], true);
+      add(st.items()[1], true);
+      return;
+    }
+    fail(ErrorCode::corrupt, "is BUILT with the state " + st.repr(3) + ", which Python refuses");
+  };
+  add(previous, false);
+  add(o.state, false);
+  const auto get = [&](const char* key) -> const Value* {
+    const auto it = attrs.find(key);
+    return it == attrs.end() ? nullptr : &it->second;
+  };
+  const Value* dtype = get("dtype");
+  const Value* shape = get("shape");
+  if (dtype == nullptr || shape == nullptr)
+    fail(ErrorCode::corrupt, "has no dtype or no shape: joblib stops there (AttributeError)");
+  const std::optional<numpy::ElementLayout> layout = numpy::element_layout(*dtype);
+  if (!layout)
+    fail(ErrorCode::unsupported, "holds the dtype " + dtype->repr(3) +
+                                     ", whose item size the scan cannot tell: it cannot find "
+                                     "where joblib's reading goes on");
+  joblib_array_read_ = true;
+  if (layout->has_object) {
+    PickleScan n;
+    n.swept = true;
+    n.offset = r.file_offset();
+    n.name = name + ": joblib's object array at byte " + std::to_string(n.offset);
+    try {
+      const Value v =
+          pickle::unpickle(r, s_.options().limits, {}, &n.stats, {}, {}, s_.options().profiles);
+      if (numpy::referenced(n.stats)) find_object_arrays(v, n);
+      judge(n, {});
+      joblib_nested_.push_back(std::move(n));
+    } catch (const Error& e) {
+      n.error = e.what();
+      n.python_reads_on = !python_stops_too(e);
+      judge(n, {});
+      joblib_nested_.push_back(std::move(n));
+      throw;
+    }
+    return;
+  }
+  if (!shape->is(Value::Kind::Tuple) && !shape->is(Value::Kind::List))
+    fail(ErrorCode::unsupported, "has the shape " + shape->repr(3) + ", not a tuple of ints");
+  std::uint64_t count = 1;  // int64 arithmetic, wrapping as numpy's does
+  for (const Value& x : shape->items()) {
+    if (!x.is(Value::Kind::Int) && !x.is(Value::Kind::Bool))
+      fail(ErrorCode::unsupported, "has the shape " + shape->repr(3) + ", not a tuple of ints");
+    count *=
+        static_cast<std::uint64_t>(x.is(Value::Kind::Bool) ? (x.as_bool() ? 1 : 0) : x.as_int());
+  }
+  if (static_cast<std::int64_t>(count) < 0)
+    fail(ErrorCode::corrupt, "has the shape " + shape->repr(3) +
+                                 ": a negative element count, which numpy.empty refuses");
+  if (const Value* align = get("numpy_array_alignment_bytes"); align && !align->is_none()) {
+    const std::uint8_t pad = r.u8("joblib's padding length");
+    r.skip(pad, "joblib's array padding");
+  }
+  std::uint64_t bytes = 0;
+  if (!detail::mul_ok(count, layout->itemsize, bytes) || bytes > r.remaining())
+    fail(ErrorCode::truncated, "of " + std::to_string(count) + " elements of " +
+                                   std::to_string(layout->itemsize) + " bytes runs past the end (" +
+                                   std::to_string(r.remaining()) + " bytes left)");
+  r.skip(bytes, "joblib's array bytes");
+}
+
+// joblib.load reads a pickle whose arrays follow their NumpyArrayWrapper in
+// the file, where pickle.load and torch.load read on as opcodes: when a
+// pickle names a NumpyArrayWrapper, the bytes are read again as joblib
+// reads them (and judged: what joblib runs after an array no opcode reading
+// reaches). The other readings' stops inside what joblib read to its STOP
+// are explained: pickle.load stops there, having run what was judged.
+void FileScan::joblib_reading() {
+  if (!in_file() || src_.bytes().empty()) return;
+  const auto wrapper = [](const PickleScan& p) {
+    return std::any_of(p.globals.begin(), p.globals.end(), [](const ScanGlobal& g) {
+      return g.name == "joblib.numpy_pickle.NumpyArrayWrapper";
+    });
+  };
+  if (std::none_of(r_.pickles.begin(), r_.pickles.end(), wrapper)) return;
+  const Source view = Source::borrow(src_.bytes(), src_.name() + " (as joblib.load reads it)");
+  joblib_ = true;
+  stream(view, "joblib", 0);
+  joblib_ = false;
+  if (joblib_ranges_.empty()) return;
+  r_.format = "joblib";
+  std::erase_if(r_.findings, [&](const ScanFinding& f) {
+    return f.reason == "malformed" && f.offset && joblib_explains(*f.offset);
+  });
+}
+
+bool FileScan::joblib_explains(std::uint64_t offset) const {
+  return std::any_of(joblib_ranges_.begin(), joblib_ranges_.end(),
+                     [&](const auto& r) { return offset >= r.first && offset < r.second; });
+}
+
 // --- sweeps ----------------------------------------------------------------
 
 // Pickle after pickle, as a loader that calls pickle.load in a loop reads
 // them, until the bytes stop being a pickle Python would read on from.
 // Bytes that name nothing and end no pickle are where such a loader stops
 // with an error, having run nothing.
-void FileScan::stream(const Source& bytes, const std::string& name, std::uint64_t base) {
+void FileScan::stream(const Source& bytes, const std::string& name, std::uint64_t base,
+                      std::uint64_t block, bool other_reading) {
   const OpenOptions& o = s_.options();
   ByteReader rd(bytes.bytes(), bytes.name(), base);
+  // With `block` (dbm.dumb's .dat: records at multiples of 512 bytes, zero
+  // padding between them), where a loader reading on would stop, the sweep
+  // goes on at the next block after what it walked.
+  const auto next_block = [&](std::uint64_t walked_to) {
+    if (block == 0) return false;
+    const std::uint64_t at = std::max(rd.file_offset() + 1, walked_to);
+    const std::uint64_t next = (at + block - 1) / block * block;  // blocks of the file
+    if (next - base >= bytes.size()) return false;
+    rd.seek(next - base);
+    return true;
+  };
   for (std::uint64_t i = 0; !rd.at_end(); ++i) {
+    detail::count(detail::work().scan_steps);
     // Is what follows a pickle at all?
     ByteReader probe = rd;
     const pickle::OpcodeWalk w = pickle::walk_opcodes(probe, o.limits);
     const bool proto = static_cast<unsigned char>(bytes.bytes()[rd.pos()]) == 0x80;
     // (A call needs a callable, which only a global or an extension names.)
-    if (!w.reached_stop && w.globals.empty() && w.extensions == 0 && !proto)
+    if (!w.reached_stop && w.globals.empty() && w.extensions == 0 && !proto) {
+      if (next_block(w.end)) continue;
       return;  // nothing a loader would run: it stops here
-    if (seen_.count(rd.what() + "@" + std::to_string(rd.file_offset()))) {
+    }
+    if (seen(rd.what(), rd.file_offset())) {
       // Judged when the reader ran it: step over it.
-      if (!w.reached_stop) return;
+      if (!w.reached_stop) {
+        if (next_block(w.end)) continue;
+        return;
+      }
       rd.seek(rd.pos() + (w.end - rd.file_offset()));
       continue;
     }
@@ -553,7 +1166,12 @@ void FileScan::stream(const Source& bytes, const std::string& name, std::uint64_
       unscannable(s_.budget_text(), name, rd.file_offset());
       return;
     }
-    seen_.insert(rd.what() + "@" + std::to_string(rd.file_offset()));
+    {
+      auto& ranges = swept_[rd.what()];
+      if (ranges.empty() || ranges.back().second != rd.file_offset())
+        ranges.emplace_back(rd.file_offset(), rd.file_offset());
+      ranges.back().second = std::max(ranges.back().second, w.end + (w.end == rd.file_offset()));
+    }
     PickleScan& p = r_.pickles.emplace_back();
     p.swept = true;
     p.name = i == 0 ? name : name + ":" + std::to_string(i);
@@ -561,12 +1179,37 @@ void FileScan::stream(const Source& bytes, const std::string& name, std::uint64_
     const ByteReader start = rd;
     // Persistent ids have no loader behind them here: Python's pickle.load
     // refuses them (UnpicklingError), so the VM stops there too.
+    // joblib's reading: the hook reads what joblib's unpickler reads after
+    // BUILD on a NumpyArrayWrapper (p stays in place: nested pickles wait
+    // in joblib_nested_, listed after p once it is judged and folded).
+    joblib_array_read_ = false;
+    const std::string pname = p.name;
+    const pickle::AfterBuildHook hook =
+        joblib_ ? pickle::AfterBuildHook([&](const Value& target, const Value& previous,
+                                             ByteReader& r, bool in_frame, std::uint64_t at) {
+          joblib_array(target, previous, r, in_frame, at, pname);
+        })
+                : pickle::AfterBuildHook();
+    const auto nested = [&] {
+      for (PickleScan& n : joblib_nested_) {
+        r_.pickles.push_back(std::move(n));
+        fold_last();
+      }
+      joblib_nested_.clear();
+    };
     try {
-      Value v = pickle::unpickle(rd, o.limits, {}, &p.stats);
+      Value v = pickle::unpickle(rd, o.limits, {}, &p.stats, {}, {}, o.profiles, hook);
       if (numpy::referenced(p.stats)) find_object_arrays(v, p);
       judge(p, {});
+      if (joblib_array_read_) joblib_ranges_.emplace_back(p.offset, rd.file_offset());
+      fold_last();
+      nested();
       continue;
     } catch (const Error& e) {
+      struct Later {  // the nested pickles, after p is judged and folded
+        std::function<void()> f;
+        ~Later() { f(); }
+      } later{nested};
       p.error = e.what();
       std::vector<pickle::GlobalUse> after;
       bool next = false;
@@ -586,14 +1229,17 @@ void FileScan::stream(const Source& bytes, const std::string& name, std::uint64_
         }
       }
       // A broken pickle that named nothing after a first good one is where
-      // a loader reading on stops: nothing more to judge.
-      if (i > 0 && !p.python_reads_on && p.stats.globals.empty() && after.empty() &&
-          p.stats.other_calls == 0 && p.stats.extensions == 0) {
+      // a loader reading on stops: nothing more to judge (and so is one
+      // of `other_reading`, the bytes of another format read as a pickle).
+      if ((i > 0 || other_reading) && !p.python_reads_on && p.stats.globals.empty() &&
+          after.empty() && p.stats.other_calls == 0 && p.stats.extensions == 0) {
         r_.pickles.pop_back();
+        if (next_block(start.file_offset() + 1)) continue;
         return;
       }
       judge(p, after);
-      if (!next) return;
+      fold_last();
+      if (!next && !next_block(start.file_offset() + 1)) return;
     }
   }
 }
@@ -602,9 +1248,29 @@ void FileScan::stream(const Source& bytes, const std::string& name, std::uint64_
 // not meet, judged by its content.
 void FileScan::sweep_zip() {
   const OpenOptions& o = s_.options();
-  for (const ZipLocalEntry& e : zip_local_entries(src_.bytes(), o.limits.max_entries)) {
+  const std::vector<ZipLocalEntry> entries = zip_local_entries(src_.bytes(), o.limits.max_entries);
+  // torch's layout: beside each "<prefix>/data.pkl", "<prefix>/data/<key>"
+  // records hold raw tensor bytes, which torch reads as bytes and nothing
+  // unpickles: not judged by their content (a truncated ResNet-18's float
+  // records were taken for tar archives, ambiguous, so unsafe).
+  std::set<std::string> prefixes;
+  for (const ZipLocalEntry& e : entries)
+    if (e.name.ends_with("/data.pkl")) prefixes.insert(e.name.substr(0, e.name.size() - 8));
+  const auto tensor_record = [&](const std::string& name) {
+    const std::size_t slash = name.rfind("/data/");
+    if (slash == std::string::npos || !prefixes.count(name.substr(0, slash + 1))) return false;
+    const std::string key = name.substr(slash + 6);
+    return !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    });
+  };
+  for (const ZipLocalEntry& e : entries) {
     if (covered_.count(e.offset)) continue;
     covered_.insert(e.offset);
+    if (tensor_record(e.name) && !(e.flags & 1)) {
+      ++r_.tensor_records;
+      continue;
+    }
     // Encrypted: a loader with the password reads what the scan cannot.
     // (Its bytes are still judged as they are: a flag alone hides nothing.)
     if (e.flags & 1)
@@ -659,6 +1325,29 @@ void FileScan::stopped(const Error& e, const std::string& what, const std::strin
   }
 }
 
+namespace {
+
+// The declared and the recorded bytes of a storage the zip reader refused
+// as larger than its record (pytorch_zip.cpp's message: "... (N bytes) but
+// record '...' has M bytes ..."), when N > M.
+std::optional<std::pair<std::uint64_t, std::uint64_t>> oversized_storage(const Error& e) {
+  const std::string& m = e.message();
+  const std::size_t declared = m.find(" bytes) but record '");
+  const std::size_t open = m.rfind('(', declared);
+  const std::size_t has = m.find("' has ", declared);
+  if (declared == std::string::npos || open == std::string::npos || has == std::string::npos)
+    return std::nullopt;
+  try {
+    const std::uint64_t n = std::stoull(m.substr(open + 1, declared - open - 1));
+    const std::uint64_t r = std::stoull(m.substr(has + 6));
+    if (n > r) return std::make_pair(n, r);
+  } catch (...) {
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 // The reader stopped: say why, then sweep what a more lenient loader could
 // still reach.
 void FileScan::reader_failed(const Error& e, std::optional<Format> format) {
@@ -666,7 +1355,32 @@ void FileScan::reader_failed(const Error& e, std::optional<Format> format) {
   r_.reading_error = e.what();
   const std::string where = e.where().empty() ? src_.name() : e.where();
   const bool container = format == Format::pytorch_zip || format == Format::pytorch_tar;
-  switch (e.code()) {
+  // A tar without any of the members of torch's layout (sys_info,
+  // storages, tensors, pickle: torch.load raises KeyError before it
+  // unpickles anything) is an archive of other files, a SageMaker
+  // model.tar.gz say: its members, judged by their content, speak for it.
+  // (With some of them it is a damaged checkpoint: malformed.)
+  const bool tar_archive =
+      format == Format::pytorch_tar &&
+      (e.code() == ErrorCode::corrupt || e.code() == ErrorCode::not_a_checkpoint) && reads_.empty();
+  if (tar_archive) {
+    r_.format = "tar";
+    r_.reading.clear();  // no reader reads it: an archive
+  }
+  // CVE-2026-24747: a storage declared larger than its data/<key> record.
+  // torch >= 2.10 refuses it (as the zip reader does); 2.6 to 2.9 built
+  // the storage of the declared size over the record's bytes, and a
+  // SETITEM on its tensor (which their weights_only unpickler ran on any
+  // object) wrote past them. Not a damaged file: an attack on the loader.
+  if (const auto over = oversized_storage(e); over && e.code() == ErrorCode::corrupt) {
+    add({ScanVerdict::unsafe, "oversized-storage", "", false,
+         "a storage is declared larger than its record (" + std::to_string(over->first) +
+             " bytes over " + std::to_string(over->second) +
+             "): torch 2.6 to 2.9 build it over the record's bytes and read, or with a SETITEM "
+             "on its tensor write, past them (CVE-2026-24747); torch >= 2.10 refuses it",
+         where, e.offset()});
+  }
+  switch (tar_archive ? ErrorCode::unsupported : e.code()) {
     case ErrorCode::ambiguous:
       add({ScanVerdict::unsafe, "ambiguous", "", false,
            "torch's readers and torchport's could read this file differently: " + e.message(),
@@ -724,26 +1438,28 @@ void FileScan::reader_failed(const Error& e, std::optional<Format> format) {
   if (format == Format::pytorch_zip || format == Format::torchscript) {
     sweep_zip();
   } else if (format == Format::pytorch_legacy || format == Format::pickle) {
-    // Pickle after pickle from the start, stepping over those judged.
-    stream(src_, "pickle", 0);
+    // Pickle after pickle from the start, stepping over those judged
+    // (block by block in dbm.dumb's .dat layout, met without its index).
+    stream(src_, "pickle", 0, dumb_blocks(src_));
   }
 }
 
 // A compressed file (joblib's, a gzipped pickle, a .pt.xz): what it holds,
 // judged as a file of its own; what decoded before damage, judged too.
-// False when a weak magic (zlib's, .lzma's) was no such stream.
-bool FileScan::compressed(Compression c) {
+// False when a weak magic (zlib's, .lzma's) was no such stream. `at`: where
+// the stream starts (past joblib's "ZF" header); `label`: the format's name.
+bool FileScan::compressed(Compression c, std::size_t at, std::string_view label) {
   const OpenOptions& o = s_.options();
   const std::string name(compression_name(c));
   const std::uint64_t cap = std::min(o.limits.max_inflate_bytes, o.limits.max_scan_bytes);
   Decompressed d = decompress(
-      c, src_.bytes(), cap, "Limits::max_inflate_bytes or max_scan_bytes = " + std::to_string(cap),
-      src_.name());
+      c, src_.bytes().subspan(at), cap,
+      "Limits::max_inflate_bytes or max_scan_bytes = " + std::to_string(cap), src_.name());
   if (weak_magic(c) && d.bytes.empty() && d.error) return false;
-  r_.format = name;
+  r_.format = label.empty() ? name : std::string(label);
   r_.reading = "ok";
   if (!s_.take(d.bytes.size())) {
-    unscannable(s_.budget_text(), src_.name(), 0);
+    unscannable(s_.budget_text(), src_.name(), at);
     return true;
   }
   if (d.error) stopped(*d.error, name + " data", src_.name());
@@ -752,8 +1468,21 @@ bool FileScan::compressed(Compression c) {
   return true;
 }
 
+// joblib's format before 0.10 (joblib.load still reads it:
+// numpy_pickle_compat.read_zfile): "ZF", the inflated size in 19
+// characters of hex (an optional space after them), then zlib data, whose
+// pickle joblib runs. Where its zlib stream starts, when it is one.
+std::optional<std::size_t> FileScan::joblib_zfile() const {
+  const auto b = src_.bytes();
+  if (b.size() < 23 || b[0] != std::byte{'Z'} || b[1] != std::byte{'F'}) return std::nullopt;
+  for (const std::size_t at : {std::size_t{21}, std::size_t{22}})
+    if (const auto c = sniff_compression(b.subspan(at)); c == Compression::zlib) return at;
+  return std::nullopt;
+}
+
 void FileScan::run(const std::string& forced_format) {
   walk_file(forced_format);
+  joblib_reading();
   settle();
 }
 
@@ -767,9 +1496,23 @@ void FileScan::walk_file(const std::string& forced_format) {
   }
   // Compressed: a file of its own inside. (gzip is also how our record
   // files are compressed: those are read as records, below.)
+  // Key-value stores of pickles (shelve): read through their index, or
+  // named unscannable.
+  if (forced_format.empty() && (dbm_dumb() || dbm_store())) return;
+  // Whatever a decompressor reads, the bytes as they are are what
+  // pickle.load and torch.load read: a polyglot (a skippable frame that
+  // is a pickle's string) is judged both ways.
   if (const auto c = forced_format.empty() ? sniff_compression(src_.bytes()) : std::nullopt;
       c && !(c == Compression::gzip && format == Format::torchport_record)) {
-    if (compressed(*c)) return;
+    if (compressed(*c)) {
+      stream(src_, "pickle", 0, 0, true);
+      return;
+    }
+  }
+  if (const auto at = forced_format.empty() ? joblib_zfile() : std::nullopt) {
+    compressed(Compression::zlib, *at, "joblib-zfile");
+    stream(src_, "pickle", 0, 0, true);
+    return;
   }
   // A legacy pickle is sniffed by its first byte alone, which text shares
   // ("License ..." starts with LONG): bytes that do not start with PROTO,
@@ -783,7 +1526,7 @@ void FileScan::walk_file(const std::string& forced_format) {
   if (!format) {
     // No format: a pickle in disguise (Python's unpickler would run it
     // whatever the name), or nothing any loader unpickles.
-    stream(src_, "pickle", 0);
+    stream(src_, "pickle", 0, dumb_blocks(src_));
     if (!r_.pickles.empty()) r_.format = "pickle";
     return;
   }
@@ -807,17 +1550,33 @@ void FileScan::walk_file(const std::string& forced_format) {
     if (e.code() == ErrorCode::not_a_checkpoint && format == Format::pytorch_tar) r_.format = "tar";
     reader_failed(e, format);
   }
+  // Every reading a loader would take: pickle.load reads any file as
+  // opcodes, and so does torch.load's legacy path for what is neither zip
+  // nor a tar it can read. A MessagePack record whose first byte is a
+  // pickle opcode (0x8a, fixmap of 10: LONG1, whose length skips into a
+  // string of the record) or a tar whose first member's name is a pickle
+  // is judged both ways. (A zip starts with PERSID, which pickle.load
+  // refuses; safetensors, .npy and JSON records start no pickle.)
+  if (format == Format::torchport_record || format == Format::pytorch_tar)
+    stream(src_, "pickle", 0, 0, true);
   if (!r_.code_records.empty()) {
     std::string list;
     for (std::size_t i = 0; i < r_.code_records.size() && i < 8; ++i)
       list += (i ? ", '" : "'") + r_.code_records[i] + "'";
     if (r_.code_records.size() > 8) list += ", ...";
-    const bool compiled = std::any_of(r_.code_records.begin(), r_.code_records.end(),
-                                      [](const std::string& n) { return n.ends_with(".so"); });
+    // AOTInductor's files (a PT2 archive's data/aotinductor/<model>/):
+    // torch.export.load and aoti_load_package hand them to
+    // AOTIModelPackageLoader, which compiles the C++ and loads the shared
+    // objects (torch/export/pt2_archive/_package.py, load_pt2).
+    const bool compiled =
+        std::any_of(r_.code_records.begin(), r_.code_records.end(), [](const std::string& n) {
+          return n.ends_with(".so") || n.find("/aotinductor/") != std::string::npos;
+        });
     add({ScanVerdict::unsafe, compiled ? "compiled-code" : "torchscript-code", "", false,
          std::to_string(r_.code_records.size()) + " code record(s) (" + list +
-             (compiled ? "): torch's AOTInductor package loader loads and runs these shared "
-                         "objects; torchport never reads them"
+             (compiled ? "): torch.export.load and torch._inductor.aoti_load_package hand them "
+                         "to AOTInductor's package loader, which compiles the generated C++ "
+                         "and loads and runs the shared objects; torchport never reads them"
                        : "): torch.jit.load compiles and runs them (and torch.load before 2.6 "
                          "did too, even with weights_only: CVE-2025-32434); torchport never "
                          "reads them"),
@@ -826,7 +1585,9 @@ void FileScan::walk_file(const std::string& forced_format) {
 }
 
 void FileScan::run_sharded(const std::filesystem::path& path) {
-  r_.format = formats::is_dcp_path(path) ? "dcp" : "sharded";
+  const std::optional<Format> format =
+      s_.options().format.empty() ? formats::path_format(path) : parse_format(s_.options().format);
+  r_.format = format && *format != Format::sharded_safetensors ? format_name(*format) : "sharded";
   try {
     const TensorCatalog cat = formats::walk_sharded(path, s_.options(), *this);
     r_.reading = "ok";
@@ -876,6 +1637,11 @@ ScanVerdict worse(ScanVerdict a, ScanVerdict b) noexcept {
   return rank(a) >= rank(b) ? a : b;
 }
 
+std::string add_safe_globals_line(const ScanReport& report, const std::vector<std::string>& needs) {
+  if (report.verdict != ScanVerdict::clean) return {};
+  return add_safe_globals_line(needs);
+}
+
 std::string ScanReport::reason() const {
   for (const auto& f : findings)
     if (f.severity == verdict)
@@ -895,12 +1661,30 @@ ScanReport scan(const Source& source, const OpenOptions& options) try {
 
 ScanReport scan(const std::filesystem::path& path, const OpenOptions& options) try {
   pickle::validate_allow_patterns(options.allow);
-  const std::optional<Format> format = parse_format(options.format);
-  const bool sharded =
-      (options.format.empty() && (formats::is_sharded_path(path) || formats::is_dcp_path(path))) ||
-      (format && (is_sharded(*format) || *format == Format::dcp));
+  const std::optional<Format> format =
+      options.format.empty() ? formats::path_format(path) : parse_format(options.format);
+  const bool sharded = format && formats::read_from_path(*format);
   Scanner s(options);
+  if (is_url(path.string())) {  // one remote file, read whole (Scanner::file)
+    if (!options.remote)
+      throw Error(ErrorCode::unsupported,
+                  "a URL: scanning remote files needs the torchport::remote component "
+                  "(OpenOptions::remote)");
+    ScanReport r = s.file(options.remote->open(path.string(), options.limits), path.string(), 0,
+                          options.format);
+    r.path = path.string();
+    return r;
+  }
   if (!sharded) {
+    s.file_name = path.filename().string();
+    const std::filesystem::path folder = path.parent_path();
+    const MapOptions map = options.map;
+    s.beside = [folder, map](const std::string& name) -> std::optional<Source> {
+      std::error_code ec;
+      const std::filesystem::path p = folder / name;
+      if (!std::filesystem::is_regular_file(p, ec)) return std::nullopt;
+      return Source::map_file(p, map);
+    };
     ScanReport r = s.file(Source::map_file(path, options.map), path.string(), 0, options.format);
     r.path = path.string();
     return r;
@@ -916,8 +1700,33 @@ ScanReport scan(const std::filesystem::path& path, const OpenOptions& options) t
   rethrow_as_error("scan", path.string());  // no bare std:: exception leaves the library
 }
 
+namespace scan_detail {
+
+ScanReport scan_beside(const Source& source, const OpenOptions& options,
+                       const std::string& file_name, const Beside& beside) {
+  pickle::validate_allow_patterns(options.allow);
+  Scanner s(options);
+  s.file_name = file_name;
+  s.beside = beside;
+  return s.file(source, source.name(), 0, options.format);
+}
+
+}  // namespace scan_detail
+
 std::string add_safe_globals_line(const std::vector<std::string>& needs) {
   if (needs.empty()) return {};
+  // Never a line that trusts a known way to run code, however the dotted
+  // name splits into module and attribute ("pathlib.os.system").
+  for (const std::string& n : needs) {
+    if (n.ends_with(".*")) continue;
+    for (std::size_t dot = n.find('.'); dot != std::string::npos; dot = n.find('.', dot + 1))
+      if (pickle::classify_global(n.substr(0, dot), n.substr(dot + 1)) ==
+          pickle::GlobalClass::dangerous)
+        return {};
+    if (n.find('.') == std::string::npos &&
+        pickle::classify_global("builtins", n) == pickle::GlobalClass::dangerous)
+      return {};
+  }
   // The names come from the file: only dotted Python identifiers go into
   // a line a user pastes (a quote in a name would let the file write code).
   for (const std::string& n : needs) {

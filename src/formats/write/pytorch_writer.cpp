@@ -6,9 +6,13 @@
 //                       size, stride, requires_grad=False, OrderedDict())
 //                       with storage a persistent id
 //                       ('storage', torch.FloatStorage, key, 'cpu', numel)
+//   <stem>/.format_version     "1"
+//   <stem>/.storage_alignment  "64"
 //   <stem>/byteorder    "little"
-//   <stem>/data/<key>   each storage's bytes, stored, aligned to 64
+//   <stem>/data/<key>   each storage's bytes, stored, aligned to 64, keyed
+//                       0, 1, ... in the order the pickle names them
 //   <stem>/version      "3\n"
+//   <stem>/.data/serialization_id
 //
 // For dtypes without a legacy typed storage class (and complex32) torch 2.1+ pickles
 // _rebuild_tensor_v3(untyped_storage, offset, size, stride, False,
@@ -19,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <unordered_set>
@@ -58,6 +63,7 @@ constexpr char kSetItem = 's';
 constexpr char kBinFloat = 'G';
 constexpr char kSetItems = 'u';
 constexpr char kStop = '.';
+constexpr char kNewObj = '\x81';
 constexpr char kNone = 'N';
 constexpr char kEmptyList = ']';
 constexpr char kAppends = 'e';
@@ -202,16 +208,36 @@ class Pickler {
 // One `data/<key>` record.
 struct Record {
   std::shared_ptr<Storage> storage;
-  std::string key;
   DType dtype = DType::U8;  // the storage's element type
   bool typed = true;        // a legacy typed storage class exists and fits
   bool quantized = false;   // viewed by quantized tensors: QInt8Storage, ...
+  std::string key;          // "0", "1", ... given when the pickle first names it
+};
+
+// Keys records "0", "1", ... in the order the pickle first names them, as
+// torch.save numbers its storages, and lists them in that order: the
+// archive holds them so (torch 2.x's load, with calculate_storage_offsets,
+// finds record k + 1 right after record k's data). A record no tensor of
+// the pickle names is not written.
+class RecordKeys {
+ public:
+  const std::string& key_of(Record& r) {
+    if (r.key.empty()) {
+      r.key = std::to_string(order_.size());
+      order_.push_back(&r);
+    }
+    return r.key;
+  }
+  const std::vector<Record*>& order() const { return order_; }
+
+ private:
+  std::vector<Record*> order_;
 };
 
 // The legacy typed storage class torch pickles for `d`, or "" for the dtypes
 // torch/storage.py `_new_dtypes()` serializes as UntypedStorage + dtype:
-// uint16/32/64, the float8 kinds, and complex32 (torch never had a
-// ComplexHalfStorage it could save).
+// uint16/32/64, the float8 kinds, float4_e2m1fn_x2, the bits, bcomplex32
+// and complex32 (torch never had a ComplexHalfStorage it could save).
 std::string_view legacy_storage_class(DType d) {
   return d == DType::C32 ? std::string_view() : dtype_storage_class(d);
 }
@@ -226,7 +252,7 @@ std::string archive_name(const std::filesystem::path& target) {
 
 // torch._utils._rebuild_tensor_v2(storage, offset, size, stride, False,
 // OrderedDict()), or _v3(..., dtype) over an untyped storage.
-void plain_tensor(Pickler& p, const Tensor& t, const Record& r) {
+void plain_tensor(Pickler& p, RecordKeys& keys, const Tensor& t, Record& r) {
   p.global("torch._utils", r.typed ? "_rebuild_tensor_v2" : "_rebuild_tensor_v3");
   p.op(kMark);
   // The persistent id: ('storage', class, key, 'cpu', numel).
@@ -234,14 +260,14 @@ void plain_tensor(Pickler& p, const Tensor& t, const Record& r) {
   p.str("storage");
   if (r.typed) {
     p.global("torch", std::string(legacy_storage_class(r.dtype)));
-    p.str(r.key);
+    p.str(keys.key_of(r));
     p.str("cpu");
     p.integer(static_cast<std::int64_t>(r.storage->nbytes() / dtype_size(r.dtype)));
   } else {
     // torch 2.x pickles the class by its defining module; its weights_only
     // allow-list knows only that spelling (torch 1.13 has no such dtypes).
     p.global("torch.storage", "UntypedStorage");
-    p.str(r.key);
+    p.str(keys.key_of(r));
     p.str("cpu");
     p.integer(static_cast<std::int64_t>(r.storage->nbytes()));
   }
@@ -272,8 +298,8 @@ void plain_tensor(Pickler& p, const Tensor& t, const Record& r) {
 // quantizer_params, False, OrderedDict()) over a QInt8Storage (QUInt8,
 // QInt32, QUInt4x2, QUInt2x4), as torch/_tensor.py `_reduce_ex_internal`
 // writes it.
-void quantized_tensor(Pickler& p, const Tensor& t, const Record& r,
-                      const std::vector<Record>& records,
+void quantized_tensor(Pickler& p, RecordKeys& keys, const Tensor& t, Record& r,
+                      std::vector<Record>& records,
                       const std::unordered_map<const Storage*, std::size_t>& record_of) {
   const Quantization& q = *t.quantization();
   p.global("torch._utils", "_rebuild_qtensor");
@@ -288,7 +314,7 @@ void quantized_tensor(Pickler& p, const Tensor& t, const Record& r,
                     : qd == "quint4x2" ? "QUInt4x2Storage"
                     : qd == "quint2x4" ? "QUInt2x4Storage"
                                        : "QInt32Storage");
-  p.str(r.key);
+  p.str(keys.key_of(r));
   p.str("cpu");
   p.integer(static_cast<std::int64_t>(r.storage->nbytes() / dtype_size(r.dtype)));
   p.op(kTuple);
@@ -304,8 +330,8 @@ void quantized_tensor(Pickler& p, const Tensor& t, const Record& r,
   } else {
     p.op(kMark);
     p.global("torch", "per_channel_affine");  // for float qparams too, as torch writes it
-    plain_tensor(p, q.scales, records[record_of.at(q.scales.storage().get())]);
-    plain_tensor(p, q.zero_points, records[record_of.at(q.zero_points.storage().get())]);
+    plain_tensor(p, keys, q.scales, records[record_of.at(q.scales.storage().get())]);
+    plain_tensor(p, keys, q.zero_points, records[record_of.at(q.zero_points.storage().get())]);
     p.integer(q.axis);
     p.op(kTuple);
   }
@@ -322,11 +348,11 @@ void quantized_tensor(Pickler& p, const Tensor& t, const Record& r,
 // through _rebuild_sparse_csr_tensor, which torch 2.x no longer has and its
 // weights_only loader refuses; 1.13's _rebuild_sparse_tensor reads COO only,
 // so a compressed layout we write loads in torch >= 2.0 (we read both).
-void sparse_tensor(Pickler& p, const Tensor& t, const std::vector<Record>& records,
+void sparse_tensor(Pickler& p, RecordKeys& keys, const Tensor& t, std::vector<Record>& records,
                    const std::unordered_map<const Storage*, std::size_t>& record_of) {
   const SparseParts& sp = *t.sparse();
   auto part = [&](const Tensor& x) {
-    plain_tensor(p, x, records[record_of.at(x.storage().get())]);
+    plain_tensor(p, keys, x, records[record_of.at(x.storage().get())]);
   };
   p.global("torch._utils", "_rebuild_sparse_tensor");
   p.global("torch.serialization", "_get_layout");
@@ -446,40 +472,53 @@ std::vector<Nested> nested_groups(const std::vector<NamedTensor>& tensors,
 
 // torch._utils._rebuild_nested_tensor(buffer, sizes, strides, offsets), as
 // torch/_tensor.py `_reduce_ex_internal` writes a nested tensor.
-void nested_tensor(Pickler& p, const Nested& g, const std::vector<Record>& records,
+void nested_tensor(Pickler& p, RecordKeys& keys, const Nested& g, std::vector<Record>& records,
                    const std::unordered_map<const Storage*, std::size_t>& record_of) {
   p.global("torch._utils", "_rebuild_nested_tensor");
   p.op(kMark);
   for (const Tensor* t : {&g.buffer, &g.sizes, &g.strides, &g.offsets})
-    plain_tensor(p, *t, records[record_of.at(t->storage().get())]);
+    plain_tensor(p, keys, *t, records[record_of.at(t->storage().get())]);
   p.op(kTuple);
   p.op(kReduce);
 }
 
-// The archive around a pickle: data.pkl, byteorder, each record (released
-// once written), version and serialization_id, as torch 2.x orders them.
-void write_archive(const std::string& pkl, std::vector<Record>& records, AtomicFile& out,
+// torch.save's storage alignment (torch.utils.serialization.config.save.
+// storage_alignment, 64 unless a user changes it), recorded in the archive.
+constexpr std::uint32_t kStorageAlignment = 64;
+
+// The archive around a pickle as torch 2.14 writes it, record by record and
+// byte by byte in layout (torch/serialization.py `_save`, miniz's
+// writer): data.pkl, .format_version "1" (its storages numbered in the
+// order the pickle names them), .storage_alignment "64", byteorder, each
+// record (released once written), version and serialization_id, every
+// record's data at a multiple of 64 with a data descriptor after it. torch
+// 1.13 and 2.6 ignore the two dot records.
+void write_archive(const std::string& pkl, const std::vector<Record*>& records, AtomicFile& out,
                    DataStreamer& data) {
   const std::string prefix = archive_name(out.target()) + "/";
-  ZipWriter zip(out);
-  zip.add_entry(prefix + "data.pkl", std::as_bytes(std::span<const char>(pkl.data(), pkl.size())));
-  const std::string_view order = "little";
-  zip.add_entry(prefix + "byteorder",
-                std::as_bytes(std::span<const char>(order.data(), order.size())));
+  ZipWriterOptions layout;
+  layout.alignment = kStorageAlignment;
+  layout.torch_layout = true;
+  ZipWriter zip(out, layout);
+  const auto text = [&zip, &prefix](const std::string& name, std::string_view value) {
+    zip.add_entry(prefix + name, std::as_bytes(std::span<const char>(value.data(), value.size())));
+  };
+  text("data.pkl", pkl);
+  text(".format_version", "1");
+  text(".storage_alignment", std::to_string(kStorageAlignment));
+  text("byteorder", "little");
   const ByteSink sink = [&zip](std::span<const std::byte> b) { zip.write(b); };
-  for (Record& r : records) {
-    zip.begin_entry(prefix + "data/" + r.key, r.storage->nbytes());
+  for (Record* r : records) {
+    zip.begin_entry(prefix + "data/" + r->key, r->storage->nbytes());
     try {
-      data.write_storage(*r.storage, sink);
+      data.write_storage(*r->storage, sink);
     } catch (const Error& e) {
-      throw e.in("storage '" + r.key + "'");
+      throw e.in("storage '" + r->key + "'");
     }
     zip.end_entry();
-    r.storage.reset();  // release it (and whatever it made) now
+    r->storage.reset();  // release it (and whatever it made) now
   }
-  const std::string_view version = "3\n";
-  zip.add_entry(prefix + "version",
-                std::as_bytes(std::span<const char>(version.data(), version.size())));
+  text("version", "3\n");
   // torch >= 2.1 ends with .data/serialization_id: 20 digits of a hash of
   // the record names, then 20 of the combined CRC-32 of their data
   // (PyTorchStreamWriter::writeSerializationId). torch hashes the names with
@@ -489,9 +528,9 @@ void write_archive(const std::string& pkl, std::vector<Record>& records, AtomicF
   const auto mix = [&names](std::string_view n) {
     for (const char c : n) names = (names ^ static_cast<unsigned char>(c)) * 0x100000001b3u;
   };
-  mix(prefix + "data.pkl");
-  mix(prefix + "byteorder");
-  for (const Record& r : records) mix(prefix + "data/" + r.key);
+  for (const char* name : {"data.pkl", ".format_version", ".storage_alignment", "byteorder"})
+    mix(prefix + name);
+  for (const Record* r : records) mix(prefix + "data/" + r->key);
   mix(prefix + "version");
   char id_text[48];
   const int id_len = std::snprintf(id_text, sizeof id_text, "%020llu%020llu",
@@ -535,15 +574,14 @@ void write_pytorch(std::vector<NamedTensor>& tensors,
                    DataStreamer& data) {
   const std::string where = out.target().string();
   const std::vector<Nested> nested = nested_groups(tensors, metadata);
-  // One record per distinct storage, keyed "0", "1", ... in first use.
+  // One record per distinct storage (keyed as the pickle names them).
   std::vector<Record> records;
   std::unordered_map<const Storage*, std::size_t> record_of;
   std::vector<std::size_t> tensor_record(tensors.size());
   auto record_for = [&](const Tensor& t) {
     // The storage as torch holds it: a conj or neg view's is unresolved.
     auto [it, fresh] = record_of.emplace(t.file_storage().get(), records.size());
-    if (fresh)
-      records.push_back({t.file_storage(), std::to_string(records.size()), t.dtype(), true});
+    if (fresh) records.push_back({t.file_storage(), t.dtype(), true, false, {}});
     Record& r = records[it->second];
     // torch refuses to save one storage under two dtypes; we fall back to
     // an untyped storage that each view reinterprets (v3 rebuild).
@@ -594,6 +632,7 @@ void write_pytorch(std::vector<NamedTensor>& tensors,
               r.storage->nbytes() % dtype_size(r.dtype) == 0;
 
   Pickler p;
+  RecordKeys keys;
   p.proto2();
   p.ordered_dict();
   auto next_nested = nested.begin();
@@ -605,7 +644,7 @@ void write_pytorch(std::vector<NamedTensor>& tensors,
         // NAME.0 ... NAME.N-1 are one nested tensor NAME.
         if (i == next_nested->first) {
           p.str(name.substr(0, name.size() - 2));
-          nested_tensor(p, *next_nested, records, record_of);
+          nested_tensor(p, keys, *next_nested, records, record_of);
         }
         if (i + 1 == next_nested->first + next_nested->n) ++next_nested;
         continue;
@@ -614,11 +653,11 @@ void write_pytorch(std::vector<NamedTensor>& tensors,
       if (t.is_meta())
         meta_tensor(p, t);
       else if (t.is_sparse())
-        sparse_tensor(p, t, records, record_of);
+        sparse_tensor(p, keys, t, records, record_of);
       else if (t.is_quantized())
-        quantized_tensor(p, t, records[tensor_record[i]], records, record_of);
+        quantized_tensor(p, keys, t, records[tensor_record[i]], records, record_of);
       else
-        plain_tensor(p, t, records[tensor_record[i]]);
+        plain_tensor(p, keys, t, records[tensor_record[i]]);
     }
     p.op(kSetItems);
   }
@@ -626,7 +665,7 @@ void write_pytorch(std::vector<NamedTensor>& tensors,
   // Only the storages are needed from here on.
   tensors.clear();
 
-  write_archive(p.bytes(), records, out, data);
+  write_archive(p.bytes(), keys.order(), out, data);
 }
 
 }  // namespace torchport::formats
@@ -639,8 +678,9 @@ namespace {
 // whose shared references would expand exponentially writes in linear time.
 class TreeWriter {
  public:
-  TreeWriter(std::span<const std::string> allow, const std::string& where)
-      : allow_(allow), where_(where) {}
+  TreeWriter(std::span<const std::string> allow, std::span<const std::string> profiles,
+             const std::string& where)
+      : allow_(allow), profiles_(profiles), where_(where) {}
 
   // Pass 1: every record, in the order pass 2 refers to them (torch numbers
   // storages in first use), and every refusal before a byte is written.
@@ -680,6 +720,21 @@ class TreeWriter {
         if (state.is(Value::Kind::Dict) && state.find("_parameters") && state.find("_modules"))
           refuse(path, "is a pickled torch.nn module (" + o.cls.qualified() +
                            "): a .pt holding it makes torch import and run its class");
+        if (const pickle::ProfileClass* c =
+                pickle::profile_class(profiles_, o.cls.module, o.cls.name)) {
+          // Written only in the form its profile lists (NEWOBJ with no
+          // arguments, BUILD of a dict), in which Python runs none of its code.
+          const bool attributes =
+              state.is_none() ||
+              (state.is(Value::Kind::Dict) &&
+               std::all_of(state.pairs().begin(), state.pairs().end(),
+                           [](const auto& kv) { return kv.first.is(Value::Kind::Str); }));
+          if (c->use != pickle::ProfileUse::object || !o.newobj || o.args.size() != 0 ||
+              !attributes)
+            refuse(path, "is a " + o.cls.qualified() +
+                             " made otherwise than its profile lists (NEWOBJ with no "
+                             "arguments, then a dict of attributes): torch would run its code");
+        }
         check_global(o.cls, path);
         collect(o.args, path);
         collect(state, path);
@@ -687,10 +742,13 @@ class TreeWriter {
       }
       case Value::Kind::Tensor:
         if (v.is_storage()) refuse(path, "is a bare storage, which torchport does not write");
-        if (v.is_numpy_array())
-          refuse(path,
-                 "is a numpy array, which torchport reads as a tensor and cannot write "
-                 "back as an array");
+        if (v.is_numpy_array()) {
+          // Written back as numpy pickles it, its bytes in the pickle.
+          if (numpy_code(v.as_tensor().dtype()).empty())
+            refuse(path, "is a numpy array of " + std::string(dtype_name(v.as_tensor().dtype())) +
+                             ", which numpy has no dtype for");
+          return;
+        }
         tensor_records(v.as_tensor(), path);
         return;
       default:
@@ -723,26 +781,9 @@ class TreeWriter {
       }
       case Value::Kind::Str:
         return p_.str(v.as_str());
-      case Value::Kind::Bytes: {
-        // Protocol 2 has no bytes opcode: Python writes
-        // _codecs.encode(the bytes as latin-1 text, 'latin1').
-        std::string text;
-        for (const char c : v.as_bytes()) {
-          const auto b = static_cast<unsigned char>(c);
-          if (b < 0x80) {
-            text.push_back(c);
-          } else {
-            text.push_back(static_cast<char>(0xC0 | (b >> 6)));
-            text.push_back(static_cast<char>(0x80 | (b & 0x3F)));
-          }
-        }
-        p_.global("_codecs", "encode");
-        p_.str(text);
-        p_.str("latin1");
-        p_.op(kTuple2);
-        p_.op(kReduce);
+      case Value::Kind::Bytes:
+        bytes(v.as_bytes());
         return memoize(v);
-      }
       case Value::Kind::List:
         p_.op(kEmptyList);
         memoize(v);
@@ -775,16 +816,37 @@ class TreeWriter {
         }
         return;
       case Value::Kind::Global:
+        if (const auto member = enum_member(v.as_global())) {
+          // An Enum member, as Python 3.11 pickles one: getattr(cls, 'NAME').
+          p_.global("builtins", "getattr");
+          p_.global(v.as_global().module, std::string(member->first));
+          p_.str(std::string(member->second));
+          p_.op(kTuple2);
+          p_.op(kReduce);
+          return;
+        }
         p_.global(v.as_global().module, v.as_global().name);
         return;
       case Value::Kind::Object: {
-        // cls(*args), then BUILD with the state: what Python's REDUCE and
-        // BUILD made it from (NEWOBJ makes the same objects of the classes
-        // the allow-list holds).
         const Object& o = v.as_object();
+        if (o.cls.is("torch._tensor", "_rebuild_from_type_v2") && o.args.size() == 3 &&
+            o.state.is(Value::Kind::Dict)) {
+          // A tensor subclass as the readers make it (torch_common.hpp,
+          // rebuild_tensors): its state is the call's fourth argument, as
+          // torch.Tensor._reduce_ex_internal writes it.
+          p_.global(o.cls.module, o.cls.name);
+          p_.op(kMark);
+          for (const Value& x : o.args.items()) write(x);
+          write(o.state);
+          p_.op(kTuple);
+          p_.op(kReduce);
+          return memoize(v);
+        }
+        // cls(*args) (REDUCE) or cls.__new__(cls, *args) (NEWOBJ), as the
+        // object was made, then BUILD with the state.
         p_.global(o.cls.module, o.cls.name);
         write(o.args);
-        p_.op(kReduce);
+        p_.op(o.newobj ? kNewObj : kReduce);
         memoize(v);
         if (!o.state.is_none()) {
           write(o.state);
@@ -794,27 +856,32 @@ class TreeWriter {
       }
       case Value::Kind::Tensor: {
         const Tensor& t = v.as_tensor();
+        if (v.is_numpy_array()) {
+          numpy_array(t, v.numpy_core_module());
+          return memoize(v);
+        }
         if (t.is_meta())
           meta_tensor(p_, t);
         else if (t.is_sparse())
-          sparse_tensor(p_, t, records_, record_of_);
+          sparse_tensor(p_, keys_, t, records_, record_of_);
         else if (t.is_quantized())
-          quantized_tensor(p_, t, records_[record_of_.at(t.file_storage().get())], records_,
+          quantized_tensor(p_, keys_, t, records_[record_of_.at(t.file_storage().get())], records_,
                            record_of_);
         else
-          plain_tensor(p_, t, records_[record_of_.at(t.file_storage().get())]);
+          plain_tensor(p_, keys_, t, records_[record_of_.at(t.file_storage().get())]);
         return memoize(v);
       }
     }
   }
 
-  std::vector<Record>& finish_records() {
+  void finish_records() {
     for (Record& r : records_)
       r.typed = r.typed && !legacy_storage_class(r.dtype).empty() &&
                 r.storage->nbytes() % dtype_size(r.dtype) == 0;
-    return records_;
   }
   Pickler& pickler() { return p_; }
+  // The records in the order the pickle named them (after write()).
+  const std::vector<Record*>& records() const { return keys_.order(); }
 
  private:
   [[noreturn]] void refuse(const std::string& path, const std::string& what) const {
@@ -822,7 +889,30 @@ class TreeWriter {
                 std::string(path.empty() ? "the whole object " : "the value ") + what, path,
                 std::nullopt, where_);
   }
+  // An Enum member the readers made of getattr(cls, 'NAME') (module "m",
+  // name "Cls.NAME"), of an allowed Enum (a DCP one, or an active
+  // profile's): the class's name and the member's.
+  std::optional<std::pair<std::string_view, std::string_view>> enum_member(const Global& g) const {
+    const std::string_view n = g.name;
+    const auto dot = n.find('.');
+    if (dot == std::string_view::npos || n.find('.', dot + 1) != std::string_view::npos)
+      return std::nullopt;
+    const std::string_view cls = n.substr(0, dot), member = n.substr(dot + 1);
+    const pickle::ProfileClass* c = pickle::profile_class(profiles_, g.module, cls);
+    if (pickle::allowed_enum_member(g.module, cls, member) ||
+        (c != nullptr && c->use == pickle::ProfileUse::enum_member &&
+         pickle::enum_member_name(member)))
+      return std::pair{cls, member};
+    return std::nullopt;
+  }
   void check_global(const Global& g, const std::string& path) const {
+    // A TorchScript class (__torch__.*) exists only inside torch.jit.load's
+    // compilation unit: no Python loader can import it, allowed or not.
+    if (g.module == "__torch__" || g.module.starts_with("__torch__."))
+      refuse(path, "names the TorchScript class " + g.qualified() +
+                       ", which only torch.jit.load makes (no torch.load can import it): a .pt "
+                       "cannot hold it; write the tensors alone (--tensors-only)");
+    if (enum_member(g) || pickle::profile_class(profiles_, g.module, g.name) != nullptr) return;
     if (pickle::classify_global(g.module, g.name, allow_) != pickle::GlobalClass::allowed)
       refuse(path, "names " + g.qualified() +
                        ", which is not on the allow-list: a .pt naming it would make torch "
@@ -831,8 +921,7 @@ class TreeWriter {
   }
   std::size_t record_for(const Tensor& t) {
     auto [it, fresh] = record_of_.emplace(t.file_storage().get(), records_.size());
-    if (fresh)
-      records_.push_back({t.file_storage(), std::to_string(records_.size()), t.dtype(), true});
+    if (fresh) records_.push_back({t.file_storage(), t.dtype(), true, false, {}});
     Record& r = records_[it->second];
     if (r.dtype != t.dtype()) r.typed = false;  // one storage, two dtypes: untyped (v3)
     return it->second;
@@ -861,6 +950,121 @@ class TreeWriter {
   void memoize(const Value& v) {
     if (v.identity() != nullptr) memo_.emplace(v.identity(), p_.put());
   }
+  // Protocol 2 has no bytes opcode: Python writes
+  // _codecs.encode(the bytes as latin-1 text, 'latin1').
+  void bytes(std::string_view raw) {
+    std::string text;
+    text.reserve(raw.size());
+    for (const char c : raw) {
+      const auto b = static_cast<unsigned char>(c);
+      if (b < 0x80) {
+        text.push_back(c);
+      } else {
+        text.push_back(static_cast<char>(0xC0 | (b >> 6)));
+        text.push_back(static_cast<char>(0x80 | (b & 0x3F)));
+      }
+    }
+    p_.global("_codecs", "encode");
+    p_.str(text);
+    p_.str("latin1");
+    p_.op(kTuple2);
+    p_.op(kReduce);
+  }
+  // numpy's dtype code of a dtype numpy has, or "".
+  static std::string_view numpy_code(DType d) noexcept {
+    switch (d) {
+      case DType::BOOL:
+        return "b1";
+      case DType::U8:
+        return "u1";
+      case DType::I8:
+        return "i1";
+      case DType::I16:
+        return "i2";
+      case DType::U16:
+        return "u2";
+      case DType::I32:
+        return "i4";
+      case DType::U32:
+        return "u4";
+      case DType::I64:
+        return "i8";
+      case DType::U64:
+        return "u8";
+      case DType::F16:
+        return "f2";
+      case DType::F32:
+        return "f4";
+      case DType::F64:
+        return "f8";
+      case DType::C64:
+        return "c8";
+      case DType::C128:
+        return "c16";
+      default:
+        return "";
+    }
+  }
+  // A numpy array as numpy's own __reduce__ pickles it at protocol 2:
+  // _reconstruct(ndarray, (0,), b'b') then BUILD (1, shape, dtype,
+  // is_fortran, raw bytes), the dtype as dtype(code, False, True) with BUILD
+  // (3, byte order, None, None, None, -1, -1, 0). The module is spelled as
+  // the input spelled it (`core`: numpy 2's numpy._core, or numpy.core,
+  // which numpy 1 has and numpy 2 keeps as an alias): torch's weights_only
+  // allow-list matches the name, and a library that allows numpy 2's
+  // _reconstruct (transformers' safe_globals) allows only that spelling.
+  // The elements are written in the host's (little-endian) order.
+  void numpy_array(const Tensor& t, std::string_view core) {
+    // A Fortran-ordered array (as numpy made it, its storage holding the
+    // elements column by column) keeps its order; any other view is written
+    // in C order.
+    const bool fortran = t.dim() > 1 && t.storage_offset() == 0 && !t.is_contiguous() &&
+                         t.strides() == fortran_strides(t.shape()) &&
+                         t.storage()->nbytes() >= t.nbytes();
+    const Tensor data = fortran ? t : t.contiguous();
+    const auto raw = fortran ? t.storage()->bytes().subspan(0, t.nbytes()) : data.bytes();
+    const std::string_view code = numpy_code(t.dtype());
+    p_.global(std::string(core) + ".multiarray", "_reconstruct");
+    p_.global("numpy", "ndarray");
+    p_.integer(0);
+    p_.op(kTuple1);
+    bytes("b");
+    p_.op(kTuple3);
+    p_.op(kReduce);
+    p_.op(kMark);
+    p_.integer(1);
+    p_.int_tuple(t.shape());
+    p_.global("numpy", "dtype");
+    p_.str(code);
+    p_.op(kNewFalse);
+    p_.op(kNewTrue);
+    p_.op(kTuple3);
+    p_.op(kReduce);
+    p_.op(kMark);
+    p_.integer(3);
+    p_.str(dtype_size(t.dtype()) == 1 ? "|" : "<");
+    p_.op(kNone);
+    p_.op(kNone);
+    p_.op(kNone);
+    p_.integer(-1);
+    p_.integer(-1);
+    p_.integer(0);
+    p_.op(kTuple);
+    p_.op('b');  // BUILD
+    p_.op(fortran ? kNewTrue : kNewFalse);
+    bytes(std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()));
+    p_.op(kTuple);
+    p_.op('b');  // BUILD
+  }
+  static Shape fortran_strides(const Shape& shape) {
+    Shape s(shape.size(), 1);
+    std::int64_t acc = 1;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      s[i] = acc;
+      acc *= std::max<std::int64_t>(shape[i], 1);
+    }
+    return s;
+  }
   void batches(const Value::Items& items, char op) {
     for (std::size_t start = 0; start < items.size(); start += kBatch) {
       p_.op(kMark);
@@ -870,8 +1074,10 @@ class TreeWriter {
   }
 
   std::span<const std::string> allow_;
+  std::span<const std::string> profiles_;
   const std::string& where_;
   Pickler p_;
+  RecordKeys keys_;
   std::vector<Record> records_;
   std::unordered_map<const Storage*, std::size_t> record_of_;
   std::unordered_set<const void*> seen_;
@@ -880,18 +1086,19 @@ class TreeWriter {
 
 }  // namespace
 
-void write_pytorch_tree(const Value& root, std::span<const std::string> allow, AtomicFile& out,
+void write_pytorch_tree(const Value& root, std::span<const std::string> allow,
+                        std::span<const std::string> profiles, AtomicFile& out,
                         DataStreamer& data) {
   const std::string where = out.target().string();
-  TreeWriter w(allow, where);
+  TreeWriter w(allow, profiles, where);
   std::string path;
   w.collect(root, path);
-  std::vector<Record>& records = w.finish_records();
+  w.finish_records();
   Pickler& p = w.pickler();
   p.proto2();
   w.write(root);
   p.op(kStop);
-  write_archive(p.bytes(), records, out, data);
+  write_archive(p.bytes(), w.records(), out, data);
 }
 
 }  // namespace torchport::formats

@@ -1,7 +1,16 @@
-// Writes safetensors as the reference implementation does (safetensors/src/
-// tensor.rs `prepare` and `serialize_to_file`): tensors sorted so each one's
-// data is aligned for its dtype, the JSON header padded with spaces to a
-// multiple of 8, then the data in header order.
+// Writes safetensors (the layout of safetensors/src/tensor.rs
+// `serialize_to_file`): the JSON header padded with spaces to a multiple of
+// 8, then the data in header order, the tensors in the catalogue's order.
+// The reference writer sorts them by dtype (so that each is aligned); we
+// keep the order torch.save kept, which readers that list tensors by their
+// data (torchport's, safetensors >= 0.6's load_file) give back. Unaligned
+// data is valid safetensors (0.4.5 and 0.8.0 read it; the spec asks for no
+// alignment): a reader that maps tensors in place copies those few. On
+// torchvision's models none is unaligned in F32; converted to BF16, only
+// BatchNorm's I64 num_batches_tracked can be (6 of EfficientNet-B0's 360
+// tensors, 48 bytes; 31 of RegNetY-400MF's 384, 248 bytes). An F4 tensor's
+// shape is written as safetensors 0.8.0 writes it: its last dimension in
+// 4-bit values, twice torch's.
 
 #include <algorithm>
 #include <charconv>
@@ -18,7 +27,7 @@ namespace {
 
 // Dtypes torchport has that the safetensors spec does not define.
 bool safetensors_has(DType d) {
-  return d != DType::C32 && d != DType::C128 && d != DType::F8_E4M3FNUZ &&
+  return d != DType::C32 && d != DType::C128 && d != DType::BC32 && d != DType::F8_E4M3FNUZ &&
          d != DType::F8_E5M2FNUZ && !is_bits(d);
 }
 
@@ -74,23 +83,24 @@ void write_safetensors(std::vector<NamedTensor>& tensors,
                   "safetensors has no dtype for " + std::string(dtype_torch_name(t.dtype())) +
                       "; write PyTorch format instead (--format pytorch)",
                   name, std::nullopt, out.target().string());
+    // safetensors counts F4 in 4-bit values along the last dimension (twice
+    // torch's); a 0-d tensor has no dimension to count them in, and
+    // safetensors refuses it too ("does not end up at a byte boundary").
+    if (t.dtype() == DType::F4 && t.dim() == 0)
+      throw Error(ErrorCode::unsupported,
+                  "a 0-d float4_e2m1fn_x2 tensor: safetensors' F4 counts 4-bit values along the "
+                  "last dimension, which a 0-d tensor has not; write PyTorch format instead "
+                  "(--format pytorch)",
+                  name, std::nullopt, out.target().string());
   }
   for (const auto& [k, v] : metadata)
     if (!detail::is_utf8(k) || !detail::is_utf8(v))
       throw Error(ErrorCode::invalid_argument, "metadata entry is not valid UTF-8", k, std::nullopt,
                   out.target().string());
 
-  // Largest alignment first: every offset is then a sum of sizes that are
-  // multiples of the current tensor's alignment (all alignments being
-  // powers of two), so each tensor's data is aligned in the file.
-  std::stable_sort(tensors.begin(), tensors.end(), [](const NamedTensor& a, const NamedTensor& b) {
-    const std::size_t x = dtype_alignment(a.tensor.dtype()), y = dtype_alignment(b.tensor.dtype());
-    return x != y ? x > y : a.name < b.name;
-  });
-
   // The header, written straight out (a JSON object with a key lookup per
   // insert made this quadratic in the tensor count): __metadata__ first,
-  // then the tensors in data order, as the reference writer orders them.
+  // then the tensors in data order, the catalogue's.
   std::map<std::string, std::string> meta = metadata;
   // transformers refuses safetensors files without format metadata.
   meta.emplace("format", "pt");
@@ -114,7 +124,9 @@ void write_safetensors(std::vector<NamedTensor>& tensors,
     text += "\",\"shape\":[";
     for (std::size_t d = 0; d < t.shape().size(); ++d) {
       if (d != 0) text += ',';
-      json_uint(text, static_cast<std::uint64_t>(t.shape()[d]));
+      auto n = static_cast<std::uint64_t>(t.shape()[d]);
+      if (t.dtype() == DType::F4 && d + 1 == t.shape().size()) n *= 2;  // 4-bit values
+      json_uint(text, n);
     }
     text += "],\"data_offsets\":[";
     json_uint(text, offset);

@@ -177,7 +177,7 @@ SaveResult save(TensorCatalog catalog, const fs::path& path, SaveFormat format,
     catalog = TensorCatalog();
     DataStreamer data(options, total);
     AtomicFile out(path);
-    formats::write_pytorch_tree(root, options.allow, out, data);
+    formats::write_pytorch_tree(root, options.allow, options.profiles, out, data);
     SaveResult result;
     result.tensor_bytes = total;
     result.file_bytes = out.size();

@@ -7,6 +7,7 @@
 
 #include "torchport/core/error.hpp"
 #include "torchport/detail/utf8.hpp"
+#include "torchport/detail/work.hpp"
 
 namespace torchport::formats {
 namespace {
@@ -21,10 +22,14 @@ bool is_mapped(const Storage& storage) noexcept {
   return storage.borrowed() && !storage.writable();
 }
 
-void release_storage_pages(const Storage& storage, std::uint64_t offset, std::uint64_t n) noexcept {
+void release_storage_pages(const Storage& storage, std::uint64_t offset, std::uint64_t n,
+                           detail::PageReleaser* batch) noexcept {
   if (!is_mapped(storage) || n == 0 || offset >= storage.nbytes()) return;
   if (storage.file_backed()) {
-    storage.release_pages(offset, n);
+    if (batch != nullptr)
+      batch->add(storage, offset, n);
+    else
+      storage.release_pages(offset, n);
     return;
   }
 #ifdef MADV_PAGEOUT
@@ -40,7 +45,10 @@ void release_storage_pages(const Storage& storage, std::uint64_t offset, std::ui
   const auto start = reinterpret_cast<std::uintptr_t>(storage.bytes().data() + offset);
   const auto begin = (start + page - 1) & ~(page - 1);
   const auto end = (start + n) & ~(page - 1);
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
+  if (end > begin) {
+    detail::count(detail::work().page_advice);
+    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
+  }
 #endif
 }
 
@@ -49,7 +57,8 @@ void DataStreamer::write_bytes(std::span<const std::byte> bytes, const Storage* 
   while (!bytes.empty()) {
     const auto piece = bytes.first(std::min(bytes.size(), kChunk));
     sink(piece);
-    if (storage && options_.release_pages) release_storage_pages(*storage, offset, piece.size());
+    if (storage && options_.release_pages)
+      release_storage_pages(*storage, offset, piece.size(), &released_);
     bytes = bytes.subspan(piece.size());
     offset += piece.size();
     done_ += piece.size();
@@ -71,11 +80,11 @@ std::uint64_t DataStreamer::write_tensor(const Tensor& t, const ByteSink& sink) 
   std::vector<std::byte> buf(static_cast<std::size_t>(t.nbytes()));
   t.copy_to(buf);
   write_bytes(buf, nullptr, 0, sink);
-  if (options_.release_pages) release_view_pages(t);
+  if (options_.release_pages) release_view_pages(t, &released_);
   return t.nbytes();
 }
 
-void release_view_pages(const Tensor& t) noexcept {
+void release_view_pages(const Tensor& t, detail::PageReleaser* batch) noexcept {
   if (!t.defined() || t.numel() == 0) return;
   // The view's footprint in its storage: [offset, last reachable element]
   // (the Tensor constructor checked that this lies inside the storage).
@@ -83,7 +92,7 @@ void release_view_pages(const Tensor& t) noexcept {
   for (std::size_t i = 0; i < t.shape().size(); ++i) last += (t.shape()[i] - 1) * t.strides()[i];
   const std::uint64_t elem = dtype_size(t.dtype());
   release_storage_pages(*t.storage(), static_cast<std::uint64_t>(t.storage_offset()) * elem,
-                        static_cast<std::uint64_t>(last - t.storage_offset() + 1) * elem);
+                        static_cast<std::uint64_t>(last - t.storage_offset() + 1) * elem, batch);
 }
 
 std::uint64_t DataStreamer::write_storage(const Storage& storage, const ByteSink& sink) {

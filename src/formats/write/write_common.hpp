@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "torchport/core/tensor.hpp"
+#include "torchport/detail/page_release.hpp"
 #include "torchport/formats/save.hpp"
 
 namespace torchport::formats {
@@ -38,6 +39,9 @@ class DataStreamer {
                    const ByteSink& sink);
 
   const SaveOptions& options_;
+  // The mapped pages written out, dropped a few large ranges at a time
+  // (not one madvise per tensor).
+  detail::PageReleaser released_;
   std::uint64_t total_ = 0;
   std::uint64_t done_ = 0;
   std::uint64_t reported_ = 0;
@@ -51,9 +55,11 @@ bool is_mapped(const Storage& storage) noexcept;
 /// when it is known to be file-backed, else MADV_PAGEOUT, which is safe on
 /// any memory (it never loses data) but also evicts the file's page cache.
 /// Does nothing for storages that are not mapped.
-void release_storage_pages(const Storage& storage, std::uint64_t offset, std::uint64_t n) noexcept;
-/// `release_storage_pages` over the bytes `t` can reach.
-void release_view_pages(const Tensor& t) noexcept;
+void release_storage_pages(const Storage& storage, std::uint64_t offset, std::uint64_t n,
+                           detail::PageReleaser* batch = nullptr) noexcept;
+/// `release_storage_pages` over the bytes `t` can reach; pages of a mapped
+/// file go through `batch` when one is given (see `detail::PageReleaser`).
+void release_view_pages(const Tensor& t, detail::PageReleaser* batch = nullptr) noexcept;
 /// \throws Error(invalid_argument) naming the tensor when its name is not UTF-8.
 void check_name(std::string_view name, std::string_view format);
 

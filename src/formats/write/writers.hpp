@@ -39,8 +39,12 @@ void write_pytorch(std::vector<NamedTensor>& tensors,
 /// `SaveOptions::keep_tree`): containers, numbers, strings, objects and
 /// tensors as torch.load returns them. Refuses, before writing a byte, a
 /// global or object class that is not on the allow-list (nor matched by
-/// `allow`), a pickled nn.Module, and nested tensors inside other values.
-void write_pytorch_tree(const Value& root, std::span<const std::string> allow, AtomicFile& out,
-                        DataStreamer& data);
+/// `allow`, nor a class of an active profile in `profiles` used in its
+/// profile's form), a pickled nn.Module, and nested tensors inside other
+/// values. Objects are written as they were made (REDUCE or NEWOBJ); Enum
+/// members as `builtins.getattr(cls, 'NAME')`; tensor subclasses as
+/// `_rebuild_from_type_v2(_rebuild_wrapper_subclass, cls, args, state)`.
+void write_pytorch_tree(const Value& root, std::span<const std::string> allow,
+                        std::span<const std::string> profiles, AtomicFile& out, DataStreamer& data);
 
 }  // namespace torchport::formats

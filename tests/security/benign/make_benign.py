@@ -38,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "crafted"))
 import make_crafted as mc  # noqa: E402  (its builders; it writes nothing on import)
 
-GROUPS = ("tar", "numpy", "compressed", "stacked", "model_folder", "hf_snapshot", "truncated")
+GROUPS = ("tar", "numpy", "compressed", "stacked", "model_folder", "hf_snapshot", "truncated", "weights_only")
 CASES = []  # expected.json entries
 FILES = []  # (path, bytes | mc.Link)
 
@@ -308,6 +308,40 @@ entry("truncated/legacy_cut.pt", verdict="truncated", source="a legacy torch.sav
       data=LEGACY[:len(LEGACY) - 20])
 entry("truncated/float32_cut.npy", verdict="truncated", source="an .npy cut inside its data",
       data=npy_bytes(F32)[:-8])
+
+# --- the twins of crafted/weights_only/: the same builders, no payload -------
+# Each is checked by torch 1.13's torch.load where it reads it (1.13 has no
+# sub-byte dtypes, no _rebuild_sparse_tensor for CSR, no 4-tuple COO); all
+# are checked against torch 2.6 and the current torch by
+# tests/interop/check_weights_only.py, which compares "torch_weights_only"
+# (the answer for the current release, and the first release it holds
+# from) with what each torch.load does.
+T12 = torch.tensor([1.0, 2.0])
+SPARSE = torch.sparse_coo_tensor(torch.tensor([[0, 1], [0, 1]]), torch.tensor([1.0, 2.0]), (2, 2))
+WO_TWINS = [
+    # (name, what torch 1.13 loads or None, loads in the current release, since, source)
+    ("setitem_on_dict", {"w": T12, "step": 7.0}, True, "2.6", "SETITEM on the dict holding the tensor"),
+    ("setitem_on_list", {"w": [7.0]}, False, "2.10",
+     "SETITEM on a list: torch 2.6 to 2.9 load it, >= 2.10 refuse (only dict, OrderedDict, Counter)"),
+    ("tensor", {"w": T12}, True, "2.6", "a storage whose record holds it exactly, viewed inside it"),
+    ("append_to_list", {"w": [T12]}, True, "2.6", "APPEND of a tensor to a list"),
+    ("sparse_coo", {"s": SPARSE}, True, "2.6", "a valid COO tensor, as torch 1.13 writes it"),
+    ("sparse_coo_coalesced", None, True, "2.6", "a valid COO tensor saved as coalesced, as torch 2.x writes it"),
+    ("sparse_csr", None, True, "2.6", "a valid CSR tensor, as torch 2.x writes it"),
+    ("sparse_legacy_constructor", {"s": SPARSE}, True, "2.6", "torch.sparse.FloatTensor(indices, values, size)"),
+    ("dtype_int4", None, True, "2.7", "torch.int4 as a value: on the default list from 2.7"),
+    ("dtype_float4_e2m1fn_x2", None, True, "2.8", "torch.float4_e2m1fn_x2 as a value: on the default list from 2.8"),
+    ("dtype_bcomplex32", None, True, "2.14", "torch.bcomplex32 as a value: on the default list from 2.14"),
+]
+for name, want, loads, since, source in WO_TWINS:
+    data = mc.WEIGHTS_ONLY[name]()
+    if want is not None:
+        got = torch.load(io.BytesIO(data))
+        dense = {k: v.to_dense() if isinstance(v, torch.Tensor) and v.is_sparse else v for k, v in got.items()}
+        want = {k: v.to_dense() if isinstance(v, torch.Tensor) and v.is_sparse else v for k, v in want.items()}
+        assert same(dense, want), (name, got)
+    entry(f"weights_only/{name}.pt", source=source, data=data)
+    CASES[-1]["torch_weights_only"] = {"loads": loads, "since": since}
 
 
 def main():

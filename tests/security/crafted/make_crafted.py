@@ -396,7 +396,7 @@ case("copyreg_reconstructor.pt",
 # every byte a loader could unpickle, so these are unsafe too.
 
 CMD = "touch /tmp/torchport-pwned"
-GROUPS = ("hf_snapshot", "tar", "numpy", "compressed", "stacked", "vm_refuses", "advisories")
+GROUPS = ("hf_snapshot", "tar", "numpy", "compressed", "stacked", "vm_refuses", "advisories", "weights_only")
 TREES = []  # (folder relative to crafted/, [(path in folder, bytes | Link)])
 
 
@@ -968,6 +968,167 @@ def zip_bad_crc(pkl):
 
 adv("zip_bad_crc_payload.pt", zip_bad_crc(payload()), "posix.system",
     "picklescan GHSA-7q5r-7gvp-wc82: a CRC error stops zipfile-based scanners, not torch.load")
+
+
+# --- torch's weights_only rules, 2.6 to 2.14 ---------------------------------
+# Files where torch releases read one pickle differently: torch >= 2.10
+# refuses SETITEM on anything but a dict (CVE-2026-24747: SETITEM on a
+# tensor wrote into its data, past its record with a storage declared
+# larger than it); it checks that a storage's record holds exactly the
+# declared bytes; torch.load validates sparse tensors (1.13 to 2.7 always,
+# 2.8 to 2.13 never by default, 2.14 under weights_only). Each is a torch
+# zip in the opcodes torch writes (protocol 2, EMPTY_DICT + SETITEMS: what
+# the weights_only unpickler reads), its payload harmless (the item set is
+# a number, the indices point past a 2x2 size); each has a benign twin in
+# benign/weights_only/ (make_benign.py), built by the same function
+# without the payload. "torch_weights_only": null says the scan gives no
+# verdict (our reader refuses the file: torch releases read it differently).
+
+def u2(text):
+    """BINUNICODE, without PROTO: a body to splice."""
+    return bytes(P(2).s(text).b[2:])
+
+
+def i2(v):
+    return bytes(P(2).i(v).b[2:])
+
+
+def tuple2(*bodies):
+    return b"(" + b"".join(bodies) + b"t"
+
+
+def wo_tensor(key="0", numel=2, size=(2,), stride=(1,), offset=0, storage="FloatStorage"):
+    """torch._utils._rebuild_tensor_v2 of storage `key`, as torch.save writes it."""
+    pid = tuple2(u2("storage"), b"ctorch\n" + storage.encode() + b"\n", u2(key), u2("cpu"), i2(numel)) + b"Q"
+    return (b"ctorch._utils\n_rebuild_tensor_v2\n" +
+            tuple2(pid, i2(offset), tuple2(*map(i2, size)), tuple2(*map(i2, stride)), b"\x89",
+                   b"ccollections\nOrderedDict\n)R") + b"R")
+
+
+def wo_zip(body, records):
+    """A torch zip whose data.pkl is {...} built by `body` (EMPTY_DICT, MARK, body, SETITEMS)."""
+    return torch_zip(b"\x80\x02}(" + body + b"u.", extra=records)
+
+
+F32_12 = [("data/0", struct.pack("<2f", 1.0, 2.0))]
+SEVEN = b"G" + struct.pack(">d", 7.0)  # BINFLOAT 7.0: the item a SETITEM sets
+
+
+def wo_sparse_coo(indices, size, coalesced=None):
+    """_rebuild_sparse_tensor(_get_layout('torch.sparse_coo'), (indices, values, size[, is_coalesced]))
+    of int64 `indices` [2, nnz] and float32 values 1, 2, ..."""
+    nnz = len(indices[0])
+    layout = b"ctorch.serialization\n_get_layout\n" + u2("torch.sparse_coo") + b"\x85R"
+    data = [wo_tensor("0", 2 * nnz, (2, nnz), (nnz, 1), storage="LongStorage"),
+            wo_tensor("1", nnz, (nnz,), (1,)), tuple2(*map(i2, size))]
+    if coalesced is not None:
+        data.append(b"\x88" if coalesced else b"\x89")
+    body = u2("s") + b"ctorch._utils\n_rebuild_sparse_tensor\n" + tuple2(layout, tuple2(*data)) + b"R"
+    return wo_zip(body, [("data/0", struct.pack(f"<{2 * nnz}q", *indices[0], *indices[1])),
+                         ("data/1", struct.pack(f"<{nnz}f", *range(1, nnz + 1)))])
+
+
+def wo_sparse_csr(crow, col, size):
+    nnz = len(col)
+    layout = b"ctorch.serialization\n_get_layout\n" + u2("torch.sparse_csr") + b"\x85R"
+    data = [wo_tensor("0", len(crow), (len(crow),), (1,), storage="LongStorage"),
+            wo_tensor("1", nnz, (nnz,), (1,), storage="LongStorage"),
+            wo_tensor("2", nnz, (nnz,), (1,)), tuple2(*map(i2, size))]
+    body = u2("s") + b"ctorch._utils\n_rebuild_sparse_tensor\n" + tuple2(layout, tuple2(*data)) + b"R"
+    return wo_zip(body, [("data/0", struct.pack(f"<{len(crow)}q", *crow)),
+                         ("data/1", struct.pack(f"<{nnz}q", *col)),
+                         ("data/2", struct.pack(f"<{nnz}f", *range(1, nnz + 1)))])
+
+
+def wo_sparse_legacy(indices, size):
+    """torch.sparse.FloatTensor(indices, values, torch.Size(size)): the legacy constructor."""
+    nnz = len(indices[0])
+    body = (u2("s") + b"ctorch.sparse\nFloatTensor\n" +
+            tuple2(wo_tensor("0", 2 * nnz, (2, nnz), (nnz, 1), storage="LongStorage"),
+                   wo_tensor("1", nnz, (nnz,), (1,)), b"ctorch\nSize\n" + tuple2(*map(i2, size)) + b"\x85R") + b"R")
+    return wo_zip(body, [("data/0", struct.pack(f"<{2 * nnz}q", *indices[0], *indices[1])),
+                         ("data/1", struct.pack(f"<{nnz}f", *range(1, nnz + 1)))])
+
+
+# The files of both folders, by name: (builder, twin in benign/weights_only).
+WEIGHTS_ONLY = {
+    # SETITEM / SETITEMS whose target is the tensor: t[0] = 7.0.
+    "setitem_on_tensor": lambda: wo_zip(u2("w") + wo_tensor() + i2(0) + SEVEN + b"s", F32_12),
+    "setitems_on_tensor": lambda: wo_zip(u2("w") + wo_tensor() + b"(" + i2(0) + SEVEN + b"u", F32_12),
+    # ... aimed at the dict instead: {"w": t, "step": 7.0}.
+    "setitem_on_dict": lambda: torch_zip(b"\x80\x02}(" + u2("w") + wo_tensor() + b"u" + u2("step") + SEVEN
+                                         + b"s.", extra=F32_12),
+    # ... at a list: {"w": [7.0]} (2.6 to 2.9 load it, >= 2.10 refuse).
+    "setitem_on_list": lambda: wo_zip(u2("w") + b"]" + i2(5) + b"a" + i2(0) + SEVEN + b"s", []),
+    # The CVE's other half: the storage declared 1024 floats over a record of
+    # two, and t[0] = 7.0 (inside the record: harmless).
+    "storage_larger_than_record": lambda: wo_zip(u2("w") + wo_tensor(numel=1024) + i2(0) + SEVEN + b"s", F32_12),
+    "storage_smaller_than_record": lambda: wo_zip(u2("w") + wo_tensor(numel=1, size=(1,)), F32_12),
+    "tensor": lambda: wo_zip(u2("w") + wo_tensor(), F32_12),
+    "append_on_tensor": lambda: wo_zip(u2("w") + wo_tensor() + SEVEN + b"a", F32_12),
+    "append_to_list": lambda: wo_zip(u2("w") + b"]" + wo_tensor() + b"a", F32_12),
+    "view_past_storage": lambda: wo_zip(u2("w") + wo_tensor(offset=1), F32_12),
+    "persistent_id_int": lambda: wo_zip(u2("w") + i2(0) + b"Q", F32_12),
+    "persistent_id_text": lambda: wo_zip(u2("w") + u2("storage") + b"Q", F32_12),
+    "persistent_id_module": lambda: wo_zip(
+        u2("w") + tuple2(u2("module"), b"ctorch\nFloatStorage\n", u2("0"), u2("cpu"), i2(2)) + b"Q", F32_12),
+    "sparse_coo": lambda: wo_sparse_coo([[0, 1], [0, 1]], (2, 2)),
+    "sparse_coo_index_out_of_range": lambda: wo_sparse_coo([[0, 5], [0, 1]], (2, 2)),
+    "sparse_coo_negative_index": lambda: wo_sparse_coo([[0, 1], [-1, 1]], (2, 2)),
+    "sparse_coo_coalesced": lambda: wo_sparse_coo([[0, 1], [0, 1]], (2, 2), coalesced=True),
+    "sparse_coo_coalesced_with_duplicates": lambda: wo_sparse_coo([[1, 1], [1, 1]], (2, 2), coalesced=True),
+    "sparse_csr": lambda: wo_sparse_csr([0, 1, 2], [0, 1], (2, 2)),
+    "sparse_csr_column_out_of_range": lambda: wo_sparse_csr([0, 1, 2], [0, 7], (2, 2)),
+    "sparse_csr_unsorted_columns": lambda: wo_sparse_csr([0, 2, 2], [1, 0], (2, 2)),
+    "sparse_legacy_constructor": lambda: wo_sparse_legacy([[0, 1], [0, 1]], (2, 2)),
+    "sparse_legacy_constructor_out_of_range": lambda: wo_sparse_legacy([[0, 5], [0, 1]], (2, 2)),
+    # Dtypes the default list gained after 2.6, referenced as values.
+    "dtype_int4": lambda: wo_zip(u2("dtype") + b"ctorch\nint4\n", []),
+    "dtype_float4_e2m1fn_x2": lambda: wo_zip(u2("dtype") + b"ctorch\nfloat4_e2m1fn_x2\n", []),
+    "dtype_bcomplex32": lambda: wo_zip(u2("dtype") + b"ctorch\nbcomplex32\n", []),
+}
+
+
+def wo_entry(name, twin, verdict, source, reason="", wo=None):
+    entry(f"weights_only/{name}.pt", verdict=verdict, glob="", reason=reason, dangerous=False,
+          source=f"{source} (benign twin: benign/weights_only/{twin}.pt)", data=WEIGHTS_ONLY[name]())
+    CASES[-1]["torch_weights_only"] = wo
+
+
+wo_entry("setitem_on_tensor", "setitem_on_dict", "unsafe",
+         "CVE-2026-24747: SETITEM on a rebuilt tensor; torch 1.13 and 2.6 to 2.9 write t[0] = 7.0 into its "
+         "data, torch >= 2.10 refuses: refused as ambiguous", reason="ambiguous")
+wo_entry("setitems_on_tensor", "setitem_on_dict", "unsafe",
+         "SETITEMS on a rebuilt tensor, as SETITEM", reason="ambiguous")
+wo_entry("storage_larger_than_record", "tensor", "unsafe",
+         "CVE-2026-24747: a storage declared as 1024 floats over a record of 2, and SETITEM on its tensor; "
+         "torch < 2.10 reads (and writes) past the record, torch >= 2.10 refuses (record size)",
+         reason="oversized-storage")
+wo_entry("storage_smaller_than_record", "tensor", "malformed",
+         "a storage declared as 1 float over a record of 2: torch < 2.10 drops the rest, >= 2.10 refuses")
+wo_entry("append_on_tensor", "append_to_list", "malformed",
+         "APPEND on a tensor: every torch refuses (no append; weights_only: only lists)")
+wo_entry("view_past_storage", "tensor", "malformed",
+         "a view of 2 floats at offset 1 of a storage of 2: every torch refuses (set_ out of bounds)")
+wo_entry("persistent_id_int", "tensor", "malformed",
+         "an int persistent id: torch 2.6 to 2.8's weights_only refuses it, >= 2.9 passes it to "
+         "persistent_load, which refuses it")
+wo_entry("persistent_id_text", "tensor", "unscannable",
+         "a text persistent id ('storage'): torch.load's persistent_load refuses it (a tuple only)")
+wo_entry("persistent_id_module", "tensor", "unscannable",
+         "a persistent id of kind 'module': torch's weights_only refuses it (only storage)")
+wo_entry("sparse_coo_index_out_of_range", "sparse_coo", "malformed",
+         "a COO index past its size: torch 1.13 to 2.7 and >= 2.14 refuse, 2.8 to 2.13 load it unchecked")
+wo_entry("sparse_coo_negative_index", "sparse_coo", "malformed", "a negative COO index, as above")
+wo_entry("sparse_coo_coalesced_with_duplicates", "sparse_coo_coalesced", "malformed",
+         "a COO tensor saved as coalesced with a repeated entry: torch 2.6, 2.7 and >= 2.14 refuse")
+wo_entry("sparse_csr_column_out_of_range", "sparse_csr", "malformed",
+         "a CSR column index past the columns: torch 2.6, 2.7 and >= 2.14 refuse, 2.8 to 2.13 load it")
+wo_entry("sparse_csr_unsorted_columns", "sparse_csr", "malformed",
+         "CSR columns of a row out of order: torch's invariant 5.6, as above")
+wo_entry("sparse_legacy_constructor_out_of_range", "sparse_legacy_constructor", "malformed",
+         "torch.sparse.FloatTensor(indices, values, size) with an index past the size: torch 2.6 and 2.8 to "
+         "2.13 load it unchecked, 1.13, 2.7 and >= 2.14 refuse")
 
 
 def write_tree(folder, tree):

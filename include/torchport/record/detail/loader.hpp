@@ -26,6 +26,31 @@ namespace torchport::detail {
 
 class Provenance;
 
+/// Where the loader stands in the file's tree: a level or a leaf of the
+/// file's keys (unflattened without building a tree of values), or a value
+/// (a subtree an adapter made, or inside one). Empty where the file has
+/// nothing.
+class LoadNode {
+ public:
+  LoadNode() = default;
+  /// A value (viewed: the caller keeps it alive).
+  explicit LoadNode(const Value* value) noexcept : value_(value) {}
+  /// Node `trie` of the key trie.
+  static LoadNode key(std::uint32_t trie) noexcept {
+    LoadNode n;
+    n.trie_ = trie;
+    return n;
+  }
+  explicit operator bool() const noexcept { return value_ != nullptr || trie_ != kNone; }
+  const Value* value() const noexcept { return value_; }  ///< the value, or null
+  std::uint32_t trie() const noexcept { return trie_; }   ///< the trie node, or UINT32_MAX
+
+ private:
+  static constexpr std::uint32_t kNone = UINT32_MAX;
+  const Value* value_ = nullptr;
+  std::uint32_t trie_ = kNone;
+};
+
 /// What a load converts to and where it leaves the bytes.
 struct LoadSettings {
   /// Target dtypes; empty means "the dtype of the field's initial tensor, or
@@ -41,28 +66,37 @@ struct LoadSettings {
 class Loader {
  public:
   Loader(LoadSettings settings, LoadReport& report, std::shared_ptr<Provenance> provenance);
+  Loader(Loader&&) noexcept;
+  Loader& operator=(Loader&&) noexcept;
+  ~Loader();
 
-  /// The child `name` of a dict node (nullptr when absent or `node` is null).
-  const Value* child(const Value* node, std::string_view name) const;
+  /// The root of the file's tree.
+  LoadNode root() const;
+  /// The child `name` of a map node (empty when absent or `node` is empty);
+  /// of a sequence node, item `name` when it is an index.
+  LoadNode child(LoadNode node, std::string_view name) const;
   /// Number of items of a sequence node: a list, or a dict whose keys are all
   /// integers (taken in increasing order). \throws Error(corrupt) otherwise.
-  std::size_t length(const Value* node, const std::string& path) const;
+  std::size_t length(LoadNode node, const std::string& path) const;
   /// Item `i` of a sequence node (see `length`).
-  const Value* item(const Value* node, std::size_t i) const;
-  /// The keys of a dict node, in order.
-  std::vector<std::string> keys(const Value* node, const std::string& path) const;
+  LoadNode item(LoadNode node, std::size_t i) const;
+  /// The keys of a map node, in order.
+  std::vector<std::string> keys(LoadNode node, const std::string& path) const;
 
   /// Runs the adapters' `import_module` for the module `module`.
-  Value adapt(const ModuleInfo& module, const Value& node, const std::string& path);
+  Value adapt(const ModuleInfo& module, LoadNode node, const std::string& path);
   /// Fills a tensor field from `node` (checks shape, converts dtype).
-  void tensor(const Value* node, const std::string& path, Tensor& field);
+  void tensor(LoadNode node, const std::string& path, Tensor& field);
   /// The scalar at `node` (a value, or a one-element tensor) as a Value of
-  /// kind Bool, Int, Float or Str; nullopt when `node` is null (reported missing).
-  std::optional<Value> scalar(const Value* node, const std::string& path, const std::string& type);
+  /// kind Bool, Int, Float or Str; nullopt when `node` is empty (reported missing).
+  std::optional<Value> scalar(LoadNode node, const std::string& path, const std::string& type);
   /// Records a field the file lacks.
   void missing(const std::string& path, std::string type);
   /// Records an optional field the file lacks (left empty).
   void absent(const std::string& path);
+  /// Drops the mapped pages the load copied from that are still resident
+  /// (they go a few ranges at a time, not a system call a tensor).
+  void finish();
 
   /// A loader that only checks (no conversion), reporting into `scratch`:
   /// used to find which alternative of an enum module the file matches.
@@ -76,13 +110,17 @@ class Loader {
   const Provenance& provenance() const noexcept { return *provenance_; }
 
  private:
-  void consume(const Value& leaf, const std::string& path);
+  struct Pending;  // pages not dropped yet
+  void consume(std::uint32_t leaf, const Value* value, const std::string& path);
+  // The tensor at a leaf of the trie, or at a value; throws when it is none.
+  Tensor leaf_tensor(LoadNode node, const std::string& path, std::uint32_t& leaf) const;
 
   LoadSettings settings_;
   LoadReport* report_;
   std::shared_ptr<Provenance> provenance_;
-  std::vector<std::uint32_t> consumed_;             // provenance indices, repeats allowed
+  std::vector<std::uint64_t> consumed_;             // bit per provenance index
   std::unordered_set<std::string> consumed_paths_;  // leaves of no known index, by path
+  std::unique_ptr<Pending> pending_;
   bool trial_ = false;
 };
 
@@ -91,10 +129,10 @@ inline std::string join_path(const std::string& path, std::string_view name) {
 }
 
 template <class T>
-void load_into(Loader& ld, const Value* node, const std::string& path, T& field);
+void load_into(Loader& ld, LoadNode node, const std::string& path, T& field);
 
 template <class T>
-void load_scalar(Loader& ld, const Value* node, const std::string& path, T& field) {
+void load_scalar(Loader& ld, LoadNode node, const std::string& path, T& field) {
   const std::optional<Value> v = ld.scalar(node, path, type_name<T>());
   if (!v) return;
   try {
@@ -123,8 +161,8 @@ void load_scalar(Loader& ld, const Value* node, const std::string& path, T& fiel
 }
 
 template <class T>
-void load_sequence(Loader& ld, const Value* node, const std::string& path, T& seq, bool resizable) {
-  if (node == nullptr && seq.empty()) {
+void load_sequence(Loader& ld, LoadNode node, const std::string& path, T& seq, bool resizable) {
+  if (!node && seq.empty()) {
     ld.missing(path, type_name<T>());
     return;
   }
@@ -133,16 +171,15 @@ void load_sequence(Loader& ld, const Value* node, const std::string& path, T& se
     if (resizable && seq.empty()) seq.resize(n);
   std::size_t i = 0;
   for (auto& item : seq) {
-    load_into(ld, i < n ? ld.item(node, i) : nullptr, join_path(path, std::to_string(i)), item);
+    load_into(ld, i < n ? ld.item(node, i) : LoadNode{}, join_path(path, std::to_string(i)), item);
     ++i;
   }
   // Items past the module's length stay unconsumed: the report lists them.
 }
 
 template <class... A>
-void load_variant(Loader& ld, const Value* node, const std::string& path,
-                  std::variant<A...>& field) {
-  if (node == nullptr) {
+void load_variant(Loader& ld, LoadNode node, const std::string& path, std::variant<A...>& field) {
+  if (!node) {
     ld.missing(path, type_name<std::variant<A...>>());
     return;
   }
@@ -184,24 +221,31 @@ void load_variant(Loader& ld, const Value* node, const std::string& path,
 }
 
 template <class T>
-void load_into(Loader& ld, const Value* node, const std::string& path, T& field) {
+void load_into(Loader& ld, LoadNode node, const std::string& path, T& field) {
   if constexpr (std::is_same_v<T, Tensor>) {
     ld.tensor(node, path, field);
   } else if constexpr (Module<T>) {
     Value adapted;
     if constexpr (AdaptedModule<T>) {
-      if (node != nullptr) {
-        adapted = ld.adapt(module_info<T>(), *node, path);
-        node = &adapted;
+      if (node) {
+        adapted = ld.adapt(module_info<T>(), node, path);
+        node = LoadNode(&adapted);
       }
     }
     visit_fields(field, [&](const char* name, auto& f) {
       load_into(ld, ld.child(node, name), join_path(path, name), f);
     });
   } else if constexpr (is_optional<T>::value) {
-    if (node == nullptr) {
+    if (!node) {
+      // An engaged optional is part of the module as built (a convolution
+      // constructed with its bias): the file lacking it is a missing field,
+      // as torch's load_state_dict reports it, and the field keeps its
+      // value. An empty one stays empty.
+      if (field) {
+        load_into(ld, LoadNode{}, path, *field);
+        return;
+      }
       ld.absent(path);
-      field.reset();
       return;
     }
     typename T::value_type value = field ? std::move(*field) : typename T::value_type{};
@@ -212,9 +256,9 @@ void load_into(Loader& ld, const Value* node, const std::string& path, T& field)
   } else if constexpr (is_array<T>::value) {
     load_sequence(ld, node, path, field, false);
   } else if constexpr (is_string_map<T>::value) {
-    if (node == nullptr) {
+    if (!node) {
       if (field.empty()) ld.missing(path, type_name<T>());
-      for (auto& [k, v] : field) load_into(ld, nullptr, join_path(path, k), v);
+      for (auto& [k, v] : field) load_into(ld, LoadNode{}, join_path(path, k), v);
       return;
     }
     if (field.empty())

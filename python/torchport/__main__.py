@@ -1,0 +1,3 @@
+from torchport._cli import main
+
+main()
