@@ -94,8 +94,12 @@ struct RunBuffers {
 };
 
 // The end of the run that starts at job `first` (jobs up to `last`).
-std::size_t run_end(const std::vector<CopyJob>& jobs, std::size_t first, std::size_t last) {
-  const Place p0 = place_of(jobs[first]);
+// `places`: each job's place, taken once before any copy (a deferred
+// storage that another thread makes meanwhile stops reading its file, but
+// its file's bytes stay where they were: a run keeps reading them).
+std::size_t run_end(const std::vector<CopyJob>& jobs, const std::vector<Place>& places,
+                    std::size_t first, std::size_t last) {
+  const Place& p0 = places[first];
   if (!p0.runs()) return first + 1;
   // Pieces: each large record one, each stretch of the bounce buffer
   // between them one (counted with the large record before it).
@@ -104,7 +108,7 @@ std::size_t run_end(const std::vector<CopyJob>& jobs, std::size_t first, std::si
   std::uint64_t at = p0.at + jobs[first].dst.size();
   for (; end < last; ++end) {
     const CopyJob& j = jobs[end];
-    const Place p = place_of(j);
+    const Place& p = places[end];
     if (!follows(p, p0, at)) break;
     const std::size_t gap = static_cast<std::size_t>(p.at - at);
     const std::size_t more = gap + (j.dst.size() < kDirect ? j.dst.size() : 0);
@@ -120,21 +124,21 @@ std::size_t run_end(const std::vector<CopyJob>& jobs, std::size_t first, std::si
 }
 
 // Copies the jobs [first, end), a run (see `run_end`).
-void copy_run(const std::vector<CopyJob>& jobs, std::size_t first, std::size_t end,
-              RunBuffers& buf) {
+void copy_run(const std::vector<CopyJob>& jobs, const std::vector<Place>& places,
+              std::size_t first, std::size_t end, RunBuffers& buf) {
   const CopyJob& j0 = jobs[first];
   if (end == first + 1) {  // alone: straight into its destination
     j0.src->read_into(j0.offset, j0.dst);
     return;
   }
-  const Place p0 = place_of(j0);
+  const Place& p0 = places[first];
   // The pieces: each large record into its destination, everything else
   // (small records and the gaps between records) into consecutive bytes
   // of the bounce buffer.
   std::size_t bounce = 0;
   std::uint64_t at = p0.at;
   for (std::size_t k = first; k < end; ++k) {
-    const std::uint64_t here = place_of(jobs[k]).at;
+    const std::uint64_t here = places[k].at;
     bounce += static_cast<std::size_t>(here - at);
     if (jobs[k].dst.size() < kDirect) bounce += jobs[k].dst.size();
     at = here + jobs[k].dst.size();
@@ -149,7 +153,7 @@ void copy_run(const std::vector<CopyJob>& jobs, std::size_t first, std::size_t e
   at = p0.at;
   for (std::size_t k = first; k < end; ++k) {
     const CopyJob& j = jobs[k];
-    const std::uint64_t here = place_of(j).at;
+    const std::uint64_t here = places[k].at;
     std::size_t n = static_cast<std::size_t>(here - at);
     if (j.dst.size() < kDirect) {
       n += j.dst.size();
@@ -180,7 +184,7 @@ void copy_run(const std::vector<CopyJob>& jobs, std::size_t first, std::size_t e
   at = p0.at;
   for (std::size_t k = first; k < end; ++k) {
     const CopyJob& j = jobs[k];
-    const std::uint64_t here = place_of(j).at;
+    const std::uint64_t here = places[k].at;
     used += static_cast<std::size_t>(here - at);
     if (j.dst.size() < kDirect) {
       std::memcpy(j.dst.data(), buf.bounce.data() + used, j.dst.size());
@@ -237,6 +241,8 @@ void run_copies(const std::vector<CopyJob>& jobs, const CopyProgress& progress) 
     in_group += jobs[i].dst.size();
   }
   groups.push_back(jobs.size());
+  std::vector<Place> places(jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) places[i] = place_of(jobs[i]);
   std::atomic<std::size_t> next{0};
   std::atomic<std::uint64_t> done{0};
   std::exception_ptr failure;
@@ -268,14 +274,14 @@ void run_copies(const std::vector<CopyJob>& jobs, const CopyProgress& progress) 
         const std::size_t first = groups[g], last = groups[g + 1];
         std::size_t populated = first;  // jobs whose span was faulted in
         for (std::size_t i = first; i < last;) {
-          const std::size_t end = run_end(jobs, i, last);
+          const std::size_t end = run_end(jobs, places, i, last);
           for (; populated < end; ++populated)
             if (populated == first || window_of(jobs[populated].dst.data(), kPage) !=
                                           window_of(jobs[populated - 1].dst.data(), kPage))
               populate_span(populated, last);
           std::uint64_t bytes = 0;
           for (std::size_t k = i; k < end; ++k) bytes += jobs[k].dst.size();
-          copy_run(jobs, i, end, buf);
+          copy_run(jobs, places, i, end, buf);
           done += bytes;
           i = end;
         }

@@ -78,7 +78,9 @@ std::optional<std::map<std::string, Shape>> dcp_sharding_info(const TensorCatalo
                     ", not an object of tensors",
                 {}, std::nullopt, where);
   std::map<std::string, Shape> out;
-  for (const auto& [fqn, v] : info.items()) {
+  for (const auto& item : info.items()) {
+    const std::string& fqn = item.key();  // not a structured binding: the lambda captures it
+    const auto& v = item.value();
     const auto bad = [&](const std::string& why) {
       throw Error(ErrorCode::corrupt, "DCP_SHARDING_INFO: " + why, fqn, std::nullopt, where);
     };
