@@ -124,8 +124,8 @@ std::size_t run_end(const std::vector<CopyJob>& jobs, const std::vector<Place>& 
 }
 
 // Copies the jobs [first, end), a run (see `run_end`).
-void copy_run(const std::vector<CopyJob>& jobs, const std::vector<Place>& places,
-              std::size_t first, std::size_t end, RunBuffers& buf) {
+void copy_run(const std::vector<CopyJob>& jobs, const std::vector<Place>& places, std::size_t first,
+              std::size_t end, RunBuffers& buf) {
   const CopyJob& j0 = jobs[first];
   if (end == first + 1) {  // alone: straight into its destination
     j0.src->read_into(j0.offset, j0.dst);
