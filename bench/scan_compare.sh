@@ -60,7 +60,8 @@ ok = {n: "yes" if any(r[n] != "E" for r in rows) else "no" for n in names}  # no
 WHAT = {"malicious": "detected", "code": "detected (code: whole module, TorchScript)",
         "object-arrays": "flagged", "fail-closed": "flagged (expected unscannable/truncated)",
         "benign": "false positives", "benign-damaged": "flagged (expected truncated)",
-        "benign-unread": "flagged (a format torchport does not read: expected unscannable)"}
+        "benign-unread": "flagged (a format torchport does not read: expected unscannable)",
+        "benign-trust": "flagged (benign, constructs library classes: torchport flags it until trusted)"}
 
 # A folder's verdict is the worst of its files'.
 ORDER = ["unsafe", "unscannable", "truncated", "malformed", "clean", "not-a-model-file", "unrecognized"]
@@ -103,7 +104,9 @@ for title, pick in (
         ("benign twins in formats torchport does not read (expected unscannable)", lambda r: r["label"] == "benign-unread"),
         ("code-running: picklescan's and modelscan's samples", lambda r: r["label"] == "malicious" and not r["group"].startswith(("crafted", "advisory"))),
         ("fail-closed (expected unscannable/truncated)", lambda r: r["label"] == "fail-closed"),
-        ("benign, expected clean or not-a-model-file: false positives", lambda r: r["label"] == "benign" and not r["group"].startswith("advisory")),
+        ("benign, expected clean or not-a-model-file: false positives", lambda r: r["label"] == "benign" and not r["group"].startswith(("advisory", "ecosystem"))),
+        ("the ecosystem corpus (issue 38), benign: false positives", lambda r: r["label"] == "benign" and r["group"].startswith("ecosystem")),
+        ("the ecosystem corpus, files that construct library classes (flagged until trusted)", lambda r: r["label"] == "benign-trust"),
         ("benign, expected truncated", lambda r: r["label"] == "benign-damaged")):
     rs = [r for r in rows if pick(r)]
     print(f"| {title} | {len(rs)} | " + " | ".join(cell(rs, n) for n in names) + " |")
@@ -179,6 +182,34 @@ for e in json.load(open(os.path.join(root, "advisory", "expected.json"))):
     print(f"{label}\tadvisory twins\t{e['twin_verdict']}\t{os.path.join(root, 'advisory', e['twin'])}")
 EOF
 $PY "$WORK/items.py" "$CORPUS/ours" >>"$ITEMS"
+# The ecosystem corpus (issue 38: files and folders transformers,
+# accelerate, Lightning, PEFT, timm, torchao and sentence-transformers save,
+# tests/ecosystem/make_corpus.py under the current torch; $ECOSYSTEM, made
+# when missing). Benign all: torchport's default scan must call each clean
+# (the JSON and text beside the weights: not-a-model-file), except the
+# files that construct library classes or tensor subclasses, which it
+# flags by design until the user trusts them (--profile, --allow: then
+# clean, as tests/ecosystem/check_corpus.py checks); those are counted
+# apart ("benign-trust").
+ECOSYSTEM=${ECOSYSTEM:-/tmp/scan_compare_ecosystem}
+if [ ! -f "$ECOSYSTEM/manifest.json" ] && "$HERE/scripts/torch.sh" current python3 -c "import transformers" 2>/dev/null; then
+  rm -rf "$ECOSYSTEM"
+  HF_HUB_OFFLINE=1 "$HERE/scripts/torch.sh" current python3 "$HERE/tests/ecosystem/make_corpus.py" "$ECOSYSTEM" >/dev/null 2>&1 ||
+    echo "scan_compare: the ecosystem corpus could not be made; left out" >&2
+fi
+if [ -f "$ECOSYSTEM/manifest.json" ]; then
+  mkdir -p "$CORPUS/ecosystem"
+  cp -a "$ECOSYSTEM/." "$CORPUS/ecosystem/"
+  $PY - "$CORPUS/ecosystem" >>"$ITEMS" <<'EOF2'
+import json, os, sys
+root = sys.argv[1]
+for it in json.load(open(os.path.join(root, "manifest.json"))):
+    trusted = it.get("profiles") or it.get("allow")
+    label = "benign-trust" if trusted else "benign"
+    expected = "unsafe" if trusted else ("not-a-model-file" if it["load"] == "none" else "clean")
+    print(f"{label}\tecosystem {it['library']}\t{expected}\t{os.path.join(root, it['path'].rstrip('/'))}")
+EOF2
+fi
 # Our reader fixtures (real torch files).
 for f in "$HERE"/tests/fixtures/*.pt "$HERE"/tests/fixtures/*.pkl; do
   case "$(basename "$f")" in whole_module.pt | torchscript*.pt) add code torchport-fixtures "$f" ;; *) add benign torchport-fixtures "$f" ;; esac
