@@ -203,7 +203,8 @@ if [ -f "$ECOSYSTEM/manifest.json" ]; then
   $PY - "$CORPUS/ecosystem" >>"$ITEMS" <<'EOF2'
 import json, os, sys
 root = sys.argv[1]
-for it in json.load(open(os.path.join(root, "manifest.json"))):
+manifest = json.load(open(os.path.join(root, "manifest.json")))
+for it in manifest["items"]:
     trusted = it.get("profiles") or it.get("allow")
     label = "benign-trust" if trusted else "benign"
     expected = "unsafe" if trusted else ("not-a-model-file" if it["load"] == "none" else "clean")

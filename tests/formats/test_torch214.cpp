@@ -279,8 +279,9 @@ TEST(Torch214SkipData, ListedButNoBytes) {
     expect_tensors(cat, want, /*with_data=*/false);
     EXPECT_NE(cat.metadata().at("pytorch.skip_data").find("3 of 3 storage records"),
               std::string::npos);
-    for (const auto& [name, t] : cat.tensors()) {
-      SCOPED_TRACE(name);
+    for (const auto& named : cat.tensors()) {
+      SCOPED_TRACE(named.name);
+      const Tensor& t = named.tensor;  // not a structured binding: the lambda captures it
       expect_error(
           [&] {
             const Tensor c = t.contiguous();

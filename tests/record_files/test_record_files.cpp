@@ -268,7 +268,8 @@ TEST(Recorders, MalformedMarkersAreCorrupt) {
            {R"({"a": {"__global__": [1, 2]}})", "two strings"},
        }) {
     SCOPED_TRACE(record);
-    expect_error([&] { (void)open(json_record(record)); }, ErrorCode::corrupt, why);
+    const std::string& text = record;  // not a structured binding: the lambda captures it
+    expect_error([&] { (void)open(json_record(text)); }, ErrorCode::corrupt, why);
   }
   // Well-formed, they read back as the values they stand for.
   const TensorCatalog ok = open(json_record(
