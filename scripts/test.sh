@@ -14,9 +14,11 @@ command -v ccache > /dev/null && launch=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -D
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTORCHPORT_WERROR=ON -DTORCHPORT_BUILD_TESTS=ON \
   -DTORCHPORT_BUILD_FUZZERS=ON -DTORCHPORT_BUILD_PYTHON=ON -DPython_EXECUTABLE=/usr/bin/python3 "${launch[@]}"
 cmake --build build
-# The suite, then the wall-clock/memory budgets (label
-# `budget`) alone, so that other tests do not eat their time.
-ctest --test-dir build --output-on-failure --timeout 900 -LE budget
+# The suite, on every core (tests that start servers or must be alone are
+# RUN_SERIAL; the sanitizer pass runs the same tests in parallel too), then
+# the wall-clock/memory budgets (label `budget`) alone, so that other tests
+# do not eat their time.
+ctest --test-dir build --output-on-failure --timeout 900 -j "$(nproc)" -LE budget
 ctest --test-dir build --output-on-failure --timeout 900 -L budget
 echo "test.sh: build and tests took $((SECONDS - t0)) s"
 # The Python wheel (pyproject.toml): built as CI builds it, installed into a
