@@ -321,9 +321,15 @@ int run_scan(const ScanArgs& a) {
   for (const auto& s : scanned)
     if (!s.error.empty()) std::fprintf(stderr, "torchport: %s\n", s.error.c_str());
   for (const auto* r : all)
-    if (scan_exit_code(r->verdict) != 0)
-      std::fprintf(stderr, "torchport: %s: %s: %s\n", r->path.c_str(),
-                   std::string(scan_verdict_name(r->verdict)).c_str(), r->reason().c_str());
+    if (scan_exit_code(r->verdict) != 0) {
+      // One "PATH: VERDICT: why" line: a reason that already begins so (an
+      // error's own message) is not prefixed twice.
+      const std::string verdict(scan_verdict_name(r->verdict));
+      std::string why = r->reason();
+      if (const std::string said = r->path + ": " + verdict + ": "; why.starts_with(said))
+        why.erase(0, said.size());
+      std::fprintf(stderr, "torchport: %s: %s: %s\n", r->path.c_str(), verdict.c_str(), why.c_str());
+    }
   return status;
 }
 
