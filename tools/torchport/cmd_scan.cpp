@@ -328,7 +328,8 @@ int run_scan(const ScanArgs& a) {
       std::string why = r->reason();
       if (const std::string said = r->path + ": " + verdict + ": "; why.starts_with(said))
         why.erase(0, said.size());
-      std::fprintf(stderr, "torchport: %s: %s: %s\n", r->path.c_str(), verdict.c_str(), why.c_str());
+      std::fprintf(stderr, "torchport: %s: %s: %s\n", r->path.c_str(), verdict.c_str(),
+                   why.c_str());
     }
   return status;
 }
