@@ -246,7 +246,8 @@ TEST(Unpickler, AProfilesEnumIsReadOnlyAsItsMembers) {
               GlobalClass::dangerous);
   }
   // Called, as Python cannot call a member either.
-  ByteReader call(as_bytes("\x80\x02" + getattr + sched + str("LINEAR") + "\x86R)R."), "test.pkl");
+  const std::string called = "\x80\x02" + getattr + sched + str("LINEAR") + "\x86R)R.";
+  ByteReader call(as_bytes(called), "test.pkl");  // views `called`: a temporary would be gone
   EXPECT_THROW(pickle::unpickle(call, {}, {}, nullptr, {}, {}, active), Error);
   // An unknown profile.
   EXPECT_THROW(pickle::validate_profiles(std::vector<std::string>{"transformers"}), Error);
