@@ -203,9 +203,12 @@ if [ -f "$ECOSYSTEM/manifest.json" ]; then
   $PY - "$CORPUS/ecosystem" >>"$ITEMS" <<'EOF2'
 import json, os, sys
 root = sys.argv[1]
-manifest = json.load(open(os.path.join(root, "manifest.json")))
-for it in manifest["items"]:
-    trusted = it.get("profiles") or it.get("allow")
+items = json.load(open(os.path.join(root, "manifest.json")))["items"]
+for it in items:
+    # A folder needs trust when a file in it does (a Trainer's folder holds
+    # training_args.bin): the scan of a folder judges every file in it.
+    inside = [x for x in items if x["path"] == it["path"] or x["path"].startswith(it["path"].rstrip("/") + "/")]
+    trusted = any(x.get("profiles") or x.get("allow") for x in inside)
     label = "benign-trust" if trusted else "benign"
     expected = "unsafe" if trusted else ("not-a-model-file" if it["load"] == "none" else "clean")
     print(f"{label}\tecosystem {it['library']}\t{expected}\t{os.path.join(root, it['path'].rstrip('/'))}")
