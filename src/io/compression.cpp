@@ -179,8 +179,10 @@ class Decoder {
       case LZMA_DATA_ERROR:
         return "lzma data is damaged";
       case LZMA_MEM_ERROR:
-      case LZMA_MEMLIMIT_ERROR:
         return "lzma: out of memory";
+      case LZMA_MEMLIMIT_ERROR:
+        return "the lzma stream asks for more than 512 MiB of decoder memory (its dictionary): "
+               "refused";
       default:
         return "lzma error";
     }
@@ -204,16 +206,25 @@ class Decoder {
       case Codec::lzma_alone:
       case Codec::lzma_raw: {
         l_ = LZMA_STREAM_INIT;
+        // The decoder's memory is bounded as zstd's window is: a header
+        // may ask for a dictionary of up to 4 GiB, which liblzma would
+        // allocate. 512 MiB is eight times what `xz -9` uses (64 MiB);
+        // a stream asking for more is refused, not given the memory.
+        // (A raw LZMA1 stream, a zip member's, names its dictionary in the
+        // member's properties: checked the same way.)
+        constexpr std::uint64_t kMemLimit = std::uint64_t{512} << 20;
         lzma_ret rc;
         if (codec_ == Codec::xz) {
-          rc = lzma_stream_decoder(&l_, UINT64_MAX, 0);
+          rc = lzma_stream_decoder(&l_, kMemLimit, 0);
         } else if (codec_ == Codec::lzma_alone) {
-          rc = lzma_alone_decoder(&l_, UINT64_MAX);
+          rc = lzma_alone_decoder(&l_, kMemLimit);
         } else {
           lzma_filter filters[2] = {{LZMA_FILTER_LZMA1, nullptr}, {LZMA_VLI_UNKNOWN, nullptr}};
           rc = lzma_properties_decode(&filters[0], nullptr,
                                       reinterpret_cast<const std::uint8_t*>(props_.data()),
                                       props_.size());
+          if (rc == LZMA_OK && lzma_raw_decoder_memusage(filters) > kMemLimit)
+            rc = LZMA_MEMLIMIT_ERROR;
           if (rc == LZMA_OK) rc = lzma_raw_decoder(&l_, filters);
           std::free(filters[0].options);
         }
