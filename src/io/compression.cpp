@@ -75,6 +75,9 @@ class Decoder {
     start();
   }
   const std::string& message() const noexcept { return message_; }
+  /// Whether the last failure was the decoder's memory limit: the stream
+  /// is one (its header was read), but asks for more than we give.
+  bool over_limit() const noexcept { return over_limit_; }
 
   Status step(std::span<const std::byte>& in, std::span<std::byte>& out) {
     if (!started_) return Status::error;
@@ -128,7 +131,7 @@ class Decoder {
         if (rc == LZMA_STREAM_END)
           st = Status::end;
         else if (rc != LZMA_OK && rc != LZMA_BUF_ERROR)
-          st = fail(lzma_text(rc));
+          st = fail(lzma_text(rc)), over_limit_ = rc == LZMA_MEMLIMIT_ERROR;
         break;
       }
       case Codec::zstd: {
@@ -189,6 +192,7 @@ class Decoder {
   }
   void start() {
     message_.clear();
+    over_limit_ = false;
     switch (codec_) {
       case Codec::gzip:
       case Codec::zlib:
@@ -229,7 +233,7 @@ class Decoder {
           std::free(filters[0].options);
         }
         started_ = rc == LZMA_OK;
-        if (!started_) message_ = lzma_text(rc);
+        if (!started_) message_ = lzma_text(rc), over_limit_ = rc == LZMA_MEMLIMIT_ERROR;
         break;
       }
       case Codec::zstd:
@@ -276,6 +280,7 @@ class Decoder {
   std::vector<std::byte> props_;
   bool started_ = false;
   std::string message_;
+  bool over_limit_ = false;
   z_stream z_{};
   bz_stream b_{};
   lzma_stream l_ = LZMA_STREAM_INIT;
@@ -287,7 +292,7 @@ class Decoder {
 // `max_bytes` of output in all. Returns how it stopped (end of stream,
 // error, input used up, output bound) and how much input it read.
 struct Run {
-  enum { end, error, input_ended, bound } how = end;
+  enum { end, error, input_ended, bound, over_limit } how = end;
   std::uint64_t consumed = 0;
   std::string message;
 };
@@ -310,7 +315,7 @@ Run decode_one(Decoder& d, std::span<const std::byte> in, std::vector<std::byte>
       } else if (st == Status::end) {
         r.how = Run::end;
       } else if (st == Status::error) {
-        r.how = Run::error;
+        r.how = d.over_limit() ? Run::over_limit : Run::error;
         r.message = d.message();
       } else {
         r.how = in.empty() ? Run::input_ended : Run::bound;
@@ -333,7 +338,7 @@ Run decode_one(Decoder& d, std::span<const std::byte> in, std::vector<std::byte>
     r.consumed = in_size - in.size();
     if (st == Status::end) return r;
     if (st == Status::error) {
-      r.how = Run::error;
+      r.how = d.over_limit() ? Run::over_limit : Run::error;
       r.message = d.message();
       return r;
     }
@@ -485,6 +490,12 @@ Decompressed decompress(Compression c, std::span<const std::byte> in, std::uint6
     if (run.how == Run::bound) {
       r.error =
           Error(ErrorCode::limit_exceeded, name + " data decompresses past " + limit, {}, at, what);
+      break;
+    }
+    if (run.how == Run::over_limit) {
+      r.error =
+          Error(ErrorCode::limit_exceeded,
+                name + " stream " + std::to_string(stream + 1) + ": " + run.message, {}, at, what);
       break;
     }
     if (run.how == Run::error || run.how == Run::input_ended) {

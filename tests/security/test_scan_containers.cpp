@@ -119,6 +119,21 @@ TEST(ScanContainers, SkippableFramePolyglotIsJudgedBothWays) {
   EXPECT_EQ(r.members[0].verdict, ScanVerdict::clean) << describe(r);
 }
 
+// An .lzma header may ask for a dictionary of up to 4 GiB, which Python's
+// lzma.open allocates and liblzma would too: past the decoder's 512 MiB
+// limit the stream is refused, and the file is unscannable, never taken
+// for "no such stream" (not-a-model-file: exit 0), which its weak magic
+// would otherwise allow.
+TEST(ScanContainers, AnLzmaStreamAskingTooMuchMemoryIsUnscannable) {
+  std::string head("\x5d", 1);
+  for (int i = 0; i < 4; ++i) head += static_cast<char>((0xC0000000u >> (8 * i)) & 0xff);  // 3 GiB
+  head += std::string(8, '\xff');  // size unknown
+  const ScanReport r = scan(borrow(head + kPayload + std::string(64, '\0'), "big.pkl.lzma"));
+  EXPECT_EQ(r.verdict, ScanVerdict::unscannable) << describe(r);
+  EXPECT_EQ(r.format, "lzma") << describe(r);
+  EXPECT_NE(describe(r).find("512 MiB"), std::string::npos) << describe(r);
+}
+
 // shelve over dbm.dumb: a .dat met without its index is swept block by
 // block past the zero padding; an index that does not read (shelve.open
 // fails on it) is malformed, and the .dat is still swept.

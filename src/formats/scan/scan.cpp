@@ -1455,7 +1455,9 @@ bool FileScan::compressed(Compression c, std::size_t at, std::string_view label)
   Decompressed d = decompress(
       c, src_.bytes().subspan(at), cap,
       "Limits::max_inflate_bytes or max_scan_bytes = " + std::to_string(cap), src_.name());
-  if (weak_magic(c) && d.bytes.empty() && d.error) return false;
+  // (A stream refused for the memory its header asks is one: judged.)
+  if (weak_magic(c) && d.bytes.empty() && d.error && d.error->code() != ErrorCode::limit_exceeded)
+    return false;
   r_.format = label.empty() ? name : std::string(label);
   r_.reading = "ok";
   if (!s_.take(d.bytes.size())) {
