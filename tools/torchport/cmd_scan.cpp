@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
@@ -326,8 +327,11 @@ int run_scan(const ScanArgs& a) {
       // error's own message) is not prefixed twice.
       const std::string verdict(scan_verdict_name(r->verdict));
       std::string why = r->reason();
-      if (const std::string said = r->path + ": " + verdict + ": "; why.starts_with(said))
-        why.erase(0, said.size());
+      for (const std::string& name : {r->path, std::filesystem::path(r->path).filename().string()})
+        if (const std::string said = name + ": " + verdict + ": "; why.starts_with(said)) {
+          why.erase(0, said.size());
+          break;
+        }
       std::fprintf(stderr, "torchport: %s: %s: %s\n", r->path.c_str(), verdict.c_str(),
                    why.c_str());
     }
