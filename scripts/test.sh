@@ -24,9 +24,12 @@ echo "test.sh: build and tests took $((SECONDS - t0)) s"
 # The Python wheel (pyproject.toml): built as CI builds it, installed into a
 # fresh virtual environment (numpy from the index), imported and used.
 t1=$SECONDS
-rm -rf build/wheelhouse build/wheel-venv
+rm -rf build/wheelhouse build/wheel-venv build/wheel-build-venv
+# pip from a virtual environment (python3-venv), not Debian's python3-pip:
+# the wheel is built as a user builds it, and a fresh Debian has no pip.
+/usr/bin/python3 -m venv build/wheel-build-venv
 SKBUILD_BUILD_DIR=build/wheel-build CMAKE_ARGS="${launch[*]} -DTORCHPORT_WERROR=ON" \
-  /usr/bin/python3 -m pip wheel . --no-deps --no-input -q -w build/wheelhouse
+  build/wheel-build-venv/bin/pip wheel . --no-deps --no-input -q -w build/wheelhouse
 /usr/bin/python3 -m venv build/wheel-venv
 build/wheel-venv/bin/pip install --no-input -q build/wheelhouse/torchport-*.whl
 (cd /tmp && "$OLDPWD/build/wheel-venv/bin/python" -c "
