@@ -47,7 +47,7 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/torchportConfig.cmake.
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/torchportConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/torchportConfig.cmake ${PROJECT_BINARY_DIR}/torchportConfigVersion.cmake
-        ${PROJECT_SOURCE_DIR}/cmake/TorchportEmbed.cmake ${PROJECT_SOURCE_DIR}/cmake/FindLZ4.cmake
+        ${PROJECT_SOURCE_DIR}/cmake/TorchportEmbed.cmake ${PROJECT_SOURCE_DIR}/cmake/FindLZ4.cmake ${PROJECT_SOURCE_DIR}/cmake/FindGDBM.cmake
         DESTINATION ${TORCHPORT_CMAKE_DIR} COMPONENT development)
 
 # pkg-config: torchport-<component>.pc, each requiring the components it
@@ -82,7 +82,7 @@ endfunction()
 # torchport::<component>_shared.
 set(v " = ${PROJECT_VERSION}")
 torchport_pkg_config(torchport-read "torchport: reading and writing checkpoints (core, io, pickle, formats, open)"
-                     "zlib liblzma libzstd liblz4" "" "\${libdir}/libtorchport-read.a -lbz2 -lpthread" ""
+                     "zlib liblzma libzstd liblz4 sqlite3" "" "\${libdir}/libtorchport-read.a -lbz2 -lgdbm -lpthread" ""
                      "-I\${includedir} -std=c++20")
 if(TARGET torchport_record)
   torchport_pkg_config(torchport-record "torchport: typed modules (loading, export, torchport's record files)"

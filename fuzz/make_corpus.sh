@@ -27,6 +27,13 @@ for f in "$fx"/*.pt "$fx"/*.pkl "$fx"/bad/*.pt "$fx"/bad/*.pkl "$src"/tests/reco
   esac
 done
 
+# The scan's containers of the advisory corpus (issue 39): the benign twins
+# (key-value stores, compressed files, npy headers, joblib's layouts).
+for f in "$src"/tests/security/advisory/*_twin* "$src"/tests/security/advisory/*_twin/*; do
+  [ -f "$f" ] && small "$f" || continue
+  cp "$f" "$out/scan/advisory_$(basename "$(dirname "$f")")_$(basename "$f")"
+done
+
 python3 - "$fx" "$out" <<'PY'
 import glob, json, os, struct, sys, zipfile
 fx, out = sys.argv[1], sys.argv[2]

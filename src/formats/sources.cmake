@@ -42,6 +42,7 @@ target_sources(torchport_read_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/write/safetensors_writer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/write/save.cpp
   ${CMAKE_CURRENT_LIST_DIR}/write/write_common.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/scan/dbm.cpp
   ${CMAKE_CURRENT_LIST_DIR}/scan/directory.cpp
   ${CMAKE_CURRENT_LIST_DIR}/scan/scan.cpp
   ${CMAKE_CURRENT_LIST_DIR}/scan/scan_json.cpp

@@ -209,13 +209,14 @@ def shelve_cases():
     import dbm.ndbm
     import shelve
 
-    def make(module, name, bad):
+    def make(module, name, bad, protocol=4, pad=0):
         with tempfile.TemporaryDirectory() as d:
             base = os.path.join(d, "shelf")
             db = module.open(base, "c")
-            with shelve.Shelf(db, protocol=4) as s:
+            with shelve.Shelf(db, protocol=protocol) as s:
                 s["config"] = {"lr": 0.1, "layers": [64, 64]}
-                s["model"] = Payload(name) if bad else {"weight": [0.5] * 8}
+                # `pad`: a value longer than a page (Berkeley DB's overflow pages)
+                s["model"] = {"pad": "x" * pad, "m": Payload(name) if bad else {"weight": [0.5] * 8}}
             out = {}
             for f in sorted(os.listdir(d)):
                 out[f] = open(os.path.join(d, f), "rb").read()
@@ -226,27 +227,67 @@ def shelve_cases():
         consumer="shelve", source="issue 39: shelve over dbm.dumb (NAME.dir lists offsets in NAME.dat)")
     for module, name, what in ((dbm.gnu, "shelve_gnu", "dbm.gnu"), (dbm.ndbm, "shelve_ndbm", "dbm.ndbm")):
         add(name, make(module, name, True), make(module, name, False), glob="io.open",
-            twin_verdict="unscannable", consumer="shelve",
-            source=f"issue 39: shelve over {what} (a format the scan does not read: its twin is "
-            "unscannable, never clean)")
+            consumer="shelve", source=f"issue 39: shelve over {what} (read as its library reads it)")
+    # Protocol 0 has no PROTO header to find in the raw bytes: only a reading
+    # of the store's own layout reaches it.
+    name = "shelve_gnu_protocol0"
+    add(name, make(dbm.gnu, name, True, protocol=0), make(dbm.gnu, name, False, protocol=0),
+        glob="io.open", consumer="shelve",
+        source="issue 39: shelve over dbm.gnu at pickle protocol 0 (no PROTO header)")
+    name = "shelve_ndbm_overflow"
+    add(name, make(dbm.ndbm, name, True, pad=20000), make(dbm.ndbm, name, False, pad=20000),
+        glob="io.open", consumer="shelve",
+        source="issue 39: shelve over dbm.ndbm, a value over Berkeley DB's overflow pages (the "
+        "pickle is cut by page headers in the raw bytes)")
     name = "shelve_sqlite"
     add(name, {"shelf": sqlite_shelf(open_payload(name, proto=4))},
-        {"shelf": sqlite_shelf(b"\x80\x04}\x94.")}, glob="builtins.open", twin_verdict="unscannable",
+        {"shelf": sqlite_shelf(b"\x80\x04}\x94.")}, glob="builtins.open",
         consumer="shelve", python="2.6",
-        source="issue 39: shelve over Python 3.13's dbm.sqlite3 (its table Dict; unscannable twin)")
+        source="issue 39: shelve over Python 3.13's dbm.sqlite3 (its table Dict, in WAL mode as "
+        "Python leaves it)")
+    name = "shelve_sqlite_protocol0"
+    add(name, {"shelf": sqlite_shelf(open_payload(name, proto=0))},
+        {"shelf": sqlite_shelf(b"(dp0\n.")}, glob="builtins.open", consumer="shelve", python="2.6",
+        source="issue 39: dbm.sqlite3 at pickle protocol 0 (no PROTO header)")
+    name = "shelve_sqlite_wal"
+    add(name, sqlite_shelf(open_payload(name, proto=4), wal=True),
+        sqlite_shelf(b"\x80\x04}\x94.", wal=True), verdict="unscannable", reason="dbm-store",
+        twin_verdict="unscannable", consumer="shelve", python="2.6",
+        source="issue 39: dbm.sqlite3 whose value is in the -wal file beside it (SQLite reads "
+        "it as part of the database; the scan does not)")
+    name = "shelve_sqlite_view"
+    add(name, {"shelf": sqlite_shelf(open_payload(name, proto=4), view=True)},
+        {"shelf": sqlite_shelf(b"\x80\x04}\x94.", view=True)}, verdict="unscannable", reason="dbm-store",
+        twin_verdict="unscannable", consumer="shelve", python="2.6",
+        source="issue 39: dbm.sqlite3 whose Dict is a view (its values are computed)")
 
 
-def sqlite_shelf(value):
+def sqlite_shelf(value, wal=False, view=False):
+    """A dbm.sqlite3 store of one value, as Python 3.13's Lib/dbm/sqlite3.py
+    writes it (journal_mode=wal). `wal`: the value stays in the -wal file
+    ({file: bytes} of both); `view`: Dict is a view that computes it."""
     import sqlite3
     with tempfile.TemporaryDirectory() as d:
         p = os.path.join(d, "shelf")
-        c = sqlite3.connect(p)
-        # Python 3.13's Lib/dbm/sqlite3.py BUILD_TABLE, as it writes it.
-        c.execute("CREATE TABLE IF NOT EXISTS Dict (\n    key BLOB UNIQUE NOT NULL,\n"
-                  "    value BLOB NOT NULL\n  )")
-        c.execute("INSERT INTO Dict (key, value) VALUES (CAST(? AS BLOB), CAST(? AS BLOB))",
-                  (b"model", value))
-        c.commit()
+        c = sqlite3.connect(p, isolation_level=None)
+        c.execute("PRAGMA journal_mode = wal")
+        if view:
+            c.execute("CREATE VIEW Dict AS SELECT CAST('model' AS BLOB) AS key, X'%s' AS value"
+                      % value.hex())
+        else:
+            # BUILD_TABLE, as it writes it.
+            c.execute("CREATE TABLE IF NOT EXISTS Dict (\n    key BLOB UNIQUE NOT NULL,\n"
+                      "    value BLOB NOT NULL\n  )")
+        if wal:
+            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            c.execute("PRAGMA wal_autocheckpoint = 0")
+        if not view:
+            c.execute("REPLACE INTO Dict (key, value) VALUES (CAST(? AS BLOB), CAST(? AS BLOB))",
+                      (b"model", value))
+        if wal:  # both files while the connection is open (closing checkpoints)
+            out = {f: open(os.path.join(d, f), "rb").read() for f in ("shelf", "shelf-wal")}
+            c.close()
+            return out
         c.close()
         return open(p, "rb").read()
 

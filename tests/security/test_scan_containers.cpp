@@ -4,12 +4,14 @@
 // a pickle (both readings judged); and the advisory corpus
 // (tests/security/advisory, make_advisory_corpus.py: each payload verified
 // to run in its real consumer): every case flagged as its entry says, every
-// benign twin clean (or, for a store the scan does not read, unscannable),
-// and no line of trust offered for any flagged file.
+// benign twin clean (or, where a store holds what the scan does not read,
+// unscannable), and no line of trust offered for any flagged file; the
+// dbm stores shelve opens, damaged byte by byte.
 
 #include <gtest/gtest.h>
 
 #include <lz4frame.h>
+#include <sqlite3.h>
 #include <zlib.h>
 
 #include <filesystem>
@@ -155,6 +157,107 @@ TEST(ScanContainers, DbmDumbDatIsSweptBlockByBlock) {
   const ScanReport listed = scan(dir / "shelf.dir");  // the index finds its .dat
   EXPECT_EQ(listed.format, "dbm.dumb");
   EXPECT_EQ(listed.verdict, ScanVerdict::unsafe) << describe(listed);
+  std::filesystem::remove_all(dir);
+}
+
+// --- the other dbm back ends (dbm.gnu, dbm.ndbm, dbm.sqlite3) ---------------
+
+std::string read_bytes(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+const std::filesystem::path kStores =
+    std::filesystem::path(TORCHPORT_FIXTURES_DIR) / ".." / "security" / "advisory";
+
+// Each store, cut in half: never clean (its values are not all read), never
+// a crash; every byte of it damaged in turn: a report, whatever it says.
+TEST(ScanStores, DamagedStoresGiveAReportAndCutOnesAreNeverClean) {
+  for (const char* rel : {"shelve_gnu_twin/shelf", "shelve_ndbm_twin/shelf.db",
+                          "shelve_ndbm_overflow_twin/shelf.db", "shelve_sqlite_twin/shelf"}) {
+    const std::string whole = read_bytes(kStores / rel);
+    ASSERT_GT(whole.size(), 4096u) << rel;
+    const ScanReport intact = scan(borrow(whole, rel));
+    EXPECT_EQ(intact.verdict, ScanVerdict::clean) << rel << ": " << describe(intact);
+    // (A last byte no value uses may go: libgdbm and SQLite read every
+    // value without it, as the loaders would.)
+    const ScanReport cut = scan(borrow(whole.substr(0, whole.size() / 2), rel));
+    EXPECT_NE(cut.verdict, ScanVerdict::clean) << rel << " cut in half: " << describe(cut);
+    std::size_t reports = 0;
+    for (std::size_t at = 0; at < whole.size(); at += 29) {
+      for (const char to : {'\xff', '\x00', '\x07'}) {
+        std::string bad = whole;
+        bad[at] = to;
+        try {
+          (void)scan(borrow(bad, rel));
+          ++reports;
+        } catch (const Error& e) {
+          ADD_FAILURE() << rel << " with byte " << at << " damaged: scan threw " << e.what();
+        }
+      }
+    }
+    EXPECT_GT(reports, whole.size() / 29) << rel;
+  }
+}
+
+// Berkeley DB's overflow chain that loops back on itself with no bytes on
+// its page (Berkeley DB itself would spin): unscannable, named, never
+// walked forever.
+TEST(ScanStores, ABerkeleyOverflowChainThatLoopsIsUnscannable) {
+  const std::string whole = read_bytes(kStores / "shelve_ndbm_overflow_twin/shelf.db");
+  const std::size_t page = 4096;
+  ASSERT_EQ(static_cast<unsigned char>(whole[20]) | static_cast<unsigned char>(whole[21]) << 8,
+            page);
+  std::size_t overflow = 0;
+  for (std::size_t p = whole.size() / page - 1; p > 0; --p)
+    if (whole[p * page + 25] == 7) overflow = p;  // P_OVERFLOW: the first one
+  ASSERT_NE(overflow, 0u);
+  std::string loop = whole;
+  for (std::size_t i = 0; i < 4; ++i)  // next_pgno: itself
+    loop[overflow * page + 16 + i] = static_cast<char>((overflow >> (8 * i)) & 0xff);
+  loop[overflow * page + 22] = loop[overflow * page + 23] = 0;  // no bytes on it
+  const ScanReport r = scan(borrow(loop, "loop.db"));
+  EXPECT_EQ(r.verdict, ScanVerdict::unscannable) << describe(r);
+  EXPECT_NE(describe(r).find("overflow chain leaves the file or loops"), std::string::npos)
+      << describe(r);
+  std::string elsewhere = whole;
+  elsewhere[overflow * page + 25] = 13;  // a hash page now: the chain reaches no overflow page
+  const ScanReport e = scan(borrow(elsewhere, "elsewhere.db"));
+  EXPECT_EQ(e.verdict, ScanVerdict::unscannable) << describe(e);
+}
+
+// A SQLite file without a table Dict is no dbm.sqlite3 store, but its
+// cells are searched for pickles (sqlitedict keeps them in a table of any
+// name); Dict's values are judged whole, at protocol 0 too (no PROTO).
+TEST(ScanStores, SqliteCellsAreSearchedAndDictValuesJudged) {
+  const auto dir = temp_dir("scan_sqlite_cells");
+  const auto make = [&](const std::string& name, const std::string& table,
+                        const std::string& value) {
+    const auto path = dir / name;
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db, ("CREATE TABLE " + table + " (key TEXT, value BLOB)").c_str(),
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db, ("INSERT INTO " + table + " VALUES ('a', ?)").c_str(), -1, &st, nullptr);
+    sqlite3_bind_blob(st, 1, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
+    EXPECT_EQ(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return scan(path);
+  };
+  const ScanReport cell = make("sqlitedict.sqlite", "unnamed", kClean);
+  EXPECT_EQ(cell.verdict, ScanVerdict::clean) << describe(cell);
+  EXPECT_EQ(cell.pickles.size(), 1u) << describe(cell);
+  const ScanReport none = make("plain.sqlite", "unnamed", "not a pickle");
+  EXPECT_EQ(none.verdict, ScanVerdict::not_a_model_file) << describe(none);
+  const std::string proto_payload = "\x80\x02" + kPayload;
+  const ScanReport bad_cell = make("bad.sqlite", "unnamed", proto_payload);
+  EXPECT_EQ(bad_cell.verdict, ScanVerdict::unsafe) << describe(bad_cell);
+  const ScanReport dict = make("shelf", "Dict", kPayload);  // protocol 0
+  EXPECT_EQ(dict.format, "dbm.sqlite3");
+  EXPECT_EQ(dict.verdict, ScanVerdict::unsafe) << describe(dict);
   std::filesystem::remove_all(dir);
 }
 

@@ -133,7 +133,7 @@ class FileScan final : public formats::Walker {
   bool dbm_dumb();
   void dbm_dumb_records(const Source& dat, const std::string& index, const std::string& index_name);
   bool dbm_store();
-  void proto_sweep(const std::string& name);
+  void proto_sweep(const Source& bytes, const std::string& name, std::uint64_t base);
   std::uint64_t dumb_blocks(const Source& bytes) const;
   std::uint64_t dumb_padding(const Source& bytes, std::uint64_t offset) const;
   void joblib_array(const Value& target, const Value& previous, ByteReader& r, bool in_frame,
@@ -929,10 +929,12 @@ std::uint64_t FileScan::dumb_padding(const Source& bytes, std::uint64_t offset) 
 // The other dbm back ends shelve opens (dbm.whichdb's magics): GNU dbm
 // (0x13579ace, ...cd, ...cf, and the numsync ...d0, ...d1), Berkeley DB's
 // hash (Debian's dbm.ndbm: 0x061561 at byte 12), SQLite (Python 3.13's
-// dbm.sqlite3: its table Dict). Each value is a pickle shelve.open
-// unpickles; the scan does not read these formats: unscannable, after the
-// pickles found by their PROTO header are judged (a payload among them is
-// unsafe).
+// dbm.sqlite3: its table Dict). Each value shelve.open unpickles is judged
+// as a pickle stream, read as that back end's library reads it (dbm.cpp);
+// cells of SQLite's other tables are searched for pickles by their PROTO
+// header. A store not read to its end is unscannable, after the pickles
+// its raw bytes hold by their PROTO header are judged (a payload among
+// them is unsafe).
 bool FileScan::dbm_store() {
   const auto b = src_.bytes();
   const auto u32 = [&](std::size_t at, bool big) {
@@ -953,34 +955,90 @@ bool FileScan::dbm_store() {
     return false;
   }
   r_.format = kind;
-  unscannable("a " + kind +
-                  " database: shelve.open unpickles each of its values, and the scan does not "
-                  "read this format (pickles found by their PROTO header are judged; others may "
-                  "hide)",
-              src_.name(), std::nullopt, "dbm-store");
-  proto_sweep(kind + " value");
+  r_.reading = "ok";
+  if (!s_.take(b.size())) {
+    unscannable(s_.budget_text(), src_.name(), std::nullopt);
+    return true;
+  }
+  std::size_t values = 0;
+  const scan_detail::StoreVisit visit = [&](const scan_detail::StoreValue& v) {
+    // The key as text: printable ASCII kept, other bytes escaped.
+    std::string key;
+    for (std::size_t i = 0; i < v.key.size() && i < 64; ++i) {
+      const auto c = static_cast<unsigned char>(v.key[i]);
+      if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
+        key += static_cast<char>(c);
+      } else {
+        constexpr char hex[] = "0123456789abcdef";
+        key += std::string("\\x") + hex[c >> 4] + hex[c & 15];
+      }
+    }
+    if (v.key.size() > 64) key += "...";
+    const std::string name = v.shelve ? "shelve['" + key + "']" : kind + " cell " + key;
+    // Bytes of the file are named by their place in it; others (an overflow
+    // chain, a value libgdbm or libsqlite3 hands over) by the value.
+    const Source bytes =
+        v.offset ? Source::borrow(v.bytes, src_.name())
+                 : Source::borrow(v.bytes, src_.name() + "!value " + std::to_string(++values));
+    if (v.shelve) {
+      stream(bytes, name, v.offset.value_or(0));
+    } else {
+      proto_sweep(bytes, name, v.offset.value_or(0));
+    }
+  };
+  // Twice the file's bytes of values (and a MiB), as no store of its own
+  // bytes lists more.
+  const std::uint64_t cap = 2 * b.size() + (std::uint64_t{1} << 20);
+  scan_detail::StoreRead got;
+  if (kind == "dbm.gnu") {
+    got = scan_detail::read_gdbm(b, src_.name(), cap, visit);
+  } else if (kind == "dbm.ndbm") {
+    got = scan_detail::read_berkeley_hash(b, cap, visit);
+  } else {
+    // SQLite reads a -wal or hot -journal file beside the database as
+    // part of it (shelve.open's default flag "c" opens it writable).
+    for (const char* side : {"-wal", "-journal"}) {
+      std::optional<Source> other;
+      try {
+        if (s_.beside) other = s_.beside(s_.file_name + side);
+      } catch (const Error&) {
+      }
+      if (other && other->size() > 0)
+        unscannable("SQLite reads " + s_.file_name + side +
+                        " beside it as part of the database, and the scan does not",
+                    src_.name(), std::nullopt, "dbm-store");
+    }
+    got = scan_detail::read_sqlite(b, cap, visit);
+    if (!got.is_store && !got.unreadable) r_.format = r_.pickles.empty() ? "" : "sqlite";
+  }
+  if (got.unreadable) {
+    unscannable("a " + kind + " database not read to its end (" + *got.unreadable +
+                    "): shelve.open unpickles each of its values",
+                src_.name(), std::nullopt, "dbm-store");
+    proto_sweep(src_, kind + " value", 0);
+  }
   return true;
 }
 
 // Pickles found by their PROTO header (80 02 to 80 05), each judged once,
 // the search going on after what each walked: linear in the bytes.
-void FileScan::proto_sweep(const std::string& name) {
-  const auto b = src_.bytes();
-  const auto* base = reinterpret_cast<const unsigned char*>(b.data());
+void FileScan::proto_sweep(const Source& bytes, const std::string& name, std::uint64_t base) {
+  const auto b = bytes.bytes();
+  const auto* data = reinterpret_cast<const unsigned char*>(b.data());
   for (std::size_t i = 0; i + 1 < b.size();) {
-    const void* hit = std::memchr(base + i, 0x80, b.size() - i - 1);
+    const void* hit = std::memchr(data + i, 0x80, b.size() - i - 1);
     if (hit == nullptr) break;
-    const auto j = static_cast<std::size_t>(static_cast<const unsigned char*>(hit) - base);
-    if (base[j + 1] < 2 || base[j + 1] > 5) {
+    const auto j = static_cast<std::size_t>(static_cast<const unsigned char*>(hit) - data);
+    if (data[j + 1] < 2 || data[j + 1] > 5) {
       i = j + 1;
       continue;
     }
-    ByteReader probe(b, src_.name(), 0);
+    ByteReader probe(b, bytes.name(), base);
     probe.seek(j);
     const pickle::OpcodeWalk w = pickle::walk_opcodes(probe, s_.options().limits);
-    const auto end = static_cast<std::size_t>(std::max<std::uint64_t>(w.end, j + 2));
+    const auto end = static_cast<std::size_t>(std::max<std::uint64_t>(w.end - base, j + 2));
     if (w.reached_stop || !w.globals.empty())
-      stream(Source::borrow(b.subspan(j, end - j), src_.name()), name, j);
+      stream(Source::borrow(b.subspan(j, end - j), bytes.name()), name, base + j);
     i = end;
   }
 }
