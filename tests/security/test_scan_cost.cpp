@@ -6,7 +6,7 @@
 // cannot fail them. The shapes: stacked pickles, compressed members (gzip
 // and bzip2 streams), distinct globals (in one pickle, walked past the VM,
 // and across folded pickles), folder depth, memo-shared containers given to
-// allow-listed constructors.
+// allow-listed constructors, a key-value store whose items share pages.
 
 #include <bzlib.h>
 #include <zlib.h>
@@ -195,6 +195,68 @@ TEST(ScanCost, FolderDepth) {
     std::filesystem::remove_all(root);
   }
   expect_linear(w, size, "folder depth", 256);
+}
+
+// Berkeley DB's hash (dbm.ndbm) whose 26 x 8k items all name one
+// overflow chain of 8k pages: read whole, each item would cost the chain
+// again (quadratic); the store's values are capped at twice its bytes.
+// An inline payload item keeps each input from being clean.
+std::string shared_overflow_store(int k) {
+  constexpr std::size_t page = 512;
+  const std::size_t hash_pages = 8 * static_cast<std::size_t>(k);
+  const std::size_t chain = 8 * static_cast<std::size_t>(k);
+  std::string f((1 + hash_pages + chain) * page, '\0');
+  const auto put16 = [&](std::size_t at, std::size_t v) {
+    f[at] = static_cast<char>(v & 0xff);
+    f[at + 1] = static_cast<char>(v >> 8);
+  };
+  const auto put32 = [&](std::size_t at, std::size_t v) {
+    for (std::size_t i = 0; i < 4; ++i) f[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  };
+  put32(12, 0x061561);  // the metadata page: magic, version 9, page size, type 8
+  put32(16, 9);
+  put32(20, page);
+  f[25] = 8;
+  const std::size_t first_overflow = 1 + hash_pages;
+  for (std::size_t p = 1; p <= hash_pages; ++p) {
+    const std::size_t base = p * page;
+    f[base + 25] = 13;  // P_HASH
+    std::size_t end = page;
+    std::size_t n = 0;
+    const auto item = [&](const std::string& bytes) {
+      end -= bytes.size();
+      f.replace(base + end, bytes.size(), bytes);
+      put16(base + 26 + 2 * n, end);
+      ++n;
+    };
+    for (int pair = 0; pair < 26; ++pair) {
+      item(std::string("\x01k", 2));  // H_KEYDATA "k"
+      if (p == 1 && pair == 0) {
+        item("\x01" + kPayload);  // H_KEYDATA: the payload
+        continue;
+      }
+      std::string off(12, '\0');  // H_OFFPAGE: first page, total length
+      off[0] = 3;
+      for (std::size_t i = 0; i < 4; ++i) {
+        off[4 + i] = static_cast<char>((first_overflow >> (8 * i)) & 0xff);
+        off[8 + i] = static_cast<char>(((chain * 400) >> (8 * i)) & 0xff);
+      }
+      item(off);
+    }
+    put16(base + 20, n);
+  }
+  for (std::size_t c = 0; c < chain; ++c) {
+    const std::size_t base = (first_overflow + c) * page;
+    f[base + 25] = 7;  // P_OVERFLOW, 400 bytes on it, then the next page
+    put16(base + 22, 400);
+    if (c + 1 < chain) put32(base + 16, first_overflow + c + 1);
+    if (c == 0) f.replace(base + 26, 2, "N.");
+  }
+  return f;
+}
+
+TEST(ScanCost, KeyValueStoreSharingOverflowPages) {
+  check("Berkeley DB items sharing an overflow chain", shared_overflow_store);
 }
 
 }  // namespace

@@ -20,7 +20,7 @@
 //               unreadable: a view's values may differ from one query to
 //               the next.
 //
-// Work is bounded by `cap` bytes of values (about four times the file):
+// Work is bounded by `cap` bytes of values (twice the file, and 64 KiB):
 // a store whose index lists more than its bytes can hold (buckets or
 // overflow pages shared between entries) is unreadable, never walked
 // quadratically.

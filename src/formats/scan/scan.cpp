@@ -986,9 +986,9 @@ bool FileScan::dbm_store() {
       proto_sweep(bytes, name, v.offset.value_or(0));
     }
   };
-  // Twice the file's bytes of values (and a MiB), as no store of its own
+  // Twice the file's bytes of values (and 64 KiB), as no store of its own
   // bytes lists more.
-  const std::uint64_t cap = 2 * b.size() + (std::uint64_t{1} << 20);
+  const std::uint64_t cap = 2 * b.size() + (std::uint64_t{1} << 16);
   scan_detail::StoreRead got;
   if (kind == "dbm.gnu") {
     got = scan_detail::read_gdbm(b, src_.name(), cap, visit);
