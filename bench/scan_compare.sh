@@ -23,9 +23,9 @@
 # Hugging Face snapshot is a folder of symlinks into ../../blobs, copied as
 # symlinks); the advisory corpus, tests/security/advisory/expected.json
 # (issue 39: each case, whose payload make_advisory_corpus.py --verify runs
-# in its real consumer, and its benign twin; the twins of the three dbm
-# formats the scan does not read are "benign-unread", expected
-# unscannable); plus our reader fixtures (real torch files). Every scanner
+# in its real consumer, and its benign twin; the twins of the stores that
+# hold what the scan does not read (a -wal file beside a SQLite shelf, a
+# view) are "benign-unread", expected unscannable); plus our reader fixtures (real torch files). Every scanner
 # runs on every file or folder of the corpus (torchport: one process each,
 # 60 s each). None of them unpickles: they read opcodes. Never point
 # torch.load, np.load, joblib.load or pickle.load at this corpus.
@@ -60,7 +60,7 @@ ok = {n: "yes" if any(r[n] != "E" for r in rows) else "no" for n in names}  # no
 WHAT = {"malicious": "detected", "code": "detected (code: whole module, TorchScript)",
         "object-arrays": "flagged", "fail-closed": "flagged (expected unscannable/truncated)",
         "benign": "false positives", "benign-damaged": "flagged (expected truncated)",
-        "benign-unread": "flagged (a format torchport does not read: expected unscannable)",
+        "benign-unread": "flagged (holds what torchport does not read: expected unscannable)",
         "benign-trust": "flagged (benign, constructs library classes: torchport flags it until trusted)"}
 
 # A folder's verdict is the worst of its files'.
@@ -101,7 +101,7 @@ for title, pick in (
         ("code-running: ... of which only a loader that reads on reaches", lambda r: r["label"] == "malicious" and r["group"].endswith("(reads on)")),
         ("code-running: the advisory corpus (issue 39)", lambda r: r["label"] == "malicious" and r["group"].startswith("advisory")),
         ("benign twins of the advisory corpus: false positives", lambda r: r["label"] == "benign" and r["group"].startswith("advisory")),
-        ("benign twins in formats torchport does not read (expected unscannable)", lambda r: r["label"] == "benign-unread"),
+        ("benign twins holding what torchport does not read (expected unscannable)", lambda r: r["label"] == "benign-unread"),
         ("code-running: picklescan's and modelscan's samples", lambda r: r["label"] == "malicious" and not r["group"].startswith(("crafted", "advisory"))),
         ("fail-closed (expected unscannable/truncated)", lambda r: r["label"] == "fail-closed"),
         ("benign, expected clean or not-a-model-file: false positives", lambda r: r["label"] == "benign" and not r["group"].startswith(("advisory", "ecosystem"))),

@@ -3,6 +3,7 @@
 target_sources(torchport_record_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/adapter.cpp
   ${CMAKE_CURRENT_LIST_DIR}/loader.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/suggest.cpp
   ${CMAKE_CURRENT_LIST_DIR}/precision.cpp
   ${CMAKE_CURRENT_LIST_DIR}/remap.cpp
   ${CMAKE_CURRENT_LIST_DIR}/report.cpp
