@@ -1,5 +1,6 @@
 #include "torchport/core/convert.hpp"
 
+#include <algorithm>
 #include <bit>
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -84,6 +85,68 @@ double f8_to_double(std::uint8_t b, DType d) noexcept {
     v = std::ldexp(static_cast<double>(man | (1u << man_bits)),
                    static_cast<int>(exp) - bias - man_bits);
   return neg ? -v : v;
+}
+
+// A float as the float8 byte torch's .to() makes of it (c10's Float8 types
+// are made from a float: a double rounds to float first, as for half).
+// Nearest even on the format's grid, subnormals included; then, past the
+// largest finite value: e4m3fn saturates to +-448 (torch 2.14; the caller
+// refuses what torch 2.6 made NaN instead), e5m2 goes to infinity, the
+// fnuz formats to their one NaN (0x80, which also makes -0 a 0). NaN keeps
+// its sign where the format has one. e8m0fnu (2^(b-127), unsigned) takes
+// the exponent of |x|, one more when the fraction is at least a half (1.5
+// gives 2, 3 gives 4; a float subnormal only past a half: 2^-127 and 0
+// give 0x00), NaN, an infinity and what rounds past 2^127 give 0xff. Checked against each
+// torch's own .to() over every float32 of 2^16 patterns and around every
+// code (tests/interop/check_float8_casts.py).
+std::uint8_t float_to_f8(float f, DType d) noexcept {
+  const auto bits = std::bit_cast<std::uint32_t>(f);
+  const std::uint8_t sign = static_cast<std::uint8_t>((bits >> 24) & 0x80u);
+  const std::uint32_t abs_bits = bits & 0x7fffffffu;
+  if (d == DType::F8_E8M0) {
+    if (abs_bits >= 0x7f800000u) return 0xff;
+    const std::uint32_t exp = abs_bits >> 23, frac = abs_bits & 0x7fffffu;
+    // Up from a half of the fraction; a float subnormal only past a half.
+    const bool up = frac > 0x400000u || (frac == 0x400000u && exp != 0);
+    return static_cast<std::uint8_t>(std::min<std::uint32_t>(0xff, exp + (up ? 1u : 0u)));
+  }
+  const bool fnuz = d == DType::F8_E4M3FNUZ || d == DType::F8_E5M2FNUZ;
+  const bool e4m3 = d == DType::F8_E4M3 || d == DType::F8_E4M3FNUZ;
+  const int man = e4m3 ? 3 : 2;
+  const int bias = d == DType::F8_E4M3       ? 7
+                   : d == DType::F8_E4M3FNUZ ? 8
+                   : d == DType::F8_E5M2     ? 15
+                                             : 16;
+  if (abs_bits > 0x7f800000u) return fnuz ? 0x80 : static_cast<std::uint8_t>(sign | 0x7f);  // NaN
+  // The magnitude's code on an unbounded grid (exact arithmetic: a float
+  // over a power of two is exact in double, rint rounds to nearest even).
+  std::uint32_t code;
+  if (abs_bits == 0x7f800000u) {
+    code = 0x100;  // an infinity: past every finite code
+  } else {
+    const double a = std::fabs(static_cast<double>(f));
+    int e2 = 0;
+    (void)std::frexp(a, &e2);                                   // a = m * 2^e2, m in [0.5, 1)
+    const int exp = a == 0.0 ? 1 : std::max(e2 - 1 + bias, 1);  // biased, 1 for subnormals
+    const double q = std::rint(std::ldexp(a, man - (exp - bias)));
+    // q in [0, 2^(man+1)]: subnormals below 2^man, else 2^man + mantissa
+    const double c = exp == 1 ? q : q + static_cast<double>((exp - 1) << man);
+    code = c >= 256.0 ? 0x100 : static_cast<std::uint32_t>(c);
+  }
+  if (fnuz) {
+    if (code > 0x7f) return 0x80;
+    return code == 0 ? 0x00 : static_cast<std::uint8_t>(sign | code);
+  }
+  if (d == DType::F8_E5M2)
+    return static_cast<std::uint8_t>(sign | std::min<std::uint32_t>(code, 0x7c));
+  return static_cast<std::uint8_t>(sign | std::min<std::uint32_t>(code, 0x7e));  // e4m3fn
+}
+
+// What torch 2.6 makes NaN and torch 2.14 saturates to +-448 when writing
+// float8_e4m3fn: magnitudes past 464 (the tie with 480, a NaN's code, goes
+// to 448 in both) and infinities.
+bool e4m3fn_ambiguous(float f) noexcept {
+  return !std::isnan(f) && std::fabs(f) > 464.0f;
 }
 
 double load_real(const std::byte* p, DType d) noexcept {
@@ -331,8 +394,7 @@ bool has_f16c() {
 
 bool convertible(DType from, DType to) noexcept {
   if (from == to) return true;
-  if (is_f8(to) || is_bits(from) || is_bits(to) || from == DType::F4 || to == DType::F4)
-    return false;
+  if (is_bits(from) || is_bits(to) || from == DType::F4 || to == DType::F4) return false;
   const Family f = family(from), t = family(to);
   switch (t) {
     case Family::Float:
@@ -358,7 +420,6 @@ void convert_elements(const std::byte* src, DType from, std::byte* dst, DType to
              "float4_e2m1fn_x2 packs two 4-bit values a byte, and torch cannot convert it to or "
              "from another dtype either (its copy kernel is not implemented for "
              "Float4_e2m1fn_x2)");
-    if (is_f8(to)) refuse(from, to, "writing float8 is not implemented");
     if (family(from) == Family::Complex) refuse(from, to, "it would drop the imaginary part");
     refuse(from, to, "it would truncate floating-point values");
   }
@@ -415,6 +476,27 @@ void convert_elements(const std::byte* src, DType from, std::byte* dst, DType to
       }
       store_component(dst + i * out, to, tc, re);
       store_component(dst + i * out + half_out, to, tc, im);
+    }
+    return;
+  }
+  if (is_f8(to)) {
+    // Through a float, as c10's Float8 constructors take one.
+    for (std::size_t i = 0; i < count; ++i) {
+      float x;
+      if (f == Family::Float || f == Family::Bool) {
+        x = static_cast<float>(load_real(src + i * in, from));
+      } else {
+        const Wide w = load_int(src + i * in, from);
+        x = static_cast<float>(w.magnitude);
+        if (w.negative) x = -x;
+      }
+      if (to == DType::F8_E4M3 && e4m3fn_ambiguous(x))
+        throw Error(ErrorCode::ambiguous,
+                    "cannot convert " + std::string(dtype_name(from)) + " to F8_E4M3: element " +
+                        std::to_string(i) + " is " + std::to_string(x) +
+                        ", past float8_e4m3fn's largest value (448): ambiguous, as torch 2.6 "
+                        "writes it as NaN and torch 2.14 as +-448; clamp the values first");
+      store(dst + i * out, float_to_f8(x, to));
     }
     return;
   }

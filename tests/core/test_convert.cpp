@@ -114,7 +114,7 @@ TEST(Convert, IntegersAreRangeChecked) {
 TEST(Convert, RefusesLossyKinds) {
   EXPECT_FALSE(convertible(DType::F32, DType::I32));
   EXPECT_FALSE(convertible(DType::C64, DType::F32));
-  EXPECT_FALSE(convertible(DType::F32, DType::F8_E4M3));
+  EXPECT_FALSE(convertible(DType::C64, DType::F8_E4M3));
   EXPECT_TRUE(convertible(DType::F8_E5M2, DType::F32));
   EXPECT_TRUE(convertible(DType::I64, DType::F16));
   try {
@@ -141,6 +141,37 @@ TEST(Convert, Float8Decodes) {
   EXPECT_EQ(out[2], 2.0f);
   EXPECT_EQ(out[3], 57344.0f);
   EXPECT_TRUE(std::isinf(out[5]));
+}
+
+// Into float8, as torch's .to() (tests/interop/check_float8_casts.py holds
+// every byte against torch 2.6 and 2.14): nearest even, e5m2 overflows to
+// infinity, the fnuz kinds to their one NaN; e4m3fn past 464 is refused,
+// since torch 2.6 writes NaN there and torch 2.14 saturates to 448.
+TEST(Convert, Float8Encodes) {
+  const auto bytes = [](std::vector<float> in, DType to) {
+    std::vector<std::uint8_t> out(in.size());
+    convert_elements(reinterpret_cast<const std::byte*>(in.data()), DType::F32,
+                     reinterpret_cast<std::byte*>(out.data()), to, in.size());
+    return out;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(
+      bytes({0.0f, -0.0f, 1.0f, 1.0625f, 1.1875f, 448.0f, 464.0f, -1.0f, nan}, DType::F8_E4M3),
+      (std::vector<std::uint8_t>{0x00, 0x80, 0x38, 0x38, 0x3a, 0x7e, 0x7e, 0xb8, 0x7f}));
+  EXPECT_EQ(bytes({57344.0f, 61440.0f, inf, -inf, 0.0f}, DType::F8_E5M2),
+            (std::vector<std::uint8_t>{0x7b, 0x7c, 0x7c, 0xfc, 0x00}));
+  EXPECT_EQ(bytes({240.0f, 256.0f, -0.0f, nan}, DType::F8_E4M3FNUZ),
+            (std::vector<std::uint8_t>{0x7f, 0x80, 0x00, 0x80}));
+  EXPECT_EQ(bytes({1.0f, 1.5f, 3.0f, 0.0f, -1.0f, inf}, DType::F8_E8M0),
+            (std::vector<std::uint8_t>{0x7f, 0x80, 0x81, 0x00, 0x7f, 0xff}));
+  try {
+    (void)bytes({1.0f, 465.0f}, DType::F8_E4M3);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::ambiguous);
+    EXPECT_NE(std::string(e.what()).find("element 1"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Convert, ComplexWidens) {

@@ -653,10 +653,10 @@ TEST_F(Writers, TransformErrors) {
   to_int.dtype = DType::I32;
   expect_error([&] { transform(cat, to_int); }, ErrorCode::invalid_argument,
                {"only floating dtypes"});
-  TransformOptions to_f8;
-  to_f8.dtype = DType::F8_E4M3;
-  expect_error([&] { transform(cat, to_f8); }, ErrorCode::invalid_argument,
-               {"float8 is not implemented"});
+  TransformOptions to_f4;
+  to_f4.dtype = DType::F4;
+  expect_error([&] { transform(cat, to_f4); }, ErrorCode::invalid_argument,
+               {"float4_e2m1fn_x2"});
   TransformOptions key;
   key.top_level_key = "c";
   expect_error([&] { transform(cat, key); }, ErrorCode::missing_key, {"'a', 'b'"});

@@ -190,7 +190,7 @@ int run_convert(const ConvertArgs& a) {
       t.dtype = dtype_parse(a.dtype);
       if (!t.dtype)
         throw Error(ErrorCode::invalid_argument,
-                    "unknown dtype '" + a.dtype + "' (try F16, BF16, F32, F64)");
+                    "unknown dtype '" + a.dtype + "' (try F16, BF16, F32, F64, F8_E4M3, F8_E5M2)");
       transform(TensorCatalog{}, t);  // refuses a dtype that is no cast target
     }
     t.top_level_key = a.top_level_key;
@@ -335,7 +335,8 @@ Command add_convert(CLI::App& app) {
       ->check(CLI::IsMember({"safetensors", "pytorch"}));
   sub->add_option(
       "--dtype", args->dtype,
-      "Cast floating-point tensors to this dtype (F16, BF16, F32, F64; round to nearest even)");
+      "Cast floating-point tensors to this dtype (F16, BF16, F32, F64, or a float8 kind: F8_E4M3, "
+      "F8_E5M2, F8_E4M3FNUZ, F8_E5M2FNUZ, F8_E8M0; as torch's .to() rounds)");
   sub->add_option("--top-level-key", args->top_level_key,
                   "Convert only what lies under this key (e.g. state_dict), renamed without it");
   sub->add_option(

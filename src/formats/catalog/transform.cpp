@@ -30,10 +30,10 @@ TensorCatalog transform(const TensorCatalog& catalog, const TransformOptions& op
       throw Error(
           ErrorCode::invalid_argument,
           "cannot cast floating-point tensors to " + std::string(dtype_name(d)) +
-              (d == DType::F4   ? " (float4_e2m1fn_x2 packs two values a byte; torch cannot "
-                                  "convert to it either)"
-               : is_floating(d) ? " (converting to float8 is not implemented)"
-                                : " (only floating dtypes are cast targets: F16, BF16, F32, F64)"));
+              (d == DType::F4 ? " (float4_e2m1fn_x2 packs two values a byte; torch cannot "
+                                "convert to it either)"
+                              : " (only floating dtypes are cast targets: F16, BF16, F32, F64 "
+                                "and the float8 kinds)"));
   }
   const TensorCatalog selected =
       options.top_level_key.empty() ? catalog : catalog.select(options.top_level_key);
