@@ -109,7 +109,8 @@ nb::dict convert(const fs::path& in, const fs::path& out, const ConvertArgs& a) 
   if (a.dequantize && a.keep_quantized) bad("dequantize and keep_quantized exclude each other");
   if (a.dtype) {
     t.dtype = dtype_parse(*a.dtype);
-    if (!t.dtype) bad("unknown dtype '" + *a.dtype + "' (try F16, BF16, F32, F64, F8_E4M3, F8_E5M2)");
+    if (!t.dtype)
+      bad("unknown dtype '" + *a.dtype + "' (try F16, BF16, F32, F64, F8_E4M3, F8_E5M2)");
     transform(TensorCatalog{}, t);  // refuses a dtype that is no cast target
   }
 

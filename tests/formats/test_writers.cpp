@@ -655,8 +655,7 @@ TEST_F(Writers, TransformErrors) {
                {"only floating dtypes"});
   TransformOptions to_f4;
   to_f4.dtype = DType::F4;
-  expect_error([&] { transform(cat, to_f4); }, ErrorCode::invalid_argument,
-               {"float4_e2m1fn_x2"});
+  expect_error([&] { transform(cat, to_f4); }, ErrorCode::invalid_argument, {"float4_e2m1fn_x2"});
   TransformOptions key;
   key.top_level_key = "c";
   expect_error([&] { transform(cat, key); }, ErrorCode::missing_key, {"'a', 'b'"});
