@@ -27,7 +27,7 @@ torches=0
 packages=(
   cmake ninja-build g++ clang pkg-config
   zlib1g-dev libbz2-dev liblzma-dev libzstd-dev liblz4-dev libgdbm-dev libsqlite3-dev nlohmann-json3-dev libmsgpack-cxx-dev libpcre2-dev
-  libcli11-dev libfmt-dev libopenblas-dev libcurl4-openssl-dev
+  libcli11-dev libfmt-dev libopenblas-dev libcurl4-openssl-dev libtcmalloc-minimal4
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 for arg in "$@"; do
