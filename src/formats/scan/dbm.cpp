@@ -4,7 +4,8 @@
 // it could not read the store to its end, or nothing.
 //
 //   dbm.gnu     through libgdbm, the library Python's _gdbm reads it with
-//               (fuzzed upstream): every key the store iterates, fetched.
+//               (as any store, our fuzzer feeds it damaged ones): every key the
+//               store iterates, fetched.
 //   dbm.ndbm    Debian's _dbm is Berkeley DB 5.3's ndbm interface over a hash
 //               database (NAME.db). libdb was never hardened against hostile
 //               files and is no longer maintained, so its hash pages are read
