@@ -258,6 +258,10 @@ TEST(ScanStores, SqliteCellsAreSearchedAndDictValuesJudged) {
   const ScanReport dict = make("shelf", "Dict", kPayload);  // protocol 0
   EXPECT_EQ(dict.format, "dbm.sqlite3");
   EXPECT_EQ(dict.verdict, ScanVerdict::unsafe) << describe(dict);
+  ASSERT_FALSE(dict.pickles.empty());
+  EXPECT_EQ(dict.pickles[0].name, "shelve['a']");  // the key, as Python shows it
+  ASSERT_EQ(cell.pickles.size(), 1u);
+  EXPECT_EQ(cell.pickles[0].name, "dbm.sqlite3 cell 'unnamed row 1 value'");
   std::filesystem::remove_all(dir);
 }
 

@@ -30,6 +30,7 @@
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
 #include "torchport/detail/python_literal.hpp"
+#include "torchport/detail/utf8.hpp"
 #include "torchport/detail/work.hpp"
 #include "torchport/formats/format.hpp"
 #include "torchport/io/byte_reader.hpp"
@@ -962,19 +963,11 @@ bool FileScan::dbm_store() {
   }
   std::size_t values = 0;
   const scan_detail::StoreVisit visit = [&](const scan_detail::StoreValue& v) {
-    // The key as text: printable ASCII kept, other bytes escaped.
-    std::string key;
-    for (std::size_t i = 0; i < v.key.size() && i < 64; ++i) {
-      const auto c = static_cast<unsigned char>(v.key[i]);
-      if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
-        key += static_cast<char>(c);
-      } else {
-        constexpr char hex[] = "0123456789abcdef";
-        key += std::string("\\x") + hex[c >> 4] + hex[c & 15];
-      }
-    }
-    if (v.key.size() > 64) key += "...";
-    const std::string name = v.shelve ? "shelve['" + key + "']" : kind + " cell " + key;
+    // The key as Python shows it: a str when it is UTF-8 (shelve decodes
+    // it so), else bytes; a cell's place (table, row, column) likewise.
+    const std::string key =
+        detail::is_utf8(v.key) ? Value::str(v.key).repr(1, 80) : Value::bytes(v.key).repr(1, 80);
+    const std::string name = v.shelve ? "shelve[" + key + "]" : kind + " cell " + key;
     // Bytes of the file are named by their place in it; others (an overflow
     // chain, a value libgdbm or libsqlite3 hands over) by the value.
     const Source bytes =
