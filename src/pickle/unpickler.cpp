@@ -270,7 +270,9 @@ class Machine {
   }
   void call(Value callable, Value args);
   void build();
-  GlobalUse* use_of(const Global& g);
+  // `v` is the global's value (the object an Object was made by calling
+  // when `g` is its class).
+  GlobalUse* use_of(const Value& v, const Global& g);
   static void settle_profile(GlobalUse& use);
   void persistent(Value pid);
 
@@ -292,6 +294,41 @@ class Machine {
   bool memo_all_ = false;             // the scan failed: keep every value here
   std::unordered_map<std::uint64_t, Value, detail::SeededHash> memo_any_;
   std::unordered_map<std::string, std::size_t> global_index_;
+  // What a global the pickle named is, kept once per distinct global: its
+  // one Value (find_class gives the same object each time, so every
+  // reference pushes the same node) and, by that node, its statistics and
+  // what calling it builds, so that a call costs no lookup by name.
+  enum class Builtin : std::uint8_t {
+    none,
+    getattr,
+    ordered_dict,
+    set,
+    complex,
+    bytes,
+    torch_size
+  };
+  struct Known {
+    std::size_t use;  // index into stats_.globals
+    Builtin builtin;  // a data constructor the VM runs itself
+    bool allowed;     // classify_global's verdict, before any profile
+  };
+  std::vector<Value> global_values_;  // by number (stats_.globals index - global_base_)
+  std::size_t global_base_ = 0;       // stats_.globals' size before this pickle's first
+  std::unordered_map<const void*, Known> known_;
+  static Builtin builtin_of(const Global& g) {
+    if (g.is("builtins", "getattr")) return Builtin::getattr;
+    if (g.is("collections", "OrderedDict")) return Builtin::ordered_dict;
+    if (g.is("builtins", "set") || g.is("builtins", "frozenset")) return Builtin::set;
+    if (g.is("builtins", "complex")) return Builtin::complex;
+    if (g.is("builtins", "bytearray") || g.is("_codecs", "encode")) return Builtin::bytes;
+    if (g.is("torch", "Size")) return Builtin::torch_size;
+    return Builtin::none;
+  }
+  const Known* known(const Value& v) const {
+    if (!v.is(Value::Kind::Global)) return nullptr;
+    const auto it = known_.find(v.identity());
+    return it == known_.end() ? nullptr : &it->second;
+  }
   std::string use_key_;  // note_use's lookup key
   Value empty_tuple_;
   std::uint64_t created_ = 0;
@@ -317,6 +354,7 @@ void Machine::global(std::string module, std::string name) {
   std::string written = std::move(g.written);
   const bool dotted = g.dotted_below_4;
   const std::string key = module + "." + name;
+  if (global_index_.empty()) global_base_ = stats_.globals.size();
   auto [it, fresh] = global_index_.emplace(key, stats_.globals.size());
   if (fresh) {
     GlobalUse use;
@@ -342,7 +380,15 @@ void Machine::global(std::string module, std::string name) {
     fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " '" + module + "' '" + name +
                                  "': a dotted name, which Python resolves only from pickle "
                                  "protocol 4 on (below it, loading fails)");
-  push(Value::global(std::move(module), std::move(name)));
+  const std::size_t number = it->second - global_base_;
+  if (number == global_values_.size()) {
+    global_values_.push_back(Value::global(std::move(module), std::move(name)));
+    const Global& made = global_values_.back().as_global();
+    known_.emplace(global_values_.back().identity(),
+                   Known{it->second, builtin_of(made),
+                         classify_global(made.module, made.name) == GlobalClass::allowed});
+  }
+  push(global_values_[number]);
 }
 
 // Counts a call (or a BUILD) of `v` for the statistics: of a global, of an
@@ -355,12 +401,9 @@ void Machine::note_use(const Value& v, bool build) {
     if (!build && stats_.other_calls++ == 0) stats_.first_other_call_offset = op_offset_;
     return;
   }
-  use_key_.assign(g->module);  // reused: no allocation per call
-  use_key_ += '.';
-  use_key_ += g->name;
-  const auto it = global_index_.find(use_key_);
-  if (it == global_index_.end()) return;
-  GlobalUse& use = stats_.globals[it->second];
+  GlobalUse* const found = use_of(v, *g);
+  if (found == nullptr) return;
+  GlobalUse& use = *found;
   if (build) {
     ++(v.is(Value::Kind::Global) ? use.sets : use.builds);
   } else if (use.calls++ == 0) {
@@ -371,8 +414,9 @@ void Machine::note_use(const Value& v, bool build) {
 
 // The statistics of a global the pickle named (null for a value the VM
 // made, such as an Enum member).
-GlobalUse* Machine::use_of(const Global& g) {
-  use_key_.assign(g.module);
+GlobalUse* Machine::use_of(const Value& v, const Global& g) {
+  if (const Known* k = known(v)) return &stats_.globals[k->use];
+  use_key_.assign(g.module);  // reused: no allocation per lookup
   use_key_ += '.';
   use_key_ += g.name;
   const auto it = global_index_.find(use_key_);
@@ -399,7 +443,8 @@ void Machine::call(Value callable, Value args) {
                                  std::string(args.kind_name()) + " arguments, not a tuple");
   const Global& g = callable.as_global();
   const auto& a = args.items();
-  GlobalUse* const use = use_of(g);
+  const Known* const k = known(callable);
+  GlobalUse* const use = use_of(callable, g);
   // An Enum member (a value getattr gave): Python cannot call it either.
   if (use == nullptr)
     fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " of " + g.qualified() +
@@ -411,7 +456,8 @@ void Machine::call(Value callable, Value args) {
       ++use->inert_calls;
     settle_profile(*use);
   }
-  if (g.is("builtins", "getattr")) {
+  const Builtin builtin = k != nullptr ? k->builtin : builtin_of(g);
+  if (builtin == Builtin::getattr) {
     // An Enum member by name, as Python 3.11 pickles one: the member, a
     // value. Any other getattr leaves the global dangerous.
     bool member = false;
@@ -419,7 +465,7 @@ void Machine::call(Value callable, Value args) {
       const Global& cls = a[0].as_global();
       member = allowed_enum_member(cls.module, cls.name, a[1].as_str());
       if (!member && enum_member_name(a[1].as_str()))
-        if (const GlobalUse* enum_use = use_of(cls))
+        if (const GlobalUse* enum_use = use_of(a[0], cls))
           member =
               enum_use->profile != nullptr && enum_use->profile->use == ProfileUse::enum_member;
     }
@@ -431,7 +477,7 @@ void Machine::call(Value callable, Value args) {
     use->klass = GlobalClass::dangerous;
   }
   // Pure data constructors: build the data, run nothing.
-  if (g.is("collections", "OrderedDict")) {
+  if (builtin == Builtin::ordered_dict) {
     Value d = Value::ordered_dict();
     if (a.size() == 1 && (a[0].is(Value::Kind::List) || a[0].is(Value::Kind::Tuple))) {
       count_copy(2 * a[0].items().size());
@@ -447,7 +493,7 @@ void Machine::call(Value callable, Value args) {
     push(std::move(d));
     return;
   }
-  if (g.is("builtins", "set") || g.is("builtins", "frozenset")) {
+  if (builtin == Builtin::set) {
     if (a.empty()) return push(Value::set());
     if (a.size() != 1 ||
         !(a[0].is(Value::Kind::List) || a[0].is(Value::Kind::Tuple) || a[0].is(Value::Kind::Set)))
@@ -455,7 +501,7 @@ void Machine::call(Value callable, Value args) {
     count_copy(a[0].items().size());
     return push(make_seq(Value::Kind::Set, a[0].items()));
   }
-  if (g.is("builtins", "complex")) {
+  if (builtin == Builtin::complex) {
     double re = 0, im = 0;
     if (a.size() > 2) fail(ErrorCode::corrupt, "complex takes at most 2 arguments");
     const auto number = [](const Value& v) {
@@ -474,7 +520,7 @@ void Machine::call(Value callable, Value args) {
     if (a.size() == 2) im = a[1].as_float();
     return push(Value::complex(re, im));
   }
-  if (g.is("builtins", "bytearray") || g.is("_codecs", "encode")) {
+  if (builtin == Builtin::bytes) {
     if (a.empty() && g.name == "bytearray") return push(Value::bytes(""));
     // Each call copies its argument, as Python does: one memo-shared string
     // encoded many times would multiply memory, so the copies count.
@@ -493,7 +539,7 @@ void Machine::call(Value callable, Value args) {
     }
     fail(ErrorCode::unsupported, g.qualified() + " called with arguments " + args.repr(3));
   }
-  if (g.is("torch", "Size")) {
+  if (builtin == Builtin::torch_size) {
     if (a.size() != 1 || !(a[0].is(Value::Kind::Tuple) || a[0].is(Value::Kind::List)))
       fail(ErrorCode::unsupported, "torch.Size called with arguments " + args.repr(3));
     // A tuple is the Size's items as they are: shared, not copied (one
@@ -503,7 +549,8 @@ void Machine::call(Value callable, Value args) {
     count_copy(a[0].items().size());
     return push(make_seq(Value::Kind::Tuple, a[0].items()));
   }
-  if (classify_global(g.module, g.name) != GlobalClass::allowed) ++stats_.calls;
+  if (!(k != nullptr ? k->allowed : classify_global(g.module, g.name) == GlobalClass::allowed))
+    ++stats_.calls;
   if (hook_) {
     if (std::optional<Value> built = hook_(g, args, op_offset_)) {
       push(std::move(*built));
@@ -521,7 +568,7 @@ void Machine::build() {
   note_use(target, true);
   if (target.is(Value::Kind::Global) || target.is(Value::Kind::Object)) {
     const Global& g = target.is(Value::Kind::Global) ? target.as_global() : target.as_object().cls;
-    if (GlobalUse* use = use_of(g); use != nullptr && use->profile != nullptr) {
+    if (GlobalUse* use = use_of(target, g); use != nullptr && use->profile != nullptr) {
       // Python's load_build stores a dict's items into the instance's
       // __dict__ (the class has no __setstate__ to run).
       if (target.is(Value::Kind::Object) && use->profile->use == ProfileUse::object &&
