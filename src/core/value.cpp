@@ -39,10 +39,12 @@ struct Value::ListNode : Node {
 };
 struct Value::DictNode : Node {
   Pairs pairs;
-  // Position of each key (pair index + 1, 0 for an empty slot; open
-  // addressing, at most half full), built once a dict grows past a few
-  // entries, so that inserting n keys stays O(n) without allocating per key.
-  std::vector<std::uint32_t> slots;
+  // Position of each key (pair index + 1 in the low half, 0 for an empty
+  // slot; the key hash's high half in the high half, so that a probe
+  // compares keys only when their hashes agree; open addressing, at most
+  // half full), built once a dict grows past a few entries, so that
+  // inserting n keys stays O(n) without allocating per key.
+  std::vector<std::uint64_t> slots;
 };
 struct Value::GlobalNode : Node {
   Global g;
@@ -95,6 +97,17 @@ constexpr std::uint64_t kBytesTag = 0x9e3779b97f4a7c15ull;
 
 std::uint64_t str_hash(std::string_view s) {
   return detail::seeded_hash(s);
+}
+
+// A dict's index slot: the key hash's high half, and the pair's index + 1.
+std::uint64_t make_slot(std::uint64_t hash, std::size_t index) {
+  return (hash & 0xffffffff00000000ull) | (static_cast<std::uint64_t>(index) + 1);
+}
+std::uint64_t slot_tag(std::uint64_t slot_or_hash) {
+  return slot_or_hash >> 32;
+}
+std::size_t slot_index(std::uint64_t slot) {
+  return static_cast<std::size_t>((slot & 0xffffffffull) - 1);
 }
 
 }  // namespace
@@ -474,8 +487,10 @@ const Value* Value::find(std::string_view key) const {
   const auto& d = node_as<DictNode>(kind_);
   if (!d.slots.empty()) {
     const std::size_t mask = d.slots.size() - 1;
-    for (std::size_t s = str_hash(key) & mask; d.slots[s] != 0; s = (s + 1) & mask) {
-      const auto& [k, v] = d.pairs[d.slots[s] - 1];
+    const std::uint64_t h = std::max<std::uint64_t>(str_hash(key), 1);  // as ValueAccess::hash
+    for (std::size_t s = h & mask; d.slots[s] != 0; s = (s + 1) & mask) {
+      if (slot_tag(d.slots[s]) != slot_tag(h)) continue;
+      const auto& [k, v] = d.pairs[slot_index(d.slots[s])];
       if (k.kind_ == Kind::Str && k.as_str() == key) return &v;
     }
     return nullptr;
@@ -581,19 +596,22 @@ void Value::insert(Value key, Value value) {
     d.slots.assign(cap, 0);
     detail::count(detail::work().items_moved, d.pairs.size());
     for (std::size_t i = 0; i < d.pairs.size(); ++i) {
-      std::size_t s = key_hash(d.pairs[i].first) & (cap - 1);
+      const std::uint64_t h = key_hash(d.pairs[i].first);
+      std::size_t s = h & (cap - 1);
       while (d.slots[s] != 0) s = (s + 1) & (cap - 1);
-      d.slots[s] = static_cast<std::uint32_t>(i + 1);
+      d.slots[s] = make_slot(h, i);
     }
   }
   const std::size_t mask = d.slots.size() - 1;
-  std::size_t s = key_hash(key) & mask;
+  const std::uint64_t h = key_hash(key);
+  std::size_t s = h & mask;
   for (; d.slots[s] != 0; s = (s + 1) & mask)
-    if (key_equal(d.pairs[d.slots[s] - 1].first, key)) {
-      d.pairs[d.slots[s] - 1].second = std::move(value);
+    if (slot_tag(d.slots[s]) == slot_tag(h) &&
+        key_equal(d.pairs[slot_index(d.slots[s])].first, key)) {
+      d.pairs[slot_index(d.slots[s])].second = std::move(value);
       return;
     }
-  d.slots[s] = static_cast<std::uint32_t>(d.pairs.size() + 1);
+  d.slots[s] = make_slot(h, d.pairs.size());
   d.pairs.emplace_back(std::move(key), std::move(value));
 }
 
