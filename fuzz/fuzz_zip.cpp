@@ -3,7 +3,7 @@
 // its CRC.
 
 #include "fuzz_common.hpp"
-#include "torchport/io/zip.hpp"
+#include "io/zip.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace torchport;

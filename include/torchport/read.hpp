@@ -37,7 +37,5 @@
 #include "torchport/formats/slice.hpp"
 #include "torchport/formats/transform.hpp"
 #include "torchport/io/atomic_file.hpp"
-#include "torchport/io/compression.hpp"
 #include "torchport/io/source.hpp"
-#include "torchport/io/zip_writer.hpp"
 #include "torchport/version.hpp"

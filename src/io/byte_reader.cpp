@@ -1,4 +1,4 @@
-#include "torchport/io/byte_reader.hpp"
+#include "io/byte_reader.hpp"
 
 #include <bit>
 

@@ -3,7 +3,7 @@
 // (Zstandard frames) and liblz4 (LZ4 frames), driven by one loop that
 // bounds the output before producing it.
 
-#include "torchport/io/compression.hpp"
+#include "io/compression.hpp"
 
 #include <bzlib.h>
 #include <lz4frame.h>

@@ -7,7 +7,7 @@
 // something we do not reproduce (sparse members, negative sizes, headers
 // nested without end) the archive is refused; see docs/format.md.
 
-#include "torchport/io/tar.hpp"
+#include "io/tar.hpp"
 
 #include <cstring>
 #include <map>

@@ -5,7 +5,7 @@
 // Every field is read through a bounds check; see docs/format.md for why
 // this is not minizip any more.
 
-#include "torchport/io/zip.hpp"
+#include "io/zip.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -15,11 +15,11 @@
 
 #include <zlib.h>
 
+#include "io/compression.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
 #include "torchport/detail/hash.hpp"
 #include "torchport/detail/work.hpp"
-#include "torchport/io/compression.hpp"
 
 namespace torchport {
 namespace {

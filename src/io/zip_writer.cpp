@@ -4,7 +4,7 @@
 // (PyTorchStreamWriter::writeRecord and getPadding): an extra field with id
 // 0x4246 ("FB") filled with 'Z' so the data starts at a multiple of 64.
 
-#include "torchport/io/zip_writer.hpp"
+#include "io/zip_writer.hpp"
 
 #include <zlib.h>
 

@@ -18,9 +18,9 @@
 #include <iterator>
 #include <string>
 
+#include "pickle/unpickler.hpp"
 #include "torchport/core/dtype.hpp"
 #include "torchport/core/error.hpp"
-#include "torchport/pickle/unpickler.hpp"
 
 #include "pickle/names.hpp"
 #include "pickle/opcodes.hpp"

@@ -13,11 +13,11 @@
 
 #include "pickle/names.hpp"
 #include "pickle/opcodes.hpp"
+#include "pickle/unpickler.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/hash.hpp"
 #include "torchport/detail/utf8.hpp"
 #include "torchport/detail/work.hpp"
-#include "torchport/pickle/unpickler.hpp"
 
 namespace torchport::pickle {
 namespace {

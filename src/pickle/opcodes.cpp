@@ -5,8 +5,8 @@
 
 #include <string>
 
+#include "pickle/unpickler.hpp"
 #include "torchport/core/error.hpp"
-#include "torchport/pickle/unpickler.hpp"
 
 namespace torchport::pickle {
 namespace detail_ops {

@@ -13,7 +13,7 @@
 #include <limits>
 #include <string_view>
 
-#include "torchport/io/byte_reader.hpp"
+#include "io/byte_reader.hpp"
 
 namespace torchport::pickle {
 

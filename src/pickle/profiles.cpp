@@ -12,8 +12,8 @@
 #include <iterator>
 #include <string>
 
+#include "pickle/unpickler.hpp"
 #include "torchport/core/error.hpp"
-#include "torchport/pickle/unpickler.hpp"
 
 namespace torchport::pickle {
 namespace {

@@ -3,7 +3,7 @@
 // allow); every deviation is a refusal, never a guess. The opcodes, their
 // argument layouts and the decoder of arguments are in opcodes.hpp.
 
-#include "torchport/pickle/unpickler.hpp"
+#include "pickle/unpickler.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -103,6 +103,26 @@ class CheckLayers(unittest.TestCase):
             self.assertIn("src/record/load.cpp:2: [private] record includes \"formats/helper.hpp\", "
                           "a private header of formats", out)
 
+    def test_shared_header_reaches_sources_above_but_not_tools_or_installed_headers(self):
+        files = dict(BASE)
+        files["src/io/zip.hpp"] = "#pragma once\n"
+        files["src/formats/reader.cpp"] = "#include \"io/zip.hpp\"\n"
+        with Tree(files) as root:
+            code, out = run(root)
+            self.assertEqual(code, 0, out)
+        files["tools/torchport/main.cpp"] = "#include \"io/zip.hpp\"\n"
+        with Tree(files) as root:
+            code, out = run(root)
+            self.assertEqual(code, 1, out)
+            self.assertIn("tools/torchport/main.cpp:1: [private] tools includes \"io/zip.hpp\", a private "
+                          "header of io (src/io/): only io and the library's sources above it", out)
+        del files["tools/torchport/main.cpp"]
+        files["include/torchport/formats/catalog.hpp"] = "#pragma once\n#include \"io/zip.hpp\"\n"
+        with Tree(files) as root:
+            code, out = run(root)
+            self.assertEqual(code, 1, out)
+            self.assertIn("include/torchport/formats/catalog.hpp:2: [public]", out)
+
     def test_public_header_including_a_private_one_fails(self):
         files = dict(BASE)
         files["include/torchport/formats/catalog.hpp"] = "#pragma once\n#include \"formats/helper.hpp\"\n"

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "io/zip.hpp"
 #include "support/fixtures.hpp"
 #include "torchport/formats/save.hpp"
 #include "torchport/io/source.hpp"
-#include "torchport/io/zip.hpp"
 
 using torchport::test::fixture;
 using torchport::test::run_command;

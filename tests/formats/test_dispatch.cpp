@@ -8,10 +8,10 @@
 
 #include "../io/tar_builder.hpp"
 #include "conversion_helpers.hpp"
+#include "io/tar.hpp"
 #include "torchport/formats/format.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/formats/scan.hpp"
-#include "torchport/io/tar.hpp"
 
 using namespace torchport;
 using test::expect_error;

@@ -16,12 +16,12 @@
 #include <gtest/gtest.h>
 
 #include "conversion_helpers.hpp"
+#include "pickle/unpickler.hpp"
 #include "support/fixtures.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/formats/save.hpp"
 #include "torchport/formats/scan.hpp"
-#include "torchport/pickle/unpickler.hpp"
 
 namespace fs = std::filesystem;
 using namespace torchport;

@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "conversion_helpers.hpp"
+#include "io/zip.hpp"
 #include "support/fixtures.hpp"
 #include "torchport/core/convert.hpp"
 #include "torchport/core/error.hpp"
@@ -29,7 +30,6 @@
 #include "torchport/formats/save.hpp"
 #include "torchport/formats/scan.hpp"
 #include "torchport/io/source.hpp"
-#include "torchport/io/zip.hpp"
 
 namespace fs = std::filesystem;
 using namespace torchport;

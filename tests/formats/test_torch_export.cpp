@@ -12,12 +12,12 @@
 #include <iterator>
 #include <map>
 
+#include "io/zip_writer.hpp"
 #include "support/fixtures.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/formats/scan.hpp"
 #include "torchport/io/atomic_file.hpp"
-#include "torchport/io/zip_writer.hpp"
 
 using namespace torchport;
 

@@ -15,12 +15,12 @@
 #include <nlohmann/json.hpp>
 
 #include "conversion_helpers.hpp"
+#include "io/zip.hpp"
+#include "io/zip_writer.hpp"
 #include "support/fixtures.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/formats/save.hpp"
 #include "torchport/formats/transform.hpp"
-#include "torchport/io/zip.hpp"
-#include "torchport/io/zip_writer.hpp"
 
 namespace fs = std::filesystem;
 using namespace torchport;

@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include "io/zip_writer.hpp"
 #include "support/fixtures.hpp"
 #include "torchport/io/atomic_file.hpp"
-#include "torchport/io/zip_writer.hpp"
 
 namespace fs = std::filesystem;
 using torchport::test::run_command;

@@ -14,9 +14,9 @@
 
 #include <gtest/gtest.h>
 
+#include "io/compression.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/work.hpp"
-#include "torchport/io/compression.hpp"
 
 using namespace torchport;
 

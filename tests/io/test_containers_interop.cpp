@@ -11,10 +11,10 @@
 
 #include <gtest/gtest.h>
 
+#include "io/tar.hpp"
+#include "io/zip.hpp"
 #include "support/fixtures.hpp"
 #include "torchport/core/error.hpp"
-#include "torchport/io/tar.hpp"
-#include "torchport/io/zip.hpp"
 
 namespace fs = std::filesystem;
 using namespace torchport;

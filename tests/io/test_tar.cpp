@@ -6,9 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include "io/tar.hpp"
 #include "tar_builder.hpp"
 #include "torchport/core/error.hpp"
-#include "torchport/io/tar.hpp"
 
 using namespace torchport;
 using namespace torchport::test;

@@ -8,11 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include "io/zip.hpp"
+#include "io/zip_writer.hpp"
 #include "support/fixtures.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/io/atomic_file.hpp"
-#include "torchport/io/zip.hpp"
-#include "torchport/io/zip_writer.hpp"
 
 namespace fs = std::filesystem;
 using namespace torchport;

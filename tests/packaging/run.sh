@@ -58,6 +58,13 @@ elif [ "$mode" = find_package ]; then
   prefix=$work/prefix
   # Only public headers are installed.
   test ! -e "$prefix/include/torchport/detail" || fail "include/torchport/detail/ was installed"
+  # The internals several readers share live under src/: the zip, tar and
+  # byte readers, the decompressors, the zip writer and the pickle VM.
+  for internal in io/zip.hpp io/tar.hpp io/byte_reader.hpp io/compression.hpp io/zip_writer.hpp \
+    pickle/unpickler.hpp; do
+    test ! -e "$prefix/include/torchport/$internal" || fail "the internal header $internal was installed"
+  done
+  test -f "$prefix/include/torchport/pickle/globals.hpp" || fail "torchport/pickle/globals.hpp was not installed"
   test -f "$prefix/include/torchport/read.hpp" || fail "torchport/read.hpp was not installed"
 
   # Every component, and every installed header compiled by a consumer.

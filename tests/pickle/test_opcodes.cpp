@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 
 #include "pickle/opcodes.hpp"
+#include "pickle/unpickler.hpp"
 #include "torchport/core/error.hpp"
-#include "torchport/pickle/unpickler.hpp"
 
 using namespace std::string_literals;
 using namespace torchport;

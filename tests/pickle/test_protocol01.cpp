@@ -8,9 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include "pickle/unpickler.hpp"
 #include "support/fixtures.hpp"
 #include "torchport/core/error.hpp"
-#include "torchport/pickle/unpickler.hpp"
 
 using namespace torchport;
 using torchport::test::fixture;

@@ -7,8 +7,8 @@ using namespace std::string_literals;
 
 #include <gtest/gtest.h>
 
+#include "pickle/unpickler.hpp"
 #include "torchport/core/error.hpp"
-#include "torchport/pickle/unpickler.hpp"
 
 using namespace torchport;
 

@@ -13,11 +13,11 @@
 
 #include <torchport/torchport.hpp>
 
+#include "io/byte_reader.hpp"
+#include "pickle/unpickler.hpp"
 #include "security/hostile.hpp"
 #include "support/fixtures.hpp"
 #include "torchport/detail/work.hpp"
-#include "torchport/io/byte_reader.hpp"
-#include "torchport/pickle/unpickler.hpp"
 
 namespace torchport::test {
 namespace {

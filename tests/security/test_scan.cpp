@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <torchport/torchport.hpp>
 
+#include "pickle/unpickler.hpp"
 #include "security/hostile.hpp"
 #include "support/fixtures.hpp"
 

@@ -25,7 +25,7 @@
 #include "torchport/formats/save.hpp"
 #include "torchport/formats/transform.hpp"
 #include "torchport/io/atomic_file.hpp"
-#include "torchport/pickle/unpickler.hpp"
+#include "torchport/pickle/globals.hpp"
 #include "torchport/record/export.hpp"
 #include "torchport/record/remap.hpp"
 

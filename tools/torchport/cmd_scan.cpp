@@ -24,7 +24,7 @@
 #include "torchport/core/error.hpp"
 #include "torchport/formats/scan.hpp"
 #include "torchport/formats/scan_json.hpp"
-#include "torchport/pickle/unpickler.hpp"
+#include "torchport/pickle/globals.hpp"
 
 namespace torchport::cli {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "commands.hpp"
 #include "torchport/core/error.hpp"
-#include "torchport/pickle/unpickler.hpp"
+#include "torchport/pickle/globals.hpp"
 #ifdef TORCHPORT_HAVE_REMOTE
 #include "torchport/io/remote.hpp"
 #endif

@@ -18,7 +18,7 @@
 
 #include "torchport/formats/open.hpp"
 #include "torchport/io/source.hpp"
-#include "torchport/pickle/unpickler.hpp"
+#include "torchport/pickle/globals.hpp"
 
 namespace torchport {
 

@@ -9,8 +9,8 @@
 
 #include "formats/read/readers.hpp"
 #include "formats/read/shards.hpp"
+#include "io/compression.hpp"
 #include "torchport/detail/checked.hpp"
-#include "torchport/io/compression.hpp"
 
 namespace torchport::formats::dcp {
 

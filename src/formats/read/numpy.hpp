@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "pickle/unpickler.hpp"
 #include "torchport/core/value.hpp"
-#include "torchport/pickle/unpickler.hpp"
 
 namespace torchport::formats::numpy {
 

@@ -22,11 +22,11 @@
 
 #include "formats/read/readers.hpp"
 #include "formats/read/torch_common.hpp"
+#include "io/byte_reader.hpp"
+#include "io/zip.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
 #include "torchport/detail/utf8.hpp"
-#include "torchport/io/byte_reader.hpp"
-#include "torchport/io/zip.hpp"
 
 #include "torchport/detail/python_literal.hpp"
 

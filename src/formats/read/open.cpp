@@ -12,9 +12,9 @@
 
 #include "formats/read/readers.hpp"
 #include "formats/read/registry.hpp"
+#include "io/tar.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/format.hpp"
-#include "torchport/io/tar.hpp"
 
 namespace torchport {
 namespace {

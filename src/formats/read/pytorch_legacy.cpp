@@ -18,10 +18,10 @@
 #include "formats/catalog/materialize_limit.hpp"
 #include "formats/read/readers.hpp"
 #include "formats/read/torch_common.hpp"
+#include "io/byte_reader.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
 #include "torchport/detail/hash.hpp"
-#include "torchport/io/byte_reader.hpp"
 
 namespace torchport::formats {
 namespace {

@@ -23,9 +23,9 @@
 
 #include "formats/read/readers.hpp"
 #include "formats/read/torch_common.hpp"
+#include "io/byte_reader.hpp"
+#include "io/zip.hpp"
 #include "torchport/core/error.hpp"
-#include "torchport/io/byte_reader.hpp"
-#include "torchport/io/zip.hpp"
 
 namespace torchport::formats {
 namespace {

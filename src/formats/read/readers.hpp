@@ -10,11 +10,11 @@
 #include <string>
 
 #include "formats/read/walk.hpp"
+#include "io/zip.hpp"
 #include "torchport/formats/catalog.hpp"
 #include "torchport/formats/format.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/io/source.hpp"
-#include "torchport/io/zip.hpp"
 
 namespace torchport::formats {
 

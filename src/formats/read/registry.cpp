@@ -10,9 +10,9 @@
 
 #include "formats/read/readers.hpp"
 #include "formats/read/shards.hpp"
+#include "io/tar.hpp"
+#include "io/zip.hpp"
 #include "torchport/formats/record_file.hpp"
-#include "torchport/io/tar.hpp"
-#include "torchport/io/zip.hpp"
 
 namespace torchport {
 namespace {

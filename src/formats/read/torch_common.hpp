@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "formats/read/walk.hpp"
+#include "pickle/unpickler.hpp"
 #include "torchport/core/dtype.hpp"
 #include "torchport/core/limits.hpp"
 #include "torchport/core/value.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/io/source.hpp"
-#include "torchport/pickle/unpickler.hpp"
 
 namespace torchport::formats {
 

@@ -57,10 +57,10 @@
 #include "formats/read/readers.hpp"
 #include "formats/read/strict_json.hpp"
 #include "formats/read/torch_common.hpp"
+#include "io/byte_reader.hpp"
+#include "io/tar.hpp"
+#include "pickle/unpickler.hpp"
 #include "torchport/core/error.hpp"
-#include "torchport/io/byte_reader.hpp"
-#include "torchport/io/tar.hpp"
-#include "torchport/pickle/unpickler.hpp"
 
 namespace torchport::formats {
 namespace {

@@ -12,11 +12,11 @@
 #include <string>
 #include <string_view>
 
+#include "io/byte_reader.hpp"
+#include "pickle/unpickler.hpp"
 #include "torchport/core/value.hpp"
 #include "torchport/formats/open.hpp"
-#include "torchport/io/byte_reader.hpp"
 #include "torchport/io/source.hpp"
-#include "torchport/pickle/unpickler.hpp"
 
 namespace torchport::formats {
 

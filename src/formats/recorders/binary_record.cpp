@@ -16,9 +16,9 @@
 
 #include "formats/read/torch_common.hpp"
 #include "formats/recorders/record_encode.hpp"
+#include "io/byte_reader.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
-#include "torchport/io/byte_reader.hpp"
 
 namespace torchport::record_files {
 namespace {

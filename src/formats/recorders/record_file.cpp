@@ -6,12 +6,12 @@
 
 #include "formats/catalog/materialize_limit.hpp"
 #include "formats/recorders/record_encode.hpp"
+#include "io/compression.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
 #include "torchport/formats/densify.hpp"
 #include "torchport/formats/format.hpp"
 #include "torchport/io/atomic_file.hpp"
-#include "torchport/io/compression.hpp"
 #include "torchport/version.hpp"
 
 namespace torchport {

@@ -27,15 +27,15 @@
 #include "formats/read/readers.hpp"
 #include "formats/read/walk.hpp"
 #include "formats/scan/scan_detail.hpp"
+#include "io/byte_reader.hpp"
+#include "io/compression.hpp"
+#include "io/zip.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
 #include "torchport/detail/python_literal.hpp"
 #include "torchport/detail/utf8.hpp"
 #include "torchport/detail/work.hpp"
 #include "torchport/formats/format.hpp"
-#include "torchport/io/byte_reader.hpp"
-#include "torchport/io/compression.hpp"
-#include "torchport/io/zip.hpp"
 
 namespace torchport {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "torchport/pickle/unpickler.hpp"
+#include "pickle/unpickler.hpp"
 
 namespace torchport {
 namespace {

@@ -29,9 +29,9 @@
 #include <unordered_set>
 
 #include "formats/write/writers.hpp"
+#include "io/zip_writer.hpp"
+#include "pickle/unpickler.hpp"
 #include "torchport/core/error.hpp"
-#include "torchport/io/zip_writer.hpp"
-#include "torchport/pickle/unpickler.hpp"
 
 namespace torchport::formats {
 namespace {

@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include "io/compression.hpp"
 #include "torchport/core/limits.hpp"
 #include "torchport/core/storage.hpp"
-#include "torchport/io/compression.hpp"
 #include "torchport/io/source.hpp"
 
 namespace torchport {
