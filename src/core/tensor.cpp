@@ -149,6 +149,16 @@ Tensor::Tensor(DType dtype, Shape shape, Shape strides, std::int64_t storage_off
                     " bytes; truncated or corrupt file?");
 }
 
+Tensor Tensor::with_storage(std::shared_ptr<Storage> storage) && {
+  if (body_ && body_.use_count() == 1 && !body_->extras && body_->view_bits == 0 && !body_->meta &&
+      body_->storage && storage && storage->nbytes() >= body_->storage->nbytes()) {
+    body_->storage = std::move(storage);  // the view's bounds held over fewer bytes
+    return std::move(*this);
+  }
+  Tensor t(dtype(), shape(), strides(), storage_offset(), std::move(storage));
+  return is_quantized() ? t.with_quantization(quantization()) : t;
+}
+
 Tensor Tensor::empty(DType dtype, Shape shape) {
   const std::int64_t n = shape_numel(shape);
   std::uint64_t bytes;

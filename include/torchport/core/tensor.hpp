@@ -158,6 +158,16 @@ class Tensor {
   std::uint64_t nbytes() const noexcept;
   /// The storage viewed (null for an undefined tensor).
   const std::shared_ptr<Storage>& storage() const noexcept { return body().storage; }
+  /// The same view (dtype, sizes, strides, offset, quantizer) over
+  /// `storage`, as `Tensor(dtype(), shape(), strides(), storage_offset(),
+  /// storage)` with this tensor's quantizer would make it; other extras
+  /// (conjugate and negative bits, a packed file storage) are not kept.
+  /// Reuses this tensor's body when nothing else shares it, it has no
+  /// extras and `storage` holds at least the bytes of the current one (a
+  /// checkpoint's many small tensors then move to their copies without an
+  /// allocation each).
+  /// \throws Error(corrupt) as the constructor, when `storage` is too small.
+  Tensor with_storage(std::shared_ptr<Storage> storage) &&;
   /// True when the elements are densely laid out in C order (0- and
   /// 1-element tensors always are).
   bool is_contiguous() const noexcept;

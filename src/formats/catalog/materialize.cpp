@@ -148,8 +148,7 @@ void materialize_tensors(std::vector<NamedTensor>& tensors, Residence residence,
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     Tensor& x = tensors[i].tensor;
     if (number[i] == kNone) continue;  // no dense storage (sparse: its parts stay)
-    Tensor y(x.dtype(), x.shape(), x.strides(), x.storage_offset(), replaced[number[i]]);
-    x = x.is_quantized() ? y.with_quantization(x.quantization()) : std::move(y);
+    x = std::move(x).with_storage(replaced[number[i]]);
   }
 }
 
