@@ -102,11 +102,12 @@ StoreRead read_gdbm(std::span<const std::byte> file, const std::string& name, st
   Spent spent{cap};
   // A directory naming one bucket in places apart lists its keys again.
   std::set<std::string> keys;
+  // Each key libgdbm hands out is ours to free, also when a visit throws.
+  using Owned = std::unique_ptr<char, decltype(&std::free)>;
   datum key = gdbm_firstkey(db.get());
-  while (key.dptr != nullptr) {
+  for (Owned held(key.dptr, &std::free); key.dptr != nullptr;) {
     std::string k(key.dptr, static_cast<std::size_t>(key.dsize));
     if (!spent.take(k.size())) {
-      std::free(key.dptr);
       out.unreadable = over_cap(cap);
       return out;
     }
@@ -114,15 +115,13 @@ StoreRead read_gdbm(std::span<const std::byte> file, const std::string& name, st
       datum value = gdbm_fetch(db.get(), key);
       if (value.dptr == nullptr) {
         if (gdbm_last_errno(db.get()) != GDBM_ITEM_NOT_FOUND) {
-          std::free(key.dptr);
           out.unreadable = std::string("libgdbm stops at a value: ") + gdbm_db_strerror(db.get());
           return out;
         }
         gdbm_clear_error(db.get());
       } else {
-        const std::unique_ptr<char, decltype(&std::free)> owned(value.dptr, &std::free);
+        const Owned owned(value.dptr, &std::free);
         if (!spent.take(static_cast<std::uint64_t>(value.dsize))) {
-          std::free(key.dptr);
           out.unreadable = over_cap(cap);
           return out;
         }
@@ -132,9 +131,8 @@ StoreRead read_gdbm(std::span<const std::byte> file, const std::string& name, st
                std::nullopt, true});
       }
     }
-    const datum next = gdbm_nextkey(db.get(), key);
-    std::free(key.dptr);
-    key = next;
+    key = gdbm_nextkey(db.get(), key);
+    held.reset(key.dptr);  // frees the key just read past
   }
   if (const gdbm_error e = gdbm_last_errno(db.get());
       e != GDBM_ITEM_NOT_FOUND && e != GDBM_NO_ERROR)
