@@ -302,12 +302,6 @@ class Lexer {
     return s_.substr(start, i_ - start);
   }
 
-  static int hex(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') return (c | 0x20) - 'a' + 10;
-    return -1;
-  }
-
   // A string literal at i_ (the quote) with its lower-case prefix.
   void string(const std::string& prefix, Token& t) {
     const bool raw = prefix.find('r') != std::string::npos;
@@ -350,39 +344,17 @@ class Lexer {
         continue;
       }
       const char e = b[++k];  // a backslash is always followed by a character here
+      if (const int c = simple_escape(e); c >= 0) {
+        out += static_cast<char>(c);
+        continue;
+      }
       switch (e) {
-        case '\n':
-          break;
-        case '\\':
-        case '\'':
-        case '"':
-          out += e;
-          break;
-        case 'a':
-          out += '\a';
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'v':
-          out += '\v';
+        case '\n':  // a line continuation
           break;
         case 'x': {
-          if (k + 2 >= b.size() + 0 || hex(b[k + 1]) < 0 || hex(b[k + 2]) < 0)
+          if (k + 2 >= b.size() + 0 || hex_digit(b[k + 1]) < 0 || hex_digit(b[k + 2]) < 0)
             fail("truncated \\xXX escape", at);
-          const unsigned v = static_cast<unsigned>(hex(b[k + 1]) * 16 + hex(b[k + 2]));
+          const unsigned v = static_cast<unsigned>(hex_digit(b[k + 1]) * 16 + hex_digit(b[k + 2]));
           k += 2;
           if (bytes)
             out += static_cast<char>(v);
@@ -406,9 +378,9 @@ class Lexer {
             const std::size_t n = e == 'u' ? 4 : 8;
             std::uint32_t v = 0;
             for (std::size_t d = 1; d <= n; ++d) {
-              if (k + d >= b.size() || hex(b[k + d]) < 0)
+              if (k + d >= b.size() || hex_digit(b[k + d]) < 0)
                 fail(std::string("truncated \\") + e + " escape", at);
-              v = v * 16 + static_cast<std::uint32_t>(hex(b[k + d]));
+              v = v * 16 + static_cast<std::uint32_t>(hex_digit(b[k + d]));
             }
             k += n;
             if (v > 0x10FFFF) fail("illegal Unicode character", at);

@@ -241,57 +241,57 @@ Value long_from_bytes(std::span<const std::byte> b) {
 // literal whose escapes codecs.escape_decode resolves (\\ \' \" \a \b \f \n
 // \r \t \v, one to three octal digits, \x and two hex digits; any other
 // backslash stays as it is). False for what escape_decode refuses.
+int simple_escape(char e) noexcept {
+  switch (e) {
+    case '\\':
+    case '\'':
+    case '"':
+      return e;
+    case 'a':
+      return '\a';
+    case 'b':
+      return '\b';
+    case 'f':
+      return '\f';
+    case 'n':
+      return '\n';
+    case 'r':
+      return '\r';
+    case 't':
+      return '\t';
+    case 'v':
+      return '\v';
+    default:
+      return -1;
+  }
+}
+
+int hex_digit(char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 bool unescape_repr(std::string_view s, std::string& out) {
   if (s.size() < 2 || (s.front() != '\'' && s.front() != '"') || s.back() != s.front())
     return false;
   s = s.substr(1, s.size() - 2);
   out.clear();
-  auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (s[i] != '\\') {
       out += s[i];
       continue;
     }
     if (++i >= s.size()) return false;  // "Trailing \ in string"
+    if (const int c = simple_escape(s[i]); c >= 0) {
+      out += static_cast<char>(c);
+      continue;
+    }
     switch (s[i]) {
-      case '\\':
-        out += '\\';
-        break;
-      case '\'':
-        out += '\'';
-        break;
-      case '"':
-        out += '"';
-        break;
-      case 'a':
-        out += '\a';
-        break;
-      case 'b':
-        out += '\b';
-        break;
-      case 'f':
-        out += '\f';
-        break;
-      case 'n':
-        out += '\n';
-        break;
-      case 'r':
-        out += '\r';
-        break;
-      case 't':
-        out += '\t';
-        break;
-      case 'v':
-        out += '\v';
-        break;
       case 'x': {
         if (i + 2 >= s.size()) return false;
-        const int hi = hex(s[i + 1]), lo = hex(s[i + 2]);
+        const int hi = hex_digit(s[i + 1]), lo = hex_digit(s[i + 2]);
         if (hi < 0 || lo < 0) return false;
         out += static_cast<char>(hi * 16 + lo);
         i += 2;

@@ -32,6 +32,12 @@ Value long_from_bytes(std::span<const std::byte> b);
 /// parentheses, a real part, an imaginary part ending in j, or both
 /// ("1+2j", "-j", "(3.5)", "infj"). False for what Python refuses.
 bool parse_complex(std::string_view s, double& re, double& im);
+/// The character a one-character escape of Python's string literals
+/// stands for (`\\ \' \" \a \b \f \n \r \t \v`: `e` is the character
+/// after the backslash), or -1 for any other.
+int simple_escape(char e) noexcept;
+/// The value of a hexadecimal digit, or -1.
+int hex_digit(char c) noexcept;
 /// STRING's quoted Python 2 literal, as codecs.escape_decode resolves it.
 bool unescape_repr(std::string_view s, std::string& out);
 /// UNICODE's raw-unicode-escape text, to UTF-8. False for what Python
