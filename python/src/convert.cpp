@@ -21,54 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The values besides tensors an output of tensors alone would drop (the
-// tool's check, the same walk): their count, and the first five named.
-void dropped_values(const Value& v, std::string& name, std::vector<std::string>& out,
-                    std::size_t& count) {
-  const std::size_t n = name.size();
-  const auto child = [&](const std::string& key, const Value& x) {
-    if (!name.empty()) name += '.';
-    name += key;
-    dropped_values(x, name, out, count);
-    name.resize(n);
-  };
-  switch (v.kind()) {
-    case Value::Kind::None:
-    case Value::Kind::Tensor:
-      return;
-    case Value::Kind::Dict:
-      for (const auto& [k, x] : v.pairs())
-        child(k.is(Value::Kind::Str) ? k.as_str() : k.repr(2), x);
-      return;
-    case Value::Kind::List:
-    case Value::Kind::Tuple:
-    case Value::Kind::Set: {
-      std::size_t i = 0;
-      for (const auto& x : v.items()) child(std::to_string(i++), x);
-      return;
-    }
-    case Value::Kind::Object: {
-      const Value& state = v.as_object().state;
-      if (state.is(Value::Kind::Dict) && state.find("_parameters") && state.find("_modules"))
-        return;
-      if (state.is_container()) {
-        dropped_values(state, name, out, count);
-        return;
-      }
-      [[fallthrough]];
-    }
-    default:
-      if (name.empty()) return;
-      if (++count <= 5) out.push_back(name + " (" + v.repr(1).substr(0, 40) + ")");
-  }
-}
-
-std::string joined(const std::vector<std::string>& names, std::size_t count) {
-  std::string s;
-  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s + (count > names.size() ? ", ..." : "");
-}
-
 struct ConvertArgs {
   std::optional<std::string> format;
   std::optional<std::string> dtype;
@@ -121,15 +73,13 @@ nb::dict convert(const fs::path& in, const fs::path& out, const ConvertArgs& a) 
     TensorCatalog opened = open(in, o);
     if (a.top_level_key) opened = opened.select(*a.top_level_key);
     if (!a.tensors_only) {
-      std::vector<std::string> names;
-      std::size_t count = 0;
-      std::string name;
-      dropped_values(opened.root(), name, names, count);
+      const DroppedValues dropped = dropped_values(opened.root());
+      std::size_t count = dropped.count;
       const bool changes_tensors = a.dtype || a.dequantize || a.keep_quantized || a.densify;
       if (count > 0 && format == SaveFormat::pytorch) {
         if (changes_tensors)
           bad("the input holds " + std::to_string(count) + " value(s) besides tensors (" +
-              joined(names, count) +
+              dropped.names() +
               "), which a .pt keeps only as the whole object, with its tensors unchanged: "
               "dtype, dequantize, keep_quantized and densify need tensors_only=True (or "
               "top_level_key to convert one sub-tree)");
@@ -139,7 +89,7 @@ nb::dict convert(const fs::path& in, const fs::path& out, const ConvertArgs& a) 
       }
       if (count > 0)
         bad("the input holds " + std::to_string(count) +
-            " value(s) besides tensors that the output would drop: " + joined(names, count) +
+            " value(s) besides tensors that the output would drop: " + dropped.names() +
             "; pass tensors_only=True to write the tensors alone (or top_level_key to convert "
             "one sub-tree)");
     }

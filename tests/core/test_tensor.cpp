@@ -111,6 +111,52 @@ TEST(Value, PruneTensorsKeepsScalars) {
   EXPECT_EQ(to_json(p), "{\"epoch\":3}");
 }
 
+// What a tensor file would drop: every value but tensors, numpy arrays
+// included (torch.load gives them back as arrays), named as keys; a filter
+// leaves out what the user dropped.
+TEST(Value, DroppedValuesNamesWhatATensorFileWouldLose) {
+  Value d = Value::dict();
+  d.insert(Value::str("w"), Value::tensor(arange(2)));
+  d.insert(Value::str("epoch"), Value::integer(3));
+  d.insert(Value::str("none"), Value());
+  Value opt = Value::list();
+  for (int i = 0; i < 6; ++i) opt.append(Value::real(0.5));
+  d.insert(Value::str("lr"), opt);
+  d.insert(Value::str("mean"), Value::numpy_array(arange(2)));
+  const DroppedValues all = dropped_values(d);
+  EXPECT_EQ(all.count, 8u);
+  ASSERT_EQ(all.first.size(), 5u);
+  EXPECT_EQ(all.first[0], "epoch (3)");
+  EXPECT_EQ(all.first[1], "lr.0 (0.5)");
+  EXPECT_EQ(all.names(), "epoch (3), lr.0 (0.5), lr.1 (0.5), lr.2 (0.5), lr.3 (0.5), ...");
+  const DroppedValues kept =
+      dropped_values(d, [](std::string_view n) { return n.substr(0, 2) != "lr"; });
+  EXPECT_EQ(kept.count, 2u);
+  EXPECT_EQ(kept.names(), "epoch (3), mean (a numpy array)");
+  EXPECT_EQ(dropped_values(Value::tensor(arange(1))).count, 0u);
+}
+
+// Moving a tensor to another storage keeps its view; an unshared body is
+// reused, a shared one is not changed under its other holders.
+TEST(Tensor, WithStorageKeepsTheViewAndNeverChangesASharedBody) {
+  const auto src = Storage::allocate(16);
+  const Tensor t(DType::F32, {2}, {2}, 0, src);
+  const Tensor shared = t;  // a second holder of the body
+  auto dst = Storage::allocate(16);
+  Tensor moved = Tensor(t).with_storage(dst);
+  EXPECT_EQ(moved.storage(), dst);
+  EXPECT_EQ(t.storage(), src);
+  EXPECT_EQ(shared.storage(), src);
+  EXPECT_EQ(moved.shape(), (Shape{2}));
+  EXPECT_EQ(moved.strides(), (Shape{2}));
+  Tensor alone(DType::F32, {2}, {2}, 0, src);
+  const Tensor again = std::move(alone).with_storage(dst);
+  EXPECT_EQ(again.storage(), dst);
+  EXPECT_EQ(again.strides(), (Shape{2}));
+  // Too few bytes for the view: refused as the constructor refuses it.
+  EXPECT_THROW((void)Tensor(t).with_storage(Storage::allocate(8)), Error);
+}
+
 }  // namespace
 
 namespace {

@@ -54,61 +54,6 @@ struct ConvertArgs {
   Trust trust;
 };
 
-// The values (not tensors) of `root` a tensor file would drop, named as the
-// catalogue names keys: scalars, strings, objects and the like, each
-// container's leaves; None and empty containers hold nothing to lose, and a
-// pickled torch.nn module's attributes (its class's configuration, which no
-// tensor file holds) are not counted: its tensors are the catalogue.
-// Values the filter rejects are left out (the user dropped them).
-void dropped_values(const Value& v, std::string& name, const KeyFilter* filter,
-                    std::vector<std::string>& out, std::size_t& count) {
-  const std::size_t n = name.size();
-  const auto child = [&](const std::string& key, const Value& x) {
-    if (!name.empty()) name += '.';
-    name += key;
-    dropped_values(x, name, filter, out, count);
-    name.resize(n);
-  };
-  switch (v.kind()) {
-    case Value::Kind::None:
-      return;
-    case Value::Kind::Tensor:
-      // A numpy array is no torch tensor: torch.load gives it back as an
-      // array, which only the whole object, written as a tree, keeps.
-      if (!v.is_numpy_array()) return;
-      if (name.empty() || (filter != nullptr && !filter->accepts(name))) return;
-      if (++count <= 5) out.push_back(name + " (a numpy array)");
-      return;
-    case Value::Kind::Dict:
-      for (const auto& [k, x] : v.pairs())
-        child(k.is(Value::Kind::Str) ? k.as_str() : k.repr(2), x);
-      return;
-    case Value::Kind::List:
-    case Value::Kind::Tuple:
-    case Value::Kind::Set: {
-      std::size_t i = 0;
-      for (const auto& x : v.items()) child(std::to_string(i++), x);
-      return;
-    }
-    case Value::Kind::Object: {
-      // A module: its tensors are the catalogue. An object with a state (a
-      // nested tensor's components, an argparse.Namespace's fields): what
-      // that state holds. Otherwise the object is one value.
-      const Value& state = v.as_object().state;
-      if (state.is(Value::Kind::Dict) && state.find("_parameters") && state.find("_modules"))
-        return;
-      if (state.is_container()) {
-        dropped_values(state, name, filter, out, count);
-        return;
-      }
-      [[fallthrough]];
-    }
-    default:
-      if (name.empty() || (filter != nullptr && !filter->accepts(name))) return;
-      if (++count <= 5) out.push_back(name + " (" + v.repr(1).substr(0, 40) + ")");
-  }
-}
-
 int run_convert(const ConvertArgs& a) {
   // Everything the user typed is checked before any input is read: a
   // mistake there is a usage error (exit 2).
@@ -224,10 +169,11 @@ int run_convert(const ConvertArgs& a) {
   if (!a.tensors_only) {
     // Nothing dropped silently: a .pt keeps the whole object (its values
     // where they were); values a tensor file cannot hold refuse the convert.
-    std::vector<std::string> names;
-    std::size_t count = 0;
-    std::string name;
-    dropped_values(opened.root(), name, filter->empty() ? nullptr : filter.get(), names, count);
+    const DroppedValues dropped =
+        filter->empty()
+            ? dropped_values(opened.root())
+            : dropped_values(opened.root(), [&](std::string_view n) { return filter->accepts(n); });
+    std::size_t count = dropped.count;
     const bool changes_tensors = !a.remaps.empty() || !filter->empty() || !a.dtype.empty() ||
                                  a.dequantize || a.keep_quantized || a.densify;
     if (count > 0 && (format == SaveFormat::pytorch || recorder)) {
@@ -236,9 +182,7 @@ int run_convert(const ConvertArgs& a) {
       if (changes_tensors)
         throw Error(ErrorCode::invalid_argument,
                     "the input holds " + counted(count, "value") + " besides tensors (" +
-                        fmt::format("{}", fmt::join(names, ", ")) +
-                        (count > names.size() ? ", ..." : "") + "), which a " +
-                        (recorder ? "torchport record" : ".pt") +
+                        dropped.names() + "), which a " + (recorder ? "torchport record" : ".pt") +
                         " keeps only as the whole object, with its tensors unchanged: --remap, "
                         "--include, --exclude, --dtype, --dequantize, --keep-quantized and "
                         "--densify need --tensors-only (or --top-level-key to convert one "
@@ -255,9 +199,7 @@ int run_convert(const ConvertArgs& a) {
     if (count > 0)
       throw Error(ErrorCode::invalid_argument,
                   "the input holds " + counted(count, "value") +
-                      " besides tensors that the output would drop: " +
-                      fmt::format("{}", fmt::join(names, ", ")) +
-                      (count > names.size() ? ", ..." : "") +
+                      " besides tensors that the output would drop: " + dropped.names() +
                       "; pass --tensors-only to write the tensors alone (or --top-level-key to "
                       "convert one sub-tree)");
   }

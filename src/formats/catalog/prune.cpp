@@ -90,4 +90,69 @@ Value prune_tensors(const Value& v) {
   return p.prune(v);
 }
 
+namespace {
+
+void add_dropped(const Value& v, std::string& name,
+                 const std::function<bool(std::string_view)>& keep, DroppedValues& out) {
+  const std::size_t n = name.size();
+  const auto child = [&](const std::string& key, const Value& x) {
+    if (!name.empty()) name += '.';
+    name += key;
+    add_dropped(x, name, keep, out);
+    name.resize(n);
+  };
+  const auto dropped = [&](const std::string& what) {
+    if (name.empty() || (keep && !keep(name))) return;
+    if (++out.count <= 5) out.first.push_back(name + " (" + what + ")");
+  };
+  switch (v.kind()) {
+    case Value::Kind::None:
+      return;
+    case Value::Kind::Tensor:
+      if (v.is_numpy_array()) dropped("a numpy array");
+      return;
+    case Value::Kind::Dict:
+      for (const auto& [k, x] : v.pairs())
+        child(k.is(Value::Kind::Str) ? k.as_str() : k.repr(2), x);
+      return;
+    case Value::Kind::List:
+    case Value::Kind::Tuple:
+    case Value::Kind::Set: {
+      std::size_t i = 0;
+      for (const auto& x : v.items()) child(std::to_string(i++), x);
+      return;
+    }
+    case Value::Kind::Object: {
+      // A module: its tensors are the catalogue. An object with a state (a
+      // nested tensor's components, an argparse.Namespace's fields): what
+      // that state holds. Otherwise the object is one value.
+      const Value& state = v.as_object().state;
+      if (state.is(Value::Kind::Dict) && state.find("_parameters") && state.find("_modules"))
+        return;
+      if (state.is_container()) {
+        add_dropped(state, name, keep, out);
+        return;
+      }
+      [[fallthrough]];
+    }
+    default:
+      dropped(v.repr(1).substr(0, 40));
+  }
+}
+
+}  // namespace
+
+std::string DroppedValues::names() const {
+  std::string s;
+  for (const auto& n : first) s += (s.empty() ? "" : ", ") + n;
+  return s + (count > first.size() ? ", ..." : "");
+}
+
+DroppedValues dropped_values(const Value& root, const std::function<bool(std::string_view)>& keep) {
+  DroppedValues out;
+  std::string name;
+  add_dropped(root, name, keep, out);
+  return out;
+}
+
 }  // namespace torchport
