@@ -13,6 +13,7 @@
 #include "torchport/core/limits.hpp"
 #include "torchport/core/tensor.hpp"
 #include "torchport/core/value.hpp"
+#include "torchport/formats/format.hpp"
 #include "torchport/formats/prune.hpp"
 
 namespace torchport {
@@ -53,6 +54,14 @@ class TensorCatalog {
                                   std::map<std::string, std::string> metadata = {});
   /// A catalogue of already named tensors (root becomes a dict of them).
   static TensorCatalog from_tensors(std::string format, std::vector<NamedTensor> tensors,
+                                    std::map<std::string, std::string> metadata = {},
+                                    Value root = {});
+
+  /// The same, named `format_name(format)` (how the readers name theirs).
+  static TensorCatalog from_value(Format format, Value root, const Limits& limits = {},
+                                  std::map<std::string, std::string> metadata = {});
+  /// The same, named `format_name(format)`.
+  static TensorCatalog from_tensors(Format format, std::vector<NamedTensor> tensors,
                                     std::map<std::string, std::string> metadata = {},
                                     Value root = {});
 

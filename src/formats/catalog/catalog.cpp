@@ -229,6 +229,17 @@ class Flattener {
 
 }  // namespace
 
+TensorCatalog TensorCatalog::from_value(Format format, Value root, const Limits& limits,
+                                        std::map<std::string, std::string> metadata) {
+  return from_value(std::string(format_name(format)), std::move(root), limits, std::move(metadata));
+}
+
+TensorCatalog TensorCatalog::from_tensors(Format format, std::vector<NamedTensor> tensors,
+                                          std::map<std::string, std::string> metadata, Value root) {
+  return from_tensors(std::string(format_name(format)), std::move(tensors), std::move(metadata),
+                      std::move(root));
+}
+
 TensorCatalog TensorCatalog::from_value(std::string format, Value root, const Limits& limits,
                                         std::map<std::string, std::string> metadata) {
   TensorCatalog c;

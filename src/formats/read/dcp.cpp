@@ -416,7 +416,7 @@ TensorCatalog read_dcp_metadata(const std::shared_ptr<Folder>& f, const Source& 
         planner != nullptr && planner->is(Value::Kind::Dict) ? planner->find(fqn) : nullptr;
     tree.set(p != nullptr ? *p : Value::tuple({Value::str(fqn)}), std::move(leaf), fqn);
   }
-  return TensorCatalog::from_value("dcp", tree.value(), options.limits);
+  return TensorCatalog::from_value(Format::dcp, tree.value(), options.limits);
 }
 
 }  // namespace torchport::formats

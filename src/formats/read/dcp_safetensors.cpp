@@ -201,7 +201,7 @@ TensorCatalog read_dcp_safetensors(const fs::path& path, const OpenOptions& opti
     }
     tensors.push_back({fqn, dcp::lazy_tensor(f, std::move(p), fqn)});
   }
-  return TensorCatalog::from_tensors("dcp-safetensors", std::move(tensors));
+  return TensorCatalog::from_tensors(Format::dcp_safetensors, std::move(tensors));
 }
 
 }  // namespace torchport::formats

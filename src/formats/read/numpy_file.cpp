@@ -501,7 +501,7 @@ TensorCatalog read_npz(const ZipArchive& zip, const OpenOptions& options, Walker
     }
     walker.leave();
   }
-  return TensorCatalog::from_value("numpy", std::move(root), options.limits);
+  return TensorCatalog::from_value(Format::numpy, std::move(root), options.limits);
 }
 
 TensorCatalog read_numpy(const Source& source, const OpenOptions& options, Walker& walker) {
@@ -512,7 +512,8 @@ TensorCatalog read_numpy(const Source& source, const OpenOptions& options, Walke
                   {}, std::nullopt, source.name());
     return read_npz(zip, options, walker);
   }
-  return TensorCatalog::from_value("numpy", read_npy(source, options, walker), options.limits);
+  return TensorCatalog::from_value(Format::numpy, read_npy(source, options, walker),
+                                   options.limits);
 }
 
 }  // namespace torchport::formats

@@ -75,7 +75,7 @@ TensorCatalog read_legacy(const Source& source, const Source& prefix, const Open
   if (!is_magic(magic)) {
     // Not torch's magic number: a plain pickle. It may not refer to storages.
     rest_of_stream(source, r.pos(), walker);
-    return TensorCatalog::from_value("pickle", rebuild_tensors(magic, source.name()),
+    return TensorCatalog::from_value(Format::pickle, rebuild_tensors(magic, source.name()),
                                      options.limits);
   }
   const Value protocol = run_pickle(walker, "legacy:protocol_version", r, options);
@@ -224,7 +224,7 @@ TensorCatalog read_legacy(const Source& source, const Source& prefix, const Open
   ByteReader again(prefix.bytes().subspan(0, static_cast<std::size_t>(object_end)), source.name());
   again.seek(object_start);
   Value root = run_torch_pickle(walker, "legacy:object", again, options, resolve);
-  return TensorCatalog::from_value("pytorch-legacy", std::move(root), options.limits);
+  return TensorCatalog::from_value(Format::pytorch_legacy, std::move(root), options.limits);
 }
 
 }  // namespace

@@ -216,7 +216,7 @@ TensorCatalog read_pytorch_tar(const Source& file, const OpenOptions& options, W
   };
   Value root = run_torch_pickle(walker, "tar:pickle", pr, options, resolve);
   rest(pickle_src, pr);
-  return TensorCatalog::from_value("pytorch-tar", std::move(root), options.limits);
+  return TensorCatalog::from_value(Format::pytorch_tar, std::move(root), options.limits);
 }
 
 }  // namespace torchport::formats

@@ -576,7 +576,7 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
       if (!resolved[i] && record_kind(entries[i].name) == Kind::storage)
         walker.part(member_part(a, entries[i], PartRole::member));
   };
-  const char* format = torchscript ? "torchscript" : "pytorch-zip";
+  const Format format = torchscript ? Format::torchscript : Format::pytorch_zip;
   // When nothing after the pickle needs the directory (no parts listed, no
   // damaged entry, no TorchScript constants), the storage records are
   // numbered and the directory goes now: a file of many small tensors

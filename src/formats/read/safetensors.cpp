@@ -292,7 +292,7 @@ TensorCatalog read_safetensors(const Source& source, const OpenOptions& options,
     tensors.push_back({std::move(e.name), Tensor(e.dtype, std::move(e.shape), std::move(strides), 0,
                                                  std::move(storage))});
   }
-  return TensorCatalog::from_tensors("safetensors", std::move(tensors), std::move(metadata));
+  return TensorCatalog::from_tensors(Format::safetensors, std::move(tensors), std::move(metadata));
 }
 
 }  // namespace torchport::formats

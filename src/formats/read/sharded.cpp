@@ -297,8 +297,9 @@ TensorCatalog read_shard_index(const Source& src,
                     name, json_key_offset(text, name, 0), where);
     for (const auto& [k, v] : cat.metadata()) metadata.emplace(k, v);
   }
-  return TensorCatalog::from_tensors(all_safetensors ? "sharded-safetensors" : "sharded-pytorch",
-                                     std::move(all), std::move(metadata));
+  return TensorCatalog::from_tensors(
+      all_safetensors ? Format::sharded_safetensors : Format::sharded_pytorch, std::move(all),
+      std::move(metadata));
 }
 
 }  // namespace torchport::formats

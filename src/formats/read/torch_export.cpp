@@ -596,8 +596,8 @@ TensorCatalog Pt2Archive::read() {
   // What no config named: no loader's tensor, but a loader reading weights
   // from disk unpickles it; judged by its content.
   for (const ZipEntry& e : entries) list(e, PartRole::member);
-  return TensorCatalog::from_value("torch-export", Value::dict(std::move(all)), options_.limits,
-                                   std::move(metadata));
+  return TensorCatalog::from_value(Format::torch_export, Value::dict(std::move(all)),
+                                   options_.limits, std::move(metadata));
 }
 
 }  // namespace
@@ -706,8 +706,8 @@ TensorCatalog read_torch_export(const std::shared_ptr<const ZipArchive>& archive
       all.emplace_back(k, v);
     }
   }
-  return TensorCatalog::from_value("torch-export", Value::dict(std::move(all)), options.limits,
-                                   std::move(metadata));
+  return TensorCatalog::from_value(Format::torch_export, Value::dict(std::move(all)),
+                                   options.limits, std::move(metadata));
 }
 
 }  // namespace torchport::formats
