@@ -101,15 +101,16 @@ void add_dropped(const Value& v, std::string& name,
     add_dropped(x, name, keep, out);
     name.resize(n);
   };
-  const auto dropped = [&](const std::string& what) {
+  // `what` is made only for the first five (a repr costs its value's size).
+  const auto dropped = [&](const auto& what) {
     if (name.empty() || (keep && !keep(name))) return;
-    if (++out.count <= 5) out.first.push_back(name + " (" + what + ")");
+    if (++out.count <= 5) out.first.push_back(name + " (" + what() + ")");
   };
   switch (v.kind()) {
     case Value::Kind::None:
       return;
     case Value::Kind::Tensor:
-      if (v.is_numpy_array()) dropped("a numpy array");
+      if (v.is_numpy_array()) dropped([] { return std::string("a numpy array"); });
       return;
     case Value::Kind::Dict:
       for (const auto& [k, x] : v.pairs())
@@ -136,7 +137,7 @@ void add_dropped(const Value& v, std::string& name,
       [[fallthrough]];
     }
     default:
-      dropped(v.repr(1).substr(0, 40));
+      dropped([&] { return v.repr(1).substr(0, 40); });
   }
 }
 
