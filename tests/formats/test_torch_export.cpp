@@ -364,6 +364,50 @@ TEST(Pt2ArchiveBuilt, OlderLayoutReadsTheSavedDicts) {
   std::filesystem::remove_all(dir);
 }
 
+// A weights .pt is read as torch.load reads bytes (the registry's order):
+// a tar-format torch.save file reads as its tar; a zip the registry tells
+// as numpy's .npz, which torch.load fails on, is refused.
+TEST(Pt2ArchiveBuilt, OlderLayoutBlobsAreReadAsTorchLoadReadsThem) {
+  const auto bytes = [](const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const auto dir = test::temp_dir("pt2_nested");
+  Pt2Builder b;
+  b.set("data/weights/m_weights_config.json", "not read")
+      .set("data/weights/m.pt", bytes(test::fixture("tar.pt")));
+  const TensorCatalog cat = open(b.write(dir));
+  const TensorCatalog tar = open(test::fixture("tar.pt"));
+  ASSERT_EQ(cat.size(), tar.size());
+  for (std::size_t i = 0; i < tar.size(); ++i) {
+    EXPECT_EQ(cat.tensors()[i].name, tar.tensors()[i].name);
+    EXPECT_EQ(test::tensor_sha256(cat.tensors()[i].tensor),
+              test::tensor_sha256(tar.tensors()[i].tensor));
+  }
+  // An .npz of one float32 array, as np.savez writes it.
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }";
+  header.resize(128 - 10 - 1, ' ');  // magic, version and length, then 118 bytes
+  header += '\n';
+  std::string npy = std::string("\x93NUMPY\x01\x00", 8) + std::string(1, '\x76') +
+                    std::string(1, '\0') + header + std::string(4, '\0');
+  std::string npz;
+  {
+    const auto zdir = dir / "z";
+    std::filesystem::create_directories(zdir);
+    AtomicFile f(zdir / "a.npz");
+    ZipWriter z(f);
+    z.add_entry("a.npy", std::as_bytes(std::span<const char>(npy.data(), npy.size())));
+    z.finish();
+    f.commit();
+    ASSERT_EQ(open(zdir / "a.npz").format(), "numpy");
+    npz = bytes(zdir / "a.npz");
+  }
+  Pt2Builder c;
+  c.set("data/weights/m_weights_config.json", "not read").set("data/weights/m.pt", npz);
+  expect_refused(c, ErrorCode::corrupt, "no data.pkl");
+  std::filesystem::remove_all(dir);
+}
+
 // Objects among the constants are pickles torch unpickles (an opaque
 // object with pickle.loads): open refuses them, a scan judges them; a
 // weight blob that is a pickle is judged too (a loader reading weights from

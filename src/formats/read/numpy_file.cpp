@@ -21,6 +21,7 @@
 #include <string>
 
 #include "formats/read/readers.hpp"
+#include "formats/read/registry.hpp"
 #include "formats/read/torch_common.hpp"
 #include "io/byte_reader.hpp"
 #include "io/zip.hpp"
@@ -505,9 +506,9 @@ TensorCatalog read_npz(const ZipArchive& zip, const OpenOptions& options, Walker
 }
 
 TensorCatalog read_numpy(const Source& source, const OpenOptions& options, Walker& walker) {
-  if (looks_like_zip(source.head(4).bytes())) {
+  if (open_detail::reader(Format::pytorch_zip).sniff(source.head(4).bytes(), source.size())) {
     const ZipArchive zip = ZipArchive::open(source, options.limits, ZipMethods::python);
-    if (!is_npz(zip))
+    if (open_detail::zip_kind(zip) != open_detail::ZipKind::npz)
       throw Error(ErrorCode::not_a_checkpoint, "a zip archive whose members are not all .npy files",
                   {}, std::nullopt, source.name());
     return read_npz(zip, options, walker);

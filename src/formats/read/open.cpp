@@ -82,8 +82,11 @@ Trial attempt(const Reader& r, const Source& source, const OpenOptions& options,
 constexpr Format kOthers[] = {Format::safetensors, Format::numpy, Format::torchport_record,
                               Format::pytorch_legacy};
 
-TensorCatalog read_sniffed(const Source& given, const OpenOptions& options,
-                           formats::Walker& walker) {
+// What reads `given`, decided in torch.load's order; `torch_only` tries no
+// format torch.load does not read (a blob torch.load is handed inside
+// another file), where `open()` tries ours too.
+TensorCatalog read_sniffed(const Source& given, const OpenOptions& options, formats::Walker& walker,
+                           bool torch_only = false) {
   Source source = given;
   // A ranged source (a remote file) is sniffed on its first bytes, read once.
   Source head = open_detail::sniff_head(source);
@@ -109,7 +112,9 @@ TensorCatalog read_sniffed(const Source& given, const OpenOptions& options,
   }
   std::vector<const Reader*> others;
   for (Format f : kOthers)
-    if (const Reader& r = open_detail::reader(f); r.sniff(bytes, size)) others.push_back(&r);
+    if (const Reader& r = open_detail::reader(f);
+        (!torch_only || f == Format::pytorch_legacy) && r.sniff(bytes, size))
+      others.push_back(&r);
 
   if (tar != TarOpen::refused) {
     // torch.load reads any file Python's tarfile opens as a tar: a file our
@@ -123,6 +128,9 @@ TensorCatalog read_sniffed(const Source& given, const OpenOptions& options,
                   t.reading(), "torch would read the tar's members, torchport the other format");
     return open_detail::reader(Format::pytorch_tar).read(source, options, walker);
   }
+  // torch.load unpickles whatever is neither: the legacy reader says why it cannot.
+  if (others.empty() && torch_only)
+    return open_detail::reader(Format::pytorch_legacy).read(source, options, walker);
   if (others.empty())
     throw Error(
         ErrorCode::not_a_checkpoint,
@@ -163,6 +171,18 @@ std::string sniff_format(const Source& source) {
 }
 
 namespace formats {
+
+TensorCatalog read_as_torch_load(const Source& source, const OpenOptions& options, Walker& walker) {
+  TensorCatalog cat = read_sniffed(source, options, walker, true);
+  // A zip is torch.save's archive to torch.load: one the registry tells as
+  // numpy's (every member an .npy) torch fails on, having no data.pkl.
+  if (parse_format(cat.format()) == Format::numpy)
+    throw Error(ErrorCode::corrupt,
+                "numpy's .npz archive where torch.load reads a torch.save archive (torch finds "
+                "no data.pkl in it)",
+                {}, std::nullopt, source.name());
+  return cat;
+}
 
 TensorCatalog walk(const Source& source, const OpenOptions& options, Walker& walker) {
   if (options.format.empty()) return read_sniffed(source, options, walker);

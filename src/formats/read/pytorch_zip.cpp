@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "formats/read/readers.hpp"
+#include "formats/read/registry.hpp"
 #include "formats/read/torch_common.hpp"
 #include "io/byte_reader.hpp"
 #include "io/zip.hpp"
@@ -388,12 +389,18 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
   // Every record, before anything is checked: what torch never reads is
   // still there for any other reader of the zip. Storage records are
   // named as the pickles resolve them; those no pickle names, at the end.
-  // numpy's .npz: a zip of .npy arrays, each at the top.
-  if (is_npz(archive->zip)) return read_npz(archive->zip, options, walker);
-  // torch.export.save's .pt2: torch.save archives inside a zip.
-  if (is_torch_export(archive->zip))
-    return read_torch_export(std::shared_ptr<const ZipArchive>(archive, &archive->zip), options,
-                             walker);
+  // What the zip holds is the registry's to say: numpy's .npz (a zip of
+  // .npy arrays), torch.export.save's .pt2 (torch.save archives inside a
+  // zip), else torch.save's own.
+  switch (open_detail::zip_kind(archive->zip)) {
+    case open_detail::ZipKind::npz:
+      return read_npz(archive->zip, options, walker);
+    case open_detail::ZipKind::torch_export:
+      return read_torch_export(std::shared_ptr<const ZipArchive>(archive, &archive->zip), options,
+                               walker);
+    case open_detail::ZipKind::torch:
+      break;
+  }
   const bool parts = walker.lists_parts();
   if (parts)
     for (const ZipEntry& e : entries) switch (record_kind(e.name)) {

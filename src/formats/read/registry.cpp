@@ -113,6 +113,29 @@ const Reader& reader(Format format) noexcept {
   return kReaders[0];  // unreachable: every Format has a row
 }
 
+ZipKind zip_kind(const ZipArchive& zip) {
+  if (formats::is_npz(zip)) return ZipKind::npz;
+  if (formats::is_torch_export(zip)) return ZipKind::torch_export;
+  return ZipKind::torch;
+}
+
+bool torch_archive(std::span<const std::byte> bytes) noexcept {
+  return looks_like_zip(bytes) || looks_like_tar(bytes);
+}
+
+std::optional<Wrapping> wrapping(std::span<const std::byte> b) noexcept {
+  if (const auto c = sniff_compression(b)) return Wrapping{*c, 0, {}};
+  // joblib's format before 0.10 (joblib.load still reads it:
+  // numpy_pickle_compat.read_zfile): "ZF", the inflated size in 19
+  // characters of hex (an optional space after them), then zlib data,
+  // whose pickle joblib runs.
+  if (b.size() < 23 || b[0] != std::byte{'Z'} || b[1] != std::byte{'F'}) return std::nullopt;
+  for (const std::size_t at : {std::size_t{21}, std::size_t{22}})
+    if (sniff_compression(b.subspan(at)) == Compression::zlib)
+      return Wrapping{Compression::zlib, at, "joblib-zfile"};
+  return std::nullopt;
+}
+
 }  // namespace open_detail
 
 std::string_view format_name(Format format) noexcept {

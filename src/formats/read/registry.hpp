@@ -6,6 +6,8 @@
 #include <string_view>
 
 #include "formats/read/walk.hpp"
+#include "io/compression.hpp"
+#include "io/zip.hpp"
 #include "torchport/formats/catalog.hpp"
 #include "torchport/formats/format.hpp"
 #include "torchport/formats/open.hpp"
@@ -36,4 +38,40 @@ std::span<const Reader> readers() noexcept;
 /// The reader of `format`.
 const Reader& reader(Format format) noexcept;
 
+// The decisions below are the registry's too: every reader and the
+// scanner ask them rather than testing magic numbers themselves
+// (scripts/check-dispatch.py fails on a recogniser called anywhere else).
+
+/// What a zip archive holds, decided once for every reader that opens one,
+/// in the order of the loaders that open it: numpy's .npz (np.load: every
+/// member an .npy), a torch.export archive (its program at the top), else
+/// torch.save's archive (or TorchScript's, which its reader tells).
+enum class ZipKind { torch, npz, torch_export };
+ZipKind zip_kind(const ZipArchive& zip);
+
+/// True when torch.load reads `bytes` as an archive, a zip by its first
+/// four bytes or a tar Python's tarfile opens, rather than as a pickle.
+bool torch_archive(std::span<const std::byte> bytes) noexcept;
+
+/// A whole-file compression around `bytes` that Python's loaders undo
+/// before unpickling (`gzip.open`, `bz2.open`, `lzma.open`, joblib's
+/// compressors, joblib's pre-0.10 "ZF" files): which, where its stream
+/// starts, and the name a report gives the file ("" for the compression's).
+struct Wrapping {
+  Compression compression;
+  std::size_t at = 0;
+  std::string_view label;
+};
+std::optional<Wrapping> wrapping(std::span<const std::byte> bytes) noexcept;
+
 }  // namespace torchport::open_detail
+
+namespace torchport::formats {
+
+/// Reads a torch.save blob held inside another file (a .pt2 archive's
+/// weights) as torch.load reads bytes: a zip, else a tar, else a legacy
+/// pickle, refusing what both a zip and a tar reader would read. Formats
+/// torch.load does not read are not tried: torch would fail on them.
+TensorCatalog read_as_torch_load(const Source& source, const OpenOptions& options, Walker& walker);
+
+}  // namespace torchport::formats

@@ -55,10 +55,10 @@
 #include <unordered_set>
 
 #include "formats/read/readers.hpp"
+#include "formats/read/registry.hpp"
 #include "formats/read/strict_json.hpp"
 #include "formats/read/torch_common.hpp"
 #include "io/byte_reader.hpp"
-#include "io/tar.hpp"
 #include "pickle/unpickler.hpp"
 #include "torchport/core/error.hpp"
 
@@ -94,7 +94,7 @@ bool is_code(const std::string& name) {
 }
 
 // A torch.save blob inside the archive (a .pt entry, a pickled payload),
-// read as torch.load reads it: a zip archive, else a legacy stream.
+// read as torch.load reads it (torch.export.load hands the bytes to it).
 TensorCatalog nested(const ZipArchive& zip, const ZipEntry& e, const OpenOptions& options,
                      Walker& walker) {
   const Source inner = zip.read(e);
@@ -102,8 +102,7 @@ TensorCatalog nested(const ZipArchive& zip, const ZipEntry& e, const OpenOptions
   o.format.clear();
   walker.enter(e.name);
   try {
-    TensorCatalog cat = looks_like_zip(inner.bytes()) ? read_pytorch_zip(inner, o, walker)
-                                                      : read_pytorch_legacy(inner, o, walker);
+    TensorCatalog cat = read_as_torch_load(inner, o, walker);
     walker.leave();
     return cat;
   } catch (const Error& x) {
@@ -221,7 +220,7 @@ class Pt2Archive {
   // break at once, having named nothing: raw data, not a damaged pickle.
   bool unpicklable(const ZipEntry& e) const {
     const Source b = zip_.read(e);
-    if (looks_like_zip(b.bytes()) || looks_like_tar(b.bytes())) return true;
+    if (open_detail::torch_archive(b.bytes())) return true;
     ByteReader r(b.bytes(), where_ + ":" + e.name, e.method == 0 ? e.data_offset : 0);
     const pickle::OpcodeWalk w = pickle::walk_opcodes(r, options_.limits);
     return w.reached_stop || !w.globals.empty() || w.unresolved > 0 || w.extensions > 0 ||

@@ -25,6 +25,7 @@
 
 #include "formats/read/numpy.hpp"
 #include "formats/read/readers.hpp"
+#include "formats/read/registry.hpp"
 #include "formats/read/walk.hpp"
 #include "formats/scan/scan_detail.hpp"
 #include "io/byte_reader.hpp"
@@ -99,7 +100,6 @@ class FileScan final : public formats::Walker {
   void run(const std::string& forced_format);
   void walk_file(const std::string& forced_format);
   bool compressed(Compression c, std::size_t at = 0, std::string_view label = {});
-  std::optional<std::size_t> joblib_zfile() const;
   void run_sharded(const std::filesystem::path& path);
 
   // --- the walk --------------------------------------------------------
@@ -1521,18 +1521,6 @@ bool FileScan::compressed(Compression c, std::size_t at, std::string_view label)
   return true;
 }
 
-// joblib's format before 0.10 (joblib.load still reads it:
-// numpy_pickle_compat.read_zfile): "ZF", the inflated size in 19
-// characters of hex (an optional space after them), then zlib data, whose
-// pickle joblib runs. Where its zlib stream starts, when it is one.
-std::optional<std::size_t> FileScan::joblib_zfile() const {
-  const auto b = src_.bytes();
-  if (b.size() < 23 || b[0] != std::byte{'Z'} || b[1] != std::byte{'F'}) return std::nullopt;
-  for (const std::size_t at : {std::size_t{21}, std::size_t{22}})
-    if (const auto c = sniff_compression(b.subspan(at)); c == Compression::zlib) return at;
-  return std::nullopt;
-}
-
 void FileScan::run(const std::string& forced_format) {
   walk_file(forced_format);
   joblib_reading();
@@ -1555,17 +1543,16 @@ void FileScan::walk_file(const std::string& forced_format) {
   // Whatever a decompressor reads, the bytes as they are are what
   // pickle.load and torch.load read: a polyglot (a skippable frame that
   // is a pickle's string) is judged both ways.
-  if (const auto c = forced_format.empty() ? sniff_compression(src_.bytes()) : std::nullopt;
-      c && !(c == Compression::gzip && format == Format::torchport_record)) {
-    if (compressed(*c)) {
+  // (What wraps a file is the registry's to say, as what the file is.)
+  const auto wrap = open_detail::wrapping(src_.bytes());
+  if (forced_format.empty() && wrap &&
+      !(wrap->compression == Compression::gzip && format == Format::torchport_record)) {
+    // (joblib's "ZF" header is no weak guess: joblib runs what follows it,
+    // so the bytes are judged as a pickle whether or not its zlib decodes.)
+    if (compressed(wrap->compression, wrap->at, wrap->label) || !wrap->label.empty()) {
       stream(src_, "pickle", 0, 0, true);
       return;
     }
-  }
-  if (const auto at = forced_format.empty() ? joblib_zfile() : std::nullopt) {
-    compressed(Compression::zlib, *at, "joblib-zfile");
-    stream(src_, "pickle", 0, 0, true);
-    return;
   }
   // A legacy pickle is sniffed by its first byte alone, which text shares
   // ("License ..." starts with LONG): bytes that do not start with PROTO,
@@ -1594,7 +1581,7 @@ void FileScan::walk_file(const std::string& forced_format) {
   } catch (const Error& e) {
     // A gzip stream the record reader refuses: a compressed file (of a
     // pickle, say), judged by what it holds.
-    if (format == Format::torchport_record && looks_like_gzip(src_.bytes())) {
+    if (format == Format::torchport_record && wrap && wrap->compression == Compression::gzip) {
       r_.reading.clear();
       compressed(Compression::gzip);
       return;
