@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   o.max_shard_size = shard;
   try {
     const auto r = torchport::save(
-        torchport::TensorCatalog::from_tensors("generated", std::move(tensors)),
+        torchport::TensorCatalog::from_tensors(torchport::Format::state_dict, std::move(tensors)),
         std::filesystem::path(dir) / "model.safetensors", torchport::SaveFormat::safetensors, o);
     std::printf("%zu shards, %llu bytes of tensors\n", r.files.size(),
                 static_cast<unsigned long long>(r.tensor_bytes));

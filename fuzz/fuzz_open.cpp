@@ -7,9 +7,10 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace torchport;
   const Source src = Source::borrow(fuzz::as_bytes(data, size), "fuzz.bin");
-  static const char* const kFormats[] = {
-      "", "pytorch-zip", "pytorch-legacy", "pytorch-tar", "safetensors", "torchport"};
-  for (const char* format : kFormats) {
+  static const std::optional<Format> kFormats[] = {
+      std::nullopt,        Format::pytorch_zip, Format::pytorch_legacy,
+      Format::pytorch_tar, Format::safetensors, Format::torchport_record};
+  for (const std::optional<Format> format : kFormats) {
     OpenOptions o = fuzz::small_options();
     o.format = format;
     o.verify_crc = (size & 1) != 0;

@@ -31,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     };
     formats::LoadWalker walker(options);
     const Value root = formats::run_torch_pickle(walker, "fuzz.pkl", r, options, storages);
-    fuzz::exercise(TensorCatalog::from_value("pickle", root, options.limits));
+    fuzz::exercise(TensorCatalog::from_value(Format::pickle, root, options.limits));
   } catch (const Error&) {
   }
   return 0;

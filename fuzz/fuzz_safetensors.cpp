@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size) std::memcpy(file.data() + 8, data, size);
   for (std::size_t i = 0; i < 256; ++i) file[8 + size + i] = static_cast<std::byte>(i);
   OpenOptions o = fuzz::small_options();
-  o.format = "safetensors";
+  o.format = Format::safetensors;
   try {
     fuzz::exercise(open(Source::borrow(file, "fuzz.safetensors"), o));
   } catch (const Error&) {

@@ -39,8 +39,9 @@ int main(int argc, char** argv) {
       throw torchport::Error(torchport::ErrorCode::missing_key, "no tensor named 'input'", "input");
     const torchport::Tensor logits = net.forward(x->to(torchport::DType::F32));
     const auto t2 = std::chrono::steady_clock::now();
-    torchport::save(torchport::TensorCatalog::from_tensors("logits", {{"logits", logits}}), output,
-                    torchport::SaveFormat::safetensors);
+    torchport::save(
+        torchport::TensorCatalog::from_tensors(torchport::Format::state_dict, {{"logits", logits}}),
+        output, torchport::SaveFormat::safetensors);
     if (!quiet)
       std::printf("%s%s: load %.3f s, forward %.3f s, logits %s\n", report.summary().c_str(),
                   arch.c_str(), std::chrono::duration<double>(t1 - t0).count(),

@@ -108,7 +108,8 @@ int run(int rank, int world, int argc, char** argv) {
   transformer_blocks::LlamaBlock whole = llama_tp::rank_block(d, 1, eps, rope_theta);
   load(whole, cat);
   const Tensor want = llama_tp::forward(whole, x, pos, [](Tensor&) {});
-  save(TensorCatalog::from_tensors("llama_tp", {{"output", out}}), output, SaveFormat::safetensors);
+  save(TensorCatalog::from_tensors(Format::state_dict, {{"output", out}}), output,
+       SaveFormat::safetensors);
   std::printf(
       "tensor-parallel: ranks=%d max_rel_err=%.3g bytes_read_per_rank=%llu "
       "total_tensor_bytes=%llu\n",

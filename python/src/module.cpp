@@ -22,7 +22,7 @@ OpenOptions open_options(const std::optional<std::vector<std::string>>& allow,
                          const std::optional<std::string>& format, bool verify) {
   OpenOptions o;
   if (allow) o.allow = *allow;
-  if (format) o.format = *format;
+  if (format) o.format = format_from_name(*format);
   o.verify_crc = verify;
   // Views handed to torch must accept writes (torch has no read-only
   // tensors): private copy-on-write pages, as torch.load(mmap=True) maps.
@@ -190,7 +190,7 @@ nb::object load(const std::filesystem::path& path, const std::string& framework,
   // torch.load(weights_only=True) refuses every class outside its list; so
   // does load(), which builds Python objects: no inert objects here.
   TensorCatalog cat = open_catalog(path, o);
-  if (cat.format() == "torchscript")
+  if (cat.format() == Format::torchscript)
     throw Error(ErrorCode::unsupported,
                 "a TorchScript archive, which torch.load gives as a ScriptModule (its code "
                 "runs); torchport.open() lists its tensors",
@@ -273,7 +273,7 @@ NB_MODULE(_core, m) {
            })
       .def("shape", [](const tp::File& f, const std::string& n) { return f.tensor(n).shape(); })
       .def_prop_ro("metadata", [](const tp::File& f) { return f.cat().metadata(); })
-      .def_prop_ro("format", [](const tp::File& f) { return f.cat().format(); })
+      .def_prop_ro("format", [](const tp::File& f) { return std::string(f.cat().format_name()); })
       .def_prop_ro("path", [](const tp::File& f) { return f.name_; })
       .def_prop_ro("closed", &tp::File::closed)
       .def("close", &tp::File::close)

@@ -18,7 +18,7 @@ OpenOptions scan_options(const std::optional<std::vector<std::string>>& allow,
                          const std::optional<std::string>& format) {
   OpenOptions o;
   if (allow) o.allow = *allow;
-  if (format) o.format = *format;
+  if (format) o.format = format_from_name(*format);
   return o;
 }
 

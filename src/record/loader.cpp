@@ -50,10 +50,6 @@ void collect_scalars(const Value& v, const std::string& prefix,
   }
 }
 
-bool is_native_format(std::string_view format) {
-  return has_torchport_layout(format);
-}
-
 }  // namespace
 
 // The mapped pages a load is done with, dropped a few ranges at a time
@@ -404,7 +400,7 @@ namespace {
 // A sharded load: replaces a tensor leaf by this rank's slice (lazy: read
 // when a field takes it) and records what the rank reads of it. Returns
 // whether it replaced `t`.
-bool shard_leaf(const LoadArgs& args, const std::string& format, const std::string& name, Tensor& t,
+bool shard_leaf(const LoadArgs& args, std::string_view format, const std::string& name, Tensor& t,
                 PreparedLoad& p, std::uint32_t index) {
   const ShardSlice sl =
       args.shard_plan()->resolve(name, t.shape(), args.shard_rank(), args.shard_world());
@@ -473,7 +469,7 @@ PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args,
     Tensor slice;
     if (args.shard_plan() && t.defined()) {
       slice = t;
-      if (!shard_leaf(args, catalog.format(), std::string(name), slice, p,
+      if (!shard_leaf(args, catalog.format_name(), std::string(name), slice, p,
                       static_cast<std::uint32_t>(provenance->size())))
         slice = Tensor();
     }
@@ -509,10 +505,10 @@ PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args,
   const bool converted = layout != catalog.metadata().end() && layout->second == "pytorch";
   const bool pytorch =
       args.layout() == Layout::PyTorch ||
-      (args.layout() == Layout::Auto && (!is_native_format(catalog.format()) || converted));
+      (args.layout() == Layout::Auto && (!has_torchport_layout(catalog.format()) || converted));
   if (pytorch) settings.adapters.push_back(std::make_shared<PyTorchAdapter>());
   for (const auto& a : args.adapters()) settings.adapters.push_back(a);
-  p.report.source = source.empty() ? catalog.format() : source;
+  p.report.source = source.empty() ? std::string(catalog.format_name()) : source;
   p.report.format = catalog.format();
   p.file_metadata = catalog.metadata();
   p.loader = std::make_unique<Loader>(std::move(settings), p.report, std::move(provenance));

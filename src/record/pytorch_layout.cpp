@@ -235,7 +235,10 @@ TensorCatalog to_pytorch_layout(const TensorCatalog& catalog) try {
   std::map<std::string, std::string> out_meta = meta;
   out_meta.erase(std::string(kPyTorchLayoutKey));
   out_meta["torchport.layout"] = "pytorch";
-  return TensorCatalog::from_value(catalog.format(), std::move(root), {}, std::move(out_meta));
+  TensorCatalog out =
+      TensorCatalog::from_value(catalog.format(), std::move(root), {}, std::move(out_meta));
+  out.set_format_name(std::string(catalog.format_name()));
+  return out;
 } catch (...) {
   rethrow_as_error("to_pytorch_layout");
 }

@@ -47,7 +47,7 @@ class CliConvert : public ::testing::Test {
     return rc;
   }
   void write(const std::string& name, std::vector<NamedTensor> ts, SaveFormat f) const {
-    save(TensorCatalog::from_tensors("t", std::move(ts)), dir_ / name, f);
+    save(TensorCatalog::from_tensors(Format::state_dict, std::move(ts)), dir_ / name, f);
   }
   fs::path dir_;
 };
@@ -111,8 +111,8 @@ TEST_F(CliConvert, DashStreamsSafetensorsToStandardOutput) {
 // afterwards (a PyTorch zip) is refused.
 TEST_F(CliConvert, SaveStreamRefusesWhatMustBePatched) {
   try {
-    save_stream(TensorCatalog::from_tensors("t", test::views_and_ties()), 1, "<stdout>",
-                SaveFormat::pytorch);
+    save_stream(TensorCatalog::from_tensors(Format::state_dict, test::views_and_ties()), 1,
+                "<stdout>", SaveFormat::pytorch);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::unsupported) << e.what();
@@ -134,7 +134,7 @@ TEST_F(CliConvert, SelectFilterRemapAndCast) {
   Value root = Value::dict();
   root.insert(Value::str("state_dict"), sd);
   root.insert(Value::str("epoch"), Value::integer(4));
-  save(TensorCatalog::from_value("t", root), dir_ / "ckpt.pt", SaveFormat::pytorch);
+  save(TensorCatalog::from_value(Format::state_dict, root), dir_ / "ckpt.pt", SaveFormat::pytorch);
 
   std::string out;
   ASSERT_EQ(
@@ -228,7 +228,7 @@ TEST_F(CliConvert, DirectoryOutputGetsHuggingFaceNames) {
   EXPECT_FALSE(fs::exists(dir_ / "s" / "model.safetensors"));
   ASSERT_EQ(tool("convert " + p("in.pt") + " " + p("o") + " --format pytorch"), 0);
   EXPECT_TRUE(fs::exists(dir_ / "o" / "pytorch_model.bin"));
-  EXPECT_EQ(open(dir_ / "o" / "pytorch_model.bin").format(), "pytorch-zip");
+  EXPECT_EQ(open(dir_ / "o" / "pytorch_model.bin").format_name(), "pytorch-zip");
 }
 
 TEST_F(CliConvert, RecordOutputsByExtension) {
@@ -454,7 +454,8 @@ TEST_F(CliConvert, DiffRemapsAndSelectsBothInputs) {
   ck.insert(Value::str("state_dict"), sd);
   SaveOptions whole;
   whole.keep_tree = true;
-  save(TensorCatalog::from_value("t", ck), dir_ / "ckpt.pt", SaveFormat::pytorch, whole);
+  save(TensorCatalog::from_value(Format::state_dict, ck), dir_ / "ckpt.pt", SaveFormat::pytorch,
+       whole);
   std::string out;
   EXPECT_EQ(tool("diff " + p("dp.pt") + " " + p("plain.pt"), &out), 1) << out;
   EXPECT_NE(out.find("0 of 0 common tensors"), std::string::npos) << out;
@@ -647,7 +648,7 @@ TEST(CliOutputs, RecordsHoldATrainingCheckpointsValues) {
   whole.keep_tree = true;
   whole.allow = {"argparse.Namespace"};
   const fs::path in = dir / "train.pt";
-  save(TensorCatalog::from_value("t", ck), in, SaveFormat::pytorch, whole);
+  save(TensorCatalog::from_value(Format::state_dict, ck), in, SaveFormat::pytorch, whole);
   const TensorCatalog original = open(in);
   const std::string want = original.root().repr(64, 1u << 20);
   for (const char* ext : {"mpk", "json", "tpb", "mpk.gz"}) {

@@ -96,8 +96,8 @@ TEST(Cli, InspectBoundsTheValuesLine) {
                torchport::Value::real(0.5 * i));
   torchport::SaveOptions whole;
   whole.keep_tree = true;
-  torchport::save(torchport::TensorCatalog::from_value("t", big), dir / "big.pt",
-                  torchport::SaveFormat::pytorch, whole);
+  torchport::save(torchport::TensorCatalog::from_value(torchport::Format::state_dict, big),
+                  dir / "big.pt", torchport::SaveFormat::pytorch, whole);
   ASSERT_EQ(run_command(tool() + " inspect " + (dir / "big.pt").string(), &out), 0) << out;
   const std::string line = line_of(out);
   EXPECT_LT(line.size(), 1100u) << line;
@@ -121,8 +121,8 @@ TEST(Cli, ScanOfATruncatedFileStaysShort) {
     ts.push_back({"layer" + std::to_string(i) + ".weight",
                   torchport::Tensor::from(std::span<const float>(v), {16, 16})});
   }
-  torchport::save(torchport::TensorCatalog::from_tensors("t", ts), dir / "whole.pt",
-                  torchport::SaveFormat::pytorch);
+  torchport::save(torchport::TensorCatalog::from_tensors(torchport::Format::state_dict, ts),
+                  dir / "whole.pt", torchport::SaveFormat::pytorch);
   const auto size = std::filesystem::file_size(dir / "whole.pt");
   std::filesystem::copy_file(dir / "whole.pt", dir / "cut.pt");
   std::filesystem::resize_file(dir / "cut.pt", size * 6 / 10);

@@ -23,9 +23,10 @@ class CliShard : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = test::temp_dir("cli-shard");
-    save(TensorCatalog::from_tensors("t", {{"a.weight", Tensor::zeros(DType::F32, {8, 4})},
-                                           {"b.weight", Tensor::zeros(DType::BF16, {4, 8})},
-                                           {"norm", Tensor::zeros(DType::F32, {4})}}),
+    save(TensorCatalog::from_tensors(Format::state_dict,
+                                     {{"a.weight", Tensor::zeros(DType::F32, {8, 4})},
+                                      {"b.weight", Tensor::zeros(DType::BF16, {4, 8})},
+                                      {"norm", Tensor::zeros(DType::F32, {4})}}),
          dir_ / "m.safetensors", SaveFormat::safetensors);
     std::ofstream(dir_ / "tp.plan")
         << "# test plan\n^a\\.weight$ -> column(0)\n^b\\.weight$ -> row(1)\n";

@@ -98,7 +98,9 @@ json read_open(const std::string& path) {
       tensors.push_back(std::move(j));
       ++index;
     }
-    return json{{"ok", true}, {"format", catalog.format()}, {"tensors", std::move(tensors)}};
+    return json{{"ok", true},
+                {"format", std::string(catalog.format_name())},
+                {"tensors", std::move(tensors)}};
   } catch (const torchport::Error& e) {
     return error_json(std::string(torchport::error_code_name(e.code())), e.what());
   } catch (const std::exception& e) {

@@ -32,7 +32,7 @@ CompareOptions tolerance(double atol, double rtol = 0) {
 }
 
 TensorCatalog catalog(std::vector<NamedTensor> ts) {
-  return TensorCatalog::from_tensors("t", std::move(ts));
+  return TensorCatalog::from_tensors(Format::state_dict, std::move(ts));
 }
 
 TEST(Compare, CatalogsByName) {

@@ -52,7 +52,7 @@ TEST_P(Dcp, ListsWhatTorchReassembles) {
   const fs::path dir = test::fixture("dcp/" + GetParam());
   const auto want = test::read_json(dir / "expected.json");
   const TensorCatalog cat = open(dir);
-  EXPECT_EQ(cat.format(), want["format"].get<std::string>());
+  EXPECT_EQ(cat.format_name(), want["format"].get<std::string>());
   for (const auto& w : want["tensors"]) {
     const std::string name = w["name"];
     SCOPED_TRACE(name);
@@ -108,8 +108,8 @@ INSTANTIATE_TEST_SUITE_P(Saved214, Dcp,
 TEST(DcpSafetensors, ShardsEqualTorchsConsolidation) {
   const TensorCatalog shards = open(test::fixture("dcp/v214/hf_consolidated/sharded"));
   const TensorCatalog whole = open(test::fixture("dcp/v214/hf_consolidated"));
-  EXPECT_EQ(shards.format(), "dcp-safetensors");
-  EXPECT_EQ(whole.format(), "sharded-safetensors");
+  EXPECT_EQ(shards.format_name(), "dcp-safetensors");
+  EXPECT_EQ(whole.format_name(), "sharded-safetensors");
   ASSERT_EQ(shards.size(), whole.size());
   for (const auto& [name, t] : shards.tensors()) {
     SCOPED_TRACE(name);
@@ -229,8 +229,8 @@ TEST(DcpSafetensors, AFolderWithAMetadataAndAnIndexIsAmbiguous) {
         << e.what();
   }
   // Each is still read when named.
-  EXPECT_EQ(open(dir / ".metadata").format(), "dcp");
-  EXPECT_EQ(open(dir / "model.safetensors.index.json").format(), "sharded-safetensors");
+  EXPECT_EQ(open(dir / ".metadata").format_name(), "dcp");
+  EXPECT_EQ(open(dir / "model.safetensors.index.json").format_name(), "sharded-safetensors");
   fs::remove_all(dir);
 }
 

@@ -58,30 +58,33 @@ TEST(Dispatch, NamesRoundTrip) {
   for (Format f :
        {Format::pytorch_zip, Format::torchscript, Format::pytorch_tar, Format::pytorch_legacy,
         Format::pickle, Format::safetensors, Format::sharded_safetensors, Format::sharded_pytorch,
-        Format::torchport_record, Format::value})
+        Format::numpy, Format::dcp, Format::dcp_safetensors, Format::torch_export,
+        Format::torchport_record, Format::value, Format::state_dict})
     EXPECT_EQ(parse_format(format_name(f)), f) << format_name(f);
   EXPECT_EQ(format_name(Format::pytorch_zip), "pytorch-zip");
   EXPECT_EQ(parse_format("torchport-mpk.gz"), Format::torchport_record);
   EXPECT_EQ(parse_format("torchport-bin"), Format::torchport_record);
   EXPECT_EQ(parse_format("zip"), std::nullopt);
-  EXPECT_TRUE(has_torchport_layout("torchport-json"));
-  EXPECT_TRUE(has_torchport_layout("value"));
-  EXPECT_FALSE(has_torchport_layout("pytorch-zip"));
-  EXPECT_FALSE(has_torchport_layout("torchportable"));  // no prefix match any more
+  EXPECT_EQ(parse_format("torchportable"), std::nullopt);  // no prefix match
+  EXPECT_TRUE(has_torchport_layout(Format::torchport_record));
+  EXPECT_TRUE(has_torchport_layout(Format::value));
+  EXPECT_FALSE(has_torchport_layout(Format::pytorch_zip));
+  EXPECT_FALSE(has_torchport_layout(Format::state_dict));  // made in memory, PyTorch's layout
   EXPECT_TRUE(is_sharded(Format::sharded_pytorch));
 }
 
 TEST(Dispatch, OptionsFormatTakesTheNames) {
   const auto st = safetensors_bytes("{" + kTensor + "}", 4);
   OpenOptions o;
-  o.format = "safetensors";
+  o.format = Format::safetensors;
   EXPECT_EQ(read(st, o).size(), 1u);
-  o.format = "no-such-format";
-  expect_error([&] { read(st, o); }, ErrorCode::invalid_argument,
-               {"unknown format 'no-such-format'"});
-  o.format = "sharded-safetensors";
+  EXPECT_EQ(format_from_name("safetensors"), Format::safetensors);
+  EXPECT_EQ(format_from_name("torchport-mpk.gz"), Format::torchport_record);
+  expect_error([&] { (void)format_from_name("no-such-format"); }, ErrorCode::invalid_argument,
+               {"unknown format 'no-such-format'", "pytorch-zip", "safetensors"});
+  o.format = Format::sharded_safetensors;
   expect_error([&] { read(st, o); }, ErrorCode::invalid_argument, {"read from a path"});
-  o.format = "pytorch-tar";
+  o.format = Format::pytorch_tar;
   expect_error([&] { read(st, o); }, ErrorCode::not_a_checkpoint, {"not a tar archive"});
 }
 
@@ -104,7 +107,7 @@ TEST(Dispatch, SafetensorsThatIsAlsoATarIsAmbiguous) {
   const auto b = safetensors_tar_polyglot();
   ASSERT_EQ(probe_tar(b), TarOpen::opened);
   OpenOptions o;
-  o.format = "safetensors";
+  o.format = Format::safetensors;
   EXPECT_EQ(read(b, o).size(), 1u);  // it is a valid safetensors file ...
   expect_error([&] { read(b); }, ErrorCode::ambiguous,
                {"tar archive", "safetensors (1 tensors)"});  // ... and a tar
@@ -139,7 +142,7 @@ TEST(Dispatch, SafetensorsWhoseFirstByteIsAPickleOpcodeIsNoPolyglot) {
   const auto b = safetensors_bytes(h, 4);
   ASSERT_EQ(static_cast<char>(b[0]), '}');
   const auto cat = read(b);
-  EXPECT_EQ(cat.format(), "safetensors");
+  EXPECT_EQ(cat.format_name(), "safetensors");
   EXPECT_EQ(cat.size(), 1u);
 }
 

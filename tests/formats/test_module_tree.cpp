@@ -89,12 +89,12 @@ TEST(NameTree, IndexedChildrenAreCanonicalIntegersSorted) {
 }
 
 TEST(ModuleTree, CountsEachSubtree) {
-  const TensorCatalog cat =
-      TensorCatalog::from_tensors("t", {{"blocks.0.w", Tensor::zeros(DType::F32, {2, 3})},
-                                        {"blocks.0.b", Tensor::zeros(DType::F32, {3})},
-                                        {"head", Tensor::zeros(DType::F16, {4})},
-                                        {"blocks.2.w", Tensor::zeros(DType::F64, {2, 3})},
-                                        {"head.scale", Tensor::zeros(DType::F32, {})}});
+  const TensorCatalog cat = TensorCatalog::from_tensors(
+      Format::state_dict, {{"blocks.0.w", Tensor::zeros(DType::F32, {2, 3})},
+                           {"blocks.0.b", Tensor::zeros(DType::F32, {3})},
+                           {"head", Tensor::zeros(DType::F16, {4})},
+                           {"blocks.2.w", Tensor::zeros(DType::F64, {2, 3})},
+                           {"head.scale", Tensor::zeros(DType::F32, {})}});
   const ModuleTree tree = module_tree(cat);
   const auto& root = tree.root();
   EXPECT_EQ(root.name, "");

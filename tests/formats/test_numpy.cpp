@@ -62,7 +62,7 @@ class NumpyFixture : public ::testing::TestWithParam<fs::path> {};
 TEST_P(NumpyFixture, MatchesNumpy) {
   const auto want = test::read_json(GetParam());
   const TensorCatalog cat = open(data_file(GetParam()));
-  EXPECT_EQ(cat.format(), want["format"].get<std::string>());
+  EXPECT_EQ(cat.format_name(), want["format"].get<std::string>());
   test::expect_tensors(cat, want);
   if (want.contains("values"))
     for (const auto& [key, value] : want["values"].items()) {
@@ -169,7 +169,7 @@ TEST(Numpy, ScalarsAreNumbersInTheJson) {
 TEST(Numpy, PlainPicklesReadFromMemoryToo) {
   const auto bytes = test::read_bytes(fixture("numpy/detectron2_style.pkl"));
   const TensorCatalog cat = open(Source::from_buffer(bytes, "detectron2_style.pkl"));
-  EXPECT_EQ(cat.format(), "pickle");
+  EXPECT_EQ(cat.format_name(), "pickle");
   EXPECT_EQ(cat.select("model").size(), 3u);
 }
 
@@ -189,7 +189,8 @@ TEST(Numpy, ConvertsToSafetensorsAndPytorch) {
   std::vector<NamedTensor> kept;
   for (const auto& t : cat.tensors())
     if (t.tensor.dtype() != DType::C128) kept.push_back(t);
-  save(TensorCatalog::from_tensors("pickle", kept), dir / "a.safetensors", SaveFormat::safetensors);
+  save(TensorCatalog::from_tensors(Format::pickle, kept), dir / "a.safetensors",
+       SaveFormat::safetensors);
   const TensorCatalog back = open(dir / "a.safetensors");
   ASSERT_EQ(back.size(), kept.size());
   for (const auto& t : kept) EXPECT_TRUE(back.find(t.name)->equal(t.tensor.contiguous())) << t.name;

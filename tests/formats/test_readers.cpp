@@ -85,7 +85,7 @@ TEST_P(Fixture, MatchesTorch) {
   ASSERT_FALSE(file.empty()) << expected;
   const auto want = test::read_json(expected);
   const TensorCatalog cat = open(file);
-  EXPECT_EQ(cat.format(), want["format"].get<std::string>());
+  EXPECT_EQ(cat.format_name(), want["format"].get<std::string>());
   test::expect_tensors(cat, want);
   if (want.contains("values"))
     for (const auto& [key, value] : want["values"].items()) {

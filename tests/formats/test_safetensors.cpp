@@ -24,7 +24,7 @@ TensorCatalog read(const std::string& header, std::size_t data, OpenOptions opti
 
 Error bad(const std::string& header, std::size_t data, ErrorCode code,
           std::initializer_list<std::string> parts, OpenOptions options = {}) {
-  if (options.format.empty()) options.format = "safetensors";
+  if (!options.format) options.format = Format::safetensors;
   return expect_error([&] { read(header, data, options); }, code, parts);
 }
 
@@ -34,7 +34,7 @@ TEST(Safetensors, ReadsTensorsMetadataAndOrder) {
       R"("a":{"dtype":"I16","shape":[3],"data_offsets":[16,22]}})";
   const auto bytes = safetensors_bytes(h + "  ", 22);  // padded header
   const auto cat = read(bytes);
-  EXPECT_EQ(cat.format(), "safetensors");
+  EXPECT_EQ(cat.format_name(), "safetensors");
   ASSERT_EQ(cat.size(), 2u);
   EXPECT_EQ(cat.tensors()[0].name, "b");  // header order
   EXPECT_EQ(cat.tensors()[1].name, "a");
@@ -125,7 +125,7 @@ TEST(Safetensors, OpenSniffsAFile) {
   test::write_bytes(
       dir / "m.bin",
       safetensors_bytes(R"({"x":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})", 2));
-  EXPECT_EQ(open(dir / "m.bin").format(), "safetensors");
+  EXPECT_EQ(open(dir / "m.bin").format_name(), "safetensors");
   std::filesystem::remove_all(dir);
 }
 
@@ -134,7 +134,7 @@ TEST(Safetensors, OpenSniffsAFile) {
 TEST(SafetensorsBad, ShorterThanTheLength) {
   const std::vector<std::byte> b(5);
   OpenOptions o;
-  o.format = "safetensors";
+  o.format = Format::safetensors;
   const auto e = expect_error([&] { read(b, o); }, ErrorCode::truncated, {"5 bytes", "8-byte"});
   EXPECT_EQ(e.offset(), 0u);
 }
@@ -148,7 +148,7 @@ TEST(SafetensorsBad, HeaderOverTheLimit) {
 
 TEST(SafetensorsBad, HeaderLongerThanTheFile) {
   OpenOptions o;
-  o.format = "safetensors";
+  o.format = Format::safetensors;
   expect_error([&] { read(safetensors_bytes("{}", 0, 1000), o); }, ErrorCode::truncated,
                {"1000 bytes", "only 2", "truncated download"});
 }

@@ -35,7 +35,7 @@ class Sharded : public ::testing::Test {
   void shard(const std::string& file, const std::vector<std::string>& names) {
     std::vector<NamedTensor> ts;
     for (const auto& n : names) ts.push_back({n, Tensor::from<std::uint8_t>({1, 2, 3, 4}, {4})});
-    save(TensorCatalog::from_tensors("t", ts), dir_ / file, SaveFormat::safetensors);
+    save(TensorCatalog::from_tensors(Format::state_dict, ts), dir_ / file, SaveFormat::safetensors);
   }
   fs::path dir_;
 };
@@ -53,8 +53,8 @@ TEST_F(Sharded, SafetensorsShardsAndIndexRoundTrip) {
   const auto want = layers();
   SaveOptions o;
   o.max_shard_size = 1000;  // two 400-byte tensors per shard
-  const SaveResult r = save(TensorCatalog::from_tensors("t", want), dir_ / "model.safetensors",
-                            SaveFormat::safetensors, o);
+  const SaveResult r = save(TensorCatalog::from_tensors(Format::state_dict, want),
+                            dir_ / "model.safetensors", SaveFormat::safetensors, o);
   ASSERT_EQ(r.files.size(), 5u);
   EXPECT_EQ(r.files[0].filename(), "model-00001-of-00005.safetensors");
   EXPECT_EQ(r.files[4].filename(), "model-00005-of-00005.safetensors");
@@ -71,7 +71,7 @@ TEST_F(Sharded, SafetensorsShardsAndIndexRoundTrip) {
   for (const fs::path& p : {r.index, dir_}) {
     SCOPED_TRACE(p.string());
     const auto got = open(p);
-    EXPECT_EQ(got.format(), "sharded-safetensors");
+    EXPECT_EQ(got.format_name(), "sharded-safetensors");
     expect_same_tensors(got, want);  // shard order, then in-shard order: the original order
     EXPECT_EQ(got.metadata().at("format"), "pt");
   }
@@ -87,13 +87,13 @@ TEST_F(Sharded, PytorchShardsKeepStorageSharingWithinAShard) {
                                          {"c", test::patterned(DType::F32, {100}, 3)}};
   SaveOptions o;
   o.max_shard_size = 800;  // base (400) + its view (free) + b (400); then c
-  const SaveResult r = save(TensorCatalog::from_tensors("t", want), dir_ / "pytorch_model.bin",
-                            SaveFormat::pytorch, o);
+  const SaveResult r = save(TensorCatalog::from_tensors(Format::state_dict, want),
+                            dir_ / "pytorch_model.bin", SaveFormat::pytorch, o);
   ASSERT_EQ(r.files.size(), 2u);
   EXPECT_EQ(r.files[0].filename(), "pytorch_model-00001-of-00002.bin");
   EXPECT_EQ(r.index.filename(), "pytorch_model.bin.index.json");
   const auto got = open(r.index);
-  EXPECT_EQ(got.format(), "sharded-pytorch");
+  EXPECT_EQ(got.format_name(), "sharded-pytorch");
   expect_same_tensors(got, want);
   EXPECT_EQ(got.find("a")->storage(), got.find("a_view")->storage());
   EXPECT_EQ(test::read_json(r.index)["weight_map"]["c"], "pytorch_model-00002-of-00002.bin");
@@ -105,8 +105,8 @@ TEST_F(Sharded, ATensorLargerThanTheLimitGetsItsOwnShard) {
                                          {"tail", test::patterned(DType::U8, {10}, 3)}};
   SaveOptions o;
   o.max_shard_size = 100;
-  const SaveResult r = save(TensorCatalog::from_tensors("t", want), dir_ / "m.safetensors",
-                            SaveFormat::safetensors, o);
+  const SaveResult r = save(TensorCatalog::from_tensors(Format::state_dict, want),
+                            dir_ / "m.safetensors", SaveFormat::safetensors, o);
   ASSERT_EQ(r.files.size(), 3u);
   EXPECT_EQ(open(r.files[1]).tensors().front().name, "huge");
   expect_same_tensors(open(r.index), want);
@@ -115,14 +115,14 @@ TEST_F(Sharded, ATensorLargerThanTheLimitGetsItsOwnShard) {
 TEST_F(Sharded, EverythingInOneShardWritesOneFileAndNoIndex) {
   SaveOptions o;
   o.max_shard_size = parse_byte_size("5GB");
-  const SaveResult r = save(TensorCatalog::from_tensors("t", layers()), dir_ / "model.safetensors",
-                            SaveFormat::safetensors, o);
+  const SaveResult r = save(TensorCatalog::from_tensors(Format::state_dict, layers()),
+                            dir_ / "model.safetensors", SaveFormat::safetensors, o);
   EXPECT_TRUE(r.index.empty());
   EXPECT_EQ(test::files_in(dir_), (std::vector<std::string>{"model.safetensors"}));
 }
 
 TEST_F(Sharded, ResavingRemovesTheLeftoversOfAnEarlierSave) {
-  const auto model = TensorCatalog::from_tensors("t", layers());
+  const auto model = TensorCatalog::from_tensors(Format::state_dict, layers());
   SaveOptions five, two;
   five.max_shard_size = 1000;
   two.max_shard_size = 2000;
@@ -151,7 +151,7 @@ TEST_F(Sharded, AFailedShardedSaveLeavesNothing) {
   o.max_shard_size = 1000;
   expect_error(
       [&] {
-        save(TensorCatalog::from_tensors("t", ts), dir_ / "model.safetensors",
+        save(TensorCatalog::from_tensors(Format::state_dict, ts), dir_ / "model.safetensors",
              SaveFormat::safetensors, o);
       },
       ErrorCode::io, {"disk gone"});
@@ -163,16 +163,17 @@ TEST_F(Sharded, AFailedShardedSaveLeavesNothing) {
 // the pickle, as those libraries load it.
 TEST_F(Sharded, AModelFolderIsItsWeightsFile) {
   shard("model.safetensors", {"a"});
-  save(TensorCatalog::from_tensors("t", layers()), dir_ / "pytorch_model.bin", SaveFormat::pytorch);
+  save(TensorCatalog::from_tensors(Format::state_dict, layers()), dir_ / "pytorch_model.bin",
+       SaveFormat::pytorch);
   write_text("config.json", "{}");
   write_text("optimizer.pt", "not read");
   const TensorCatalog c = open(dir_);
-  EXPECT_EQ(c.format(), "safetensors");
+  EXPECT_EQ(c.format_name(), "safetensors");
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c.metadata().at("torchport.folder_file"), "model.safetensors");
   fs::remove(dir_ / "model.safetensors");
   const TensorCatalog bin = open(dir_);
-  EXPECT_EQ(bin.format(), "pytorch-zip");
+  EXPECT_EQ(bin.format_name(), "pytorch-zip");
   EXPECT_EQ(bin.size(), 10u);
   // A PEFT adapter folder.
   fs::remove(dir_ / "pytorch_model.bin");
@@ -195,7 +196,7 @@ TEST_F(Sharded, AFolderWithNoWeightsSaysWhatItLookedFor) {
 
 TEST_F(Sharded, AFolderWeightsFileMayNotLeaveTheFolder) {
   const fs::path outside = test::temp_dir("sharded-outside");
-  save(TensorCatalog::from_tensors("t", layers()), outside / "w.safetensors",
+  save(TensorCatalog::from_tensors(Format::state_dict, layers()), outside / "w.safetensors",
        SaveFormat::safetensors);
   fs::create_symlink(outside / "w.safetensors", dir_ / "model.safetensors");
   expect_error([&] { (void)open(dir_); }, ErrorCode::invalid_argument, {"outside"});
@@ -323,8 +324,8 @@ TEST_F(Sharded, ForcedFormatAndBytesOnly) {
   shard("s1.safetensors", {"a"});
   write_text("weights.json", R"({"weight_map": {"a": "s1.safetensors"}})");
   OpenOptions o;
-  o.format = "sharded-safetensors";
-  EXPECT_EQ(open(dir_ / "weights.json", o).format(), "sharded-safetensors");
+  o.format = Format::sharded_safetensors;
+  EXPECT_EQ(open(dir_ / "weights.json", o).format_name(), "sharded-safetensors");
   expect_error([&] { open(Source::from_buffer({}, "x"), o); }, ErrorCode::invalid_argument,
                {"read from a path"});
 }

@@ -85,8 +85,8 @@ TEST(Sparse, HandBuiltLayoutsMatchTorch) {
     EXPECT_EQ(std::vector<float>(d.span<float>().begin(), d.span<float>().end()), dense);
     // Written to .pt and read back (torch 2.x's form for these layouts).
     const fs::path dir = test::temp_dir("sparse_hand");
-    save(TensorCatalog::from_tensors("x", {{"s", Tensor::sparse_tensor(p)}}), dir / "s.pt",
-         SaveFormat::pytorch);
+    save(TensorCatalog::from_tensors(Format::state_dict, {{"s", Tensor::sparse_tensor(p)}}),
+         dir / "s.pt", SaveFormat::pytorch);
     const TensorCatalog back = open(dir / "s.pt");
     ASSERT_TRUE(back.find("s")->is_sparse());
     EXPECT_TRUE(back.find("s")->to_dense().equal(d));

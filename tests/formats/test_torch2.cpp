@@ -79,7 +79,7 @@ class Torch2Layout : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Torch2Layout, ReadsAsTorchReadsIt) {
   const TensorCatalog cat = open(fixture("torch2/" + GetParam() + ".pt"));
-  EXPECT_EQ(cat.format(), "pytorch-zip");
+  EXPECT_EQ(cat.format_name(), "pytorch-zip");
   expect_fixture(cat, GetParam());
   expect_fixture(materialize(cat, Residence::owned), GetParam());
   // The view keeps sharing its base's storage.
@@ -359,7 +359,7 @@ TEST(Torch26Saved, NestedTensorsWriteBackNested) {
   EXPECT_EQ(again.find("n.0")->storage(), again.find("n.1")->storage());
   // Components renamed or split from their group stay plain tensors.
   std::vector<NamedTensor> some = {cat.tensors()[0], cat.tensors()[2]};
-  save(TensorCatalog::from_tensors("x", some, cat.metadata()), dir / "some.pt",
+  save(TensorCatalog::from_tensors(Format::state_dict, some, cat.metadata()), dir / "some.pt",
        SaveFormat::pytorch);
   const TensorCatalog plain = open(dir / "some.pt");
   EXPECT_EQ(plain.size(), 2u);

@@ -129,7 +129,7 @@ TEST_P(Torch214Saved, ReadAsTorchLoadsThem) {
   const std::string name = GetParam();
   const auto want = expected(name);
   const TensorCatalog cat = open(fixture("torch214/" + name + ".pt"));
-  EXPECT_EQ(cat.format(), "pytorch-zip");
+  EXPECT_EQ(cat.format_name(), "pytorch-zip");
   expect_tensors(cat, want);
   EXPECT_EQ(cat.metadata().at("pytorch.format_version"), want[".format_version"]);
   EXPECT_EQ(cat.metadata().at("pytorch.storage_alignment"), want[".storage_alignment"]);
@@ -175,12 +175,13 @@ TEST_P(Torch214Saved, ConvertedToSafetensorsBitExact) {
     }
   ASSERT_FALSE(kept.empty());
   const fs::path dir = test::temp_dir("torch214_st_" + name);
-  save(TensorCatalog::from_tensors("t", kept), dir / "out.safetensors", SaveFormat::safetensors);
+  save(TensorCatalog::from_tensors(Format::state_dict, kept), dir / "out.safetensors",
+       SaveFormat::safetensors);
   const TensorCatalog back = open(dir / "out.safetensors");
   // safetensors sorts by alignment and has no views: compare by name.
   std::vector<NamedTensor> in_order;
   for (const auto& t : kept) in_order.push_back({t.name, *back.find(t.name)});
-  expect_tensors(TensorCatalog::from_tensors("t", in_order), kept_want, true, false);
+  expect_tensors(TensorCatalog::from_tensors(Format::state_dict, in_order), kept_want, true, false);
   fs::remove_all(dir);
 }
 
@@ -299,7 +300,7 @@ TEST(Torch214SkipData, ListedButNoBytes) {
   for (const auto format : {SaveFormat::pytorch, SaveFormat::safetensors}) {
     const fs::path out = dir / (format == SaveFormat::pytorch ? "out.pt" : "out.safetensors");
     std::vector<NamedTensor> some = {cat.tensors()[0], cat.tensors()[2]};  // w, e8
-    expect_error([&] { save(TensorCatalog::from_tensors("t", some), out, format); },
+    expect_error([&] { save(TensorCatalog::from_tensors(Format::state_dict, some), out, format); },
                  ErrorCode::unsupported, {"skip_data"});
     EXPECT_FALSE(fs::exists(out));
   }
@@ -328,7 +329,7 @@ TEST(Torch214SkipData, AFilledRecordIsStillRefused) {
 // schema's new ScalarType numbers (33, 34, 35).
 TEST(Torch214, ExportArchiveDtypes) {
   const TensorCatalog cat = open(fixture("torch214/export.pt2"));
-  EXPECT_EQ(cat.format(), "torch-export");
+  EXPECT_EQ(cat.format_name(), "torch-export");
   expect_tensors(cat, expected("export"), true, /*views=*/false);
 }
 
@@ -344,7 +345,8 @@ TEST(Torch214, Float4InSafetensorsCountsHalfBytes) {
   const TensorCatalog cat = open(fixture("torch214/views.pt"));
   const fs::path dir = test::temp_dir("torch214_f4");
   std::vector<NamedTensor> f4 = {{"f4", *cat.find("f4")}, {"f4_slice", *cat.find("f4_slice")}};
-  save(TensorCatalog::from_tensors("t", f4), dir / "f4.safetensors", SaveFormat::safetensors);
+  save(TensorCatalog::from_tensors(Format::state_dict, f4), dir / "f4.safetensors",
+       SaveFormat::safetensors);
   const auto bytes = test::read_bytes(dir / "f4.safetensors");
   std::uint64_t n;
   std::memcpy(&n, bytes.data(), 8);
@@ -366,7 +368,7 @@ TEST(Torch214, Float4InSafetensorsCountsHalfBytes) {
       {"s", Tensor(DType::F4, {}, {}, 0, cat.find("f4")->storage())}};
   expect_error(
       [&] {
-        save(TensorCatalog::from_tensors("t", scalar), dir / "s.safetensors",
+        save(TensorCatalog::from_tensors(Format::state_dict, scalar), dir / "s.safetensors",
              SaveFormat::safetensors);
       },
       ErrorCode::unsupported, {"0-d float4_e2m1fn_x2"});
@@ -375,7 +377,8 @@ TEST(Torch214, Float4InSafetensorsCountsHalfBytes) {
   std::vector<NamedTensor> bc = {{"bc", *cat.find("bc")}};
   expect_error(
       [&] {
-        save(TensorCatalog::from_tensors("t", bc), dir / "bc.safetensors", SaveFormat::safetensors);
+        save(TensorCatalog::from_tensors(Format::state_dict, bc), dir / "bc.safetensors",
+             SaveFormat::safetensors);
       },
       ErrorCode::unsupported, {"bcomplex32"});
   fs::remove_all(dir);

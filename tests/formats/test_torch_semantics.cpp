@@ -55,7 +55,7 @@ class TorchReads : public ::testing::TestWithParam<std::string> {};
 TEST_P(TorchReads, AsTorchDoes) {
   const auto want = test::read_json(dir() / (GetParam() + ".expected.json"));
   const TensorCatalog cat = open(dir() / (GetParam() + ".pt"));
-  EXPECT_EQ(cat.format(), want["format"].get<std::string>());
+  EXPECT_EQ(cat.format_name(), want["format"].get<std::string>());
   check_catalog(cat, want);
   check_catalog(materialize(cat, Residence::owned), want, false);
 }

@@ -40,7 +40,7 @@ class Writers : public ::testing::Test {
 };
 
 TensorCatalog catalog(std::vector<NamedTensor> t, std::map<std::string, std::string> meta = {}) {
-  return TensorCatalog::from_tensors("test", std::move(t), std::move(meta));
+  return TensorCatalog::from_tensors(Format::state_dict, std::move(t), std::move(meta));
 }
 
 std::string file_text(const fs::path& p) {
@@ -54,7 +54,7 @@ TEST_F(Writers, SafetensorsRoundTripsEveryDtypeBitExact) {
   const auto want = test::every_dtype(true);
   save(catalog(want), dir_ / "m.safetensors", SaveFormat::safetensors);
   const auto got = open(dir_ / "m.safetensors");
-  EXPECT_EQ(got.format(), "safetensors");
+  EXPECT_EQ(got.format_name(), "safetensors");
   expect_same_tensors(got, want, /*any_order=*/true);
 }
 
@@ -132,7 +132,7 @@ TEST_F(Writers, PytorchRoundTripsEveryDtypeBitExactInOrder) {
   const auto want = test::every_dtype(false);
   save(catalog(want), dir_ / "m.pt", SaveFormat::pytorch);
   const auto got = open(dir_ / "m.pt");
-  EXPECT_EQ(got.format(), "pytorch-zip");
+  EXPECT_EQ(got.format_name(), "pytorch-zip");
   expect_same_tensors(got, want);
 }
 
@@ -596,7 +596,7 @@ TEST_F(Writers, ZipWriterMisuse) {
 TEST_F(Writers, TransformSelectsFiltersRenamesAndCastsLazily) {
   const Tensor w = test::patterned(DType::F32, {2, 3}, 1);
   const Tensor ids = Tensor::from<std::int64_t>({1, 2, 3}, {3});
-  const auto src = TensorCatalog::from_value("test", [&] {
+  const auto src = TensorCatalog::from_value(Format::state_dict, [&] {
     Value sd = Value::dict();
     sd.insert(Value::str("enc.w"), Value::tensor(w));
     sd.insert(Value::str("enc.wt"), Value::tensor(w.transpose(0, 1)));
@@ -700,18 +700,21 @@ TEST_F(Writers, WholeObjectKeepsValuesAndRefusesUnknownClasses) {
   SaveOptions o;
   o.keep_tree = true;
   const fs::path out = dir_ / "tree.pt";
-  save(TensorCatalog::from_value("test", tree(Value::integer(1))), out, SaveFormat::pytorch, o);
+  save(TensorCatalog::from_value(Format::state_dict, tree(Value::integer(1))), out,
+       SaveFormat::pytorch, o);
   const TensorCatalog back = open(out);
   EXPECT_EQ(to_json(back.root()), to_json(tree(Value::integer(1))));
   EXPECT_EQ(back.root().find("args")->identity(), back.root().find("again")->identity());
   EXPECT_EQ(back.find("w_view")->storage().get(), back.find("w")->storage().get());
 
   expect_error(
-      [&] { save(TensorCatalog::from_value("test", tree(obj)), out, SaveFormat::pytorch, o); },
+      [&] {
+        save(TensorCatalog::from_value(Format::state_dict, tree(obj)), out, SaveFormat::pytorch, o);
+      },
       ErrorCode::unsupported, {"argparse.Namespace"});
   EXPECT_EQ(to_json(open(out).root()), to_json(tree(Value::integer(1))));  // the old file stays
   o.allow = {"argparse.*"};
-  save(TensorCatalog::from_value("test", tree(obj)), out, SaveFormat::pytorch, o);
+  save(TensorCatalog::from_value(Format::state_dict, tree(obj)), out, SaveFormat::pytorch, o);
   EXPECT_EQ(to_json(open(out).root()), to_json(tree(obj)));
 }
 

@@ -51,7 +51,7 @@ class Counting final : public ByteSource {
 std::string outcome(const std::function<TensorCatalog()>& open_it) {
   try {
     const TensorCatalog cat = open_it();
-    std::string s = std::string(cat.format()) + "\n" + cat.root().repr(64) + "\n";
+    std::string s = std::string(cat.format_name()) + "\n" + cat.root().repr(64) + "\n";
     for (const auto& [name, t] : cat.tensors()) {
       s += name + " " + t.description() + " ";
       if (!t.is_sparse() && !t.is_meta() && !t.is_quantized()) s += test::tensor_sha256(t);
@@ -108,7 +108,7 @@ TEST(RangedSources, OpeningReadsNoTensorBytes) {
     for (std::size_t k = 0; k < b.size(); ++k) b[k] = static_cast<std::byte>(k * 7 + i);
     tensors.push_back({"layers." + std::to_string(i) + ".weight", t});
   }
-  const TensorCatalog made = TensorCatalog::from_tensors("made", tensors);
+  const TensorCatalog made = TensorCatalog::from_tensors(Format::state_dict, tensors);
   for (const SaveFormat f : {SaveFormat::pytorch, SaveFormat::safetensors}) {
     const fs::path p = dir / (f == SaveFormat::pytorch ? "m.pt" : "m.safetensors");
     save(made, p, f);

@@ -48,7 +48,7 @@ struct Stem {
 // until told.
 TEST(NnConfig, ADefaultConstructedConvolutionRefusesToRunUntilConfigured) {
   const TensorCatalog file =
-      TensorCatalog::from_tensors("pytorch-zip", {{"conv1.weight", ramp({64, 3, 7, 7})}});
+      TensorCatalog::from_tensors(Format::pytorch_zip, {{"conv1.weight", ramp({64, 3, 7, 7})}});
   Stem stem;
   const LoadReport r = load(stem, file);
   EXPECT_TRUE(r.clean()) << r.summary();

@@ -47,7 +47,7 @@ TensorCatalog state_dict(const std::vector<Entry>& entries) {
     t.push_back({e.name, counting(e.shape, start)});
     start += 1000;
   }
-  return TensorCatalog::from_tensors("pytorch-zip", std::move(t));
+  return TensorCatalog::from_tensors(Format::pytorch_zip, std::move(t));
 }
 
 // Loads `torch` into `m` (clean: every key used, nothing missing) and saves

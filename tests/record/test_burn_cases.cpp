@@ -636,7 +636,8 @@ struct OneTensor {
 // Counts are singular when they are one: "loaded 1 tensor (1 element".
 TEST(Records, SummaryCountsInTheSingular) {
   OneTensor one;
-  const LoadReport r = load(one, TensorCatalog::from_tensors("t", {{"w", Tensor::scalar(2.0f)}}));
+  const LoadReport r =
+      load(one, TensorCatalog::from_tensors(Format::state_dict, {{"w", Tensor::scalar(2.0f)}}));
   EXPECT_EQ(r.summary().rfind("loaded 1 tensor (1 element, 4B)", 0), 0u) << r.summary();
   LinearNet two;
   EXPECT_EQ(load(two, case_file("linear.pt")).summary().rfind("loaded 3 tensors (21 elements", 0),

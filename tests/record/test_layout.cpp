@@ -115,7 +115,7 @@ TensorCatalog torch_state_dict(std::int64_t gate_rows = 4) {
   t.push_back({"block.experts_l0", counting(2, 3, 300)});
   t.push_back({"block.experts_l1", counting(2, 3, 400)});
   t.push_back({"block.scale", counting(1, 3, 500).reshape({3})});
-  return TensorCatalog::from_tensors("pytorch-zip", std::move(t));
+  return TensorCatalog::from_tensors(Format::pytorch_zip, std::move(t));
 }
 
 template <class F>
@@ -193,7 +193,8 @@ TEST(Layout, AFusedTensorThatDoesNotSplitEvenlyIsAShapeMismatch) {
 TEST(Layout, SeparateNamesWhenTheFileKeepsThePartsApart) {
   // Parts of different shapes: PyTorch keeps them apart, and so does the save.
   TensorCatalog apart = TensorCatalog::from_tensors(
-      "pytorch-zip", {{"first_only", counting(2, 3, 0)}, {"second_only", counting(1, 3, 10)}});
+      Format::pytorch_zip,
+      {{"first_only", counting(2, 3, 0)}, {"second_only", counting(1, 3, 10)}});
   user::Pair p;
   EXPECT_TRUE(load(p, apart, LoadArgs{}.layout(Layout::PyTorch)).clean());
   EXPECT_TRUE(p.first.equal(*apart.find("first_only")));
@@ -237,7 +238,7 @@ TEST(Layout, MalformedRulesAreRefused) {
   expect_error([&] { (void)LayoutRule::fused("x_l{index}", "l{index}.{part}", {"a"}); },
                ErrorCode::invalid_argument, "whole segment");
   // A rule made without the makers is refused when used, naming the module.
-  TensorCatalog cat = TensorCatalog::from_tensors("pytorch-zip", {{"x", counting(1, 1, 0)}});
+  TensorCatalog cat = TensorCatalog::from_tensors(Format::pytorch_zip, {{"x", counting(1, 1, 0)}});
   user::Malformed m;
   expect_error([&] { load(m, cat, LoadArgs{}.layout(Layout::PyTorch)); },
                ErrorCode::invalid_argument, "in the PyTorch layout of Malformed");

@@ -187,10 +187,11 @@ ShardPlan tiny_plan() {
 
 TEST(ShardedLoad, EachRankGetsItsSliceAndTheReportSaysWhatItRead) {
   const fs::path dir = test::temp_dir("sharded-load");
-  const TensorCatalog whole = TensorCatalog::from_tensors("t", {{"up.weight", iota({8, 4})},
-                                                                {"down.weight", iota({4, 8})},
-                                                                {"scale", iota({4})},
-                                                                {"extra", iota({2})}});
+  const TensorCatalog whole =
+      TensorCatalog::from_tensors(Format::state_dict, {{"up.weight", iota({8, 4})},
+                                                       {"down.weight", iota({4, 8})},
+                                                       {"scale", iota({4})},
+                                                       {"extra", iota({2})}});
   save(whole, dir / "tiny.safetensors", SaveFormat::safetensors);
   const TensorCatalog cat = open(dir / "tiny.safetensors");
   const int world = 2;
@@ -237,7 +238,8 @@ TEST(ShardedLoad, EachRankGetsItsSliceAndTheReportSaysWhatItRead) {
 
 TEST(ShardedLoad, ShapesOfTheModuleMustBeTheRanks) {
   const TensorCatalog whole = TensorCatalog::from_tensors(
-      "t", {{"up.weight", iota({8, 4})}, {"down.weight", iota({4, 8})}, {"scale", iota({4})}});
+      Format::state_dict,
+      {{"up.weight", iota({8, 4})}, {"down.weight", iota({4, 8})}, {"scale", iota({4})}});
   Tiny m{nn::Linear(4, 8, false), nn::Linear(8, 4, false),
          Tensor::zeros(DType::F32, {4})};  // whole shapes
   EXPECT_THROW(load(m, whole, LoadArgs{}.shard(0, 2, tiny_plan())), Error);
@@ -245,9 +247,10 @@ TEST(ShardedLoad, ShapesOfTheModuleMustBeTheRanks) {
 
 TEST(ShardedLoad, UnslicableFormatsAreRefusedNamingTheKey) {
   Tiny m{nn::Linear(4, 4, false), nn::Linear(4, 4, false), Tensor::zeros(DType::F32, {4})};
-  const TensorCatalog gz = TensorCatalog::from_tensors(
-      "torchport-bin.gz",
+  TensorCatalog gz = TensorCatalog::from_tensors(
+      Format::torchport_record,
       {{"up.weight", iota({8, 4})}, {"down.weight", iota({4, 8})}, {"scale", iota({4})}});
+  gz.set_format_name("torchport-bin.gz");
   const Error e = error_of([&] { load(m, gz, LoadArgs{}.shard(0, 2, tiny_plan())); });
   EXPECT_EQ(e.code(), ErrorCode::unsupported);
   EXPECT_EQ(e.key(), "up.weight");

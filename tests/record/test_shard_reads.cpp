@@ -11,9 +11,10 @@ using namespace torchport;
 namespace {
 
 TensorCatalog model() {
-  return TensorCatalog::from_tensors("t", {{"a.weight", Tensor::zeros(DType::F32, {8, 4})},
-                                           {"b.weight", Tensor::zeros(DType::BF16, {4, 8})},
-                                           {"norm", Tensor::zeros(DType::F32, {4})}});
+  return TensorCatalog::from_tensors(Format::state_dict,
+                                     {{"a.weight", Tensor::zeros(DType::F32, {8, 4})},
+                                      {"b.weight", Tensor::zeros(DType::BF16, {4, 8})},
+                                      {"norm", Tensor::zeros(DType::F32, {4})}});
 }
 
 ShardPlan plan() {

@@ -59,7 +59,7 @@ void round_trip(const std::string& case_name, M fresh = M{}) {
     const LoadReport r = load(back, dir / name);
     EXPECT_TRUE(r.clean()) << r.summary();
     EXPECT_TRUE(records_equal(original, back));
-    EXPECT_EQ(open(dir / name).format(), recorder_name(recorder));
+    EXPECT_EQ(open(dir / name).format_name(), recorder_name(recorder));
   }
   const auto bytes = save_record_to_bytes(original, CompactBin{}, Precision::Keep);
   M from_bytes = fresh;
@@ -141,7 +141,7 @@ TEST(Recorders, FilesCarryTheirMetadata) {
   const fs::path dir = test::temp_dir("record-files-meta");
   save_record(net, dir / "m.mpk", NamedMpk{}, Precision::Half);
   const TensorCatalog cat = open(dir / "m.mpk");
-  EXPECT_EQ(cat.format(), "torchport-mpk");
+  EXPECT_EQ(cat.format_name(), "torchport-mpk");
   EXPECT_EQ(cat.metadata().at("torchport.type"), type_name<LinearNet>());
   EXPECT_EQ(cat.metadata().at("torchport.precision"), "half");
   EXPECT_EQ(cat.metadata().at("torchport.version"), "1");

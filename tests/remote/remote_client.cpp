@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   nlohmann::json out;
   try {
     TensorCatalog cat = open(url, o);
-    out["format"] = std::string(cat.format());
+    out["format"] = std::string(cat.format_name());
     if (rank >= 0) {
       // Each rank's slices, as LoadArgs::shard reads them: a split tensor's
       // part (read_slice), every other tensor whole.

@@ -91,7 +91,7 @@ TEST_F(Bounds, ShardLinkOutsideTheDirectoryIsNotRead) {
 TEST_F(Bounds, ShardLinkInsideTheDirectoryIsRead) {
   const fs::path inside = dir_ / "ckpt";
   fs::create_directories(inside / "blobs");
-  save(TensorCatalog::from_tensors("t", {{"w", Tensor::from<float>({1, 2}, {2})}}),
+  save(TensorCatalog::from_tensors(Format::state_dict, {{"w", Tensor::from<float>({1, 2}, {2})}}),
        inside / "blobs" / "abc", SaveFormat::safetensors);
   fs::create_symlink("blobs/abc", inside / "model-00001-of-00001.safetensors");
   index(inside, "model-00001-of-00001.safetensors");
@@ -105,7 +105,7 @@ TEST_F(Bounds, HubCacheSnapshotMayLinkToItsBlobs) {
   const fs::path snap = repo / "snapshots" / "0123abcd";
   fs::create_directories(snap);
   fs::create_directories(repo / "blobs");
-  save(TensorCatalog::from_tensors("t", {{"w", Tensor::from<float>({1, 2}, {2})}}),
+  save(TensorCatalog::from_tensors(Format::state_dict, {{"w", Tensor::from<float>({1, 2}, {2})}}),
        repo / "blobs" / "f00d", SaveFormat::safetensors);
   fs::create_symlink("../../blobs/f00d", snap / "model-00001-of-00001.safetensors");
   index(snap, "model-00001-of-00001.safetensors");
@@ -244,7 +244,7 @@ TEST_F(Bounds, ConvertOfViewsNamesTheLimit) {
   const Tensor base = Tensor::zeros(DType::F32, {16384});
   std::vector<NamedTensor> ts;
   for (int i = 0; i < 32; ++i) ts.push_back({"t" + std::to_string(i), base});
-  save(TensorCatalog::from_tensors("t", ts), dir_ / "views.pt", SaveFormat::pytorch);
+  save(TensorCatalog::from_tensors(Format::state_dict, ts), dir_ / "views.pt", SaveFormat::pytorch);
   EXPECT_LT(fs::file_size(dir_ / "views.pt"), 100000u);
   const std::string tool = TORCHPORT_TOOL;
   std::string out;

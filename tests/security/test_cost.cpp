@@ -336,13 +336,13 @@ TEST(Cost, ViewsAreWrittenOnceToPtAndLimitedElsewhere) {
     size[i] = ts.size();
     SaveOptions s;
     s.limits.max_materialized_bytes = 256 << 10;
-    const SaveResult r =
-        save(TensorCatalog::from_tensors("t", ts), dir / "v.pt", SaveFormat::pytorch, s);
+    const SaveResult r = save(TensorCatalog::from_tensors(Format::state_dict, ts), dir / "v.pt",
+                              SaveFormat::pytorch, s);
     pt_bytes[i] = r.file_bytes;
     EXPECT_LT(r.file_bytes, 2u * 65536 + 64 * ts.size() + 4096) << "one storage, many views";
     if (i > 0) {
       try {
-        (void)save(TensorCatalog::from_tensors("t", ts), dir / "v.safetensors",
+        (void)save(TensorCatalog::from_tensors(Format::state_dict, ts), dir / "v.safetensors",
                    SaveFormat::safetensors, s);
         ADD_FAILURE() << "safetensors written whole past the limit";
       } catch (const Error& e) {
@@ -351,7 +351,8 @@ TEST(Cost, ViewsAreWrittenOnceToPtAndLimitedElsewhere) {
             << e.what();
       }
       try {
-        write_record(TensorCatalog::from_tensors("t", ts), dir / "v.mpk", Recorder{}, s.limits);
+        write_record(TensorCatalog::from_tensors(Format::state_dict, ts), dir / "v.mpk", Recorder{},
+                     s.limits);
         ADD_FAILURE() << "record written whole past the limit";
       } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("max_materialized_bytes"), std::string::npos)

@@ -105,7 +105,7 @@ TensorCatalog many(std::int64_t n) {
     t.push_back({"layers." + std::to_string(i / 64) + ".experts." + std::to_string(i % 64) + ".w",
                  std::move(x)});
   }
-  return TensorCatalog::from_tensors("memory", std::move(t));
+  return TensorCatalog::from_tensors(Format::state_dict, std::move(t));
 }
 
 struct Work {

@@ -115,7 +115,7 @@ int run_shard(const TensorCatalog& cat, const InspectArgs& a) {
   const std::uint64_t total = cat.total_bytes();
   if (a.json) {
     nlohmann::ordered_json out;
-    out["format"] = cat.format();
+    out["format"] = cat.format_name();
     out["rank"] = rank;
     out["world"] = world;
     auto& list = out["tensors"] = nlohmann::ordered_json::array();
@@ -133,7 +133,7 @@ int run_shard(const TensorCatalog& cat, const InspectArgs& a) {
     fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
     return 0;
   }
-  fmt::print("{}: {}, {}, {}; rank {} of {} by {} ({})\n", display_name(a.file), cat.format(),
+  fmt::print("{}: {}, {}, {}; rank {} of {} by {} ({})\n", display_name(a.file), cat.format_name(),
              counted(cat.size(), "tensor"), human_bytes(total), rank, world, a.plan,
              counted(plan.rules().size(), "rule"));
   std::size_t wname = 4, wshape = 5;
@@ -226,7 +226,7 @@ int run_inspect(const InspectArgs& a) {
 
   if (a.json) {
     nlohmann::ordered_json out;
-    out["format"] = cat.format();
+    out["format"] = cat.format_name();
     auto& list = out["tensors"] = nlohmann::ordered_json::array();
     for (const auto& [name, t] : cat.tensors()) {
       list.push_back({{"name", name},
@@ -268,7 +268,7 @@ int run_inspect(const InspectArgs& a) {
 
   std::uint64_t params = 0;
   for (const auto& t : cat.tensors()) params += static_cast<std::uint64_t>(t.tensor.numel());
-  fmt::print("{}: {}, {}, {} ({} {})\n", display_name(a.file), cat.format(),
+  fmt::print("{}: {}, {}, {} ({} {})\n", display_name(a.file), cat.format_name(),
              counted(cat.size(), "tensor"), human_bytes(cat.total_bytes()), grouped(params),
              params == 1 ? "element" : "elements");
   if (a.tree) {

@@ -48,26 +48,31 @@ class TensorCatalog {
   /// Lists the tensors of `root` under dotted names (see docs/format.md:
   /// dict keys joined with '.', list items by index, a pickled nn.Module by
   /// its state_dict names; a root that is itself a tensor is named
-  /// `kRootTensorName`). \throws Error(corrupt) on duplicate names,
-  /// Error(limit_exceeded) past `max_tensors` or `max_name_bytes`.
-  static TensorCatalog from_value(std::string format, Value root, const Limits& limits = {},
-                                  std::map<std::string, std::string> metadata = {});
-  /// A catalogue of already named tensors (root becomes a dict of them).
-  static TensorCatalog from_tensors(std::string format, std::vector<NamedTensor> tensors,
-                                    std::map<std::string, std::string> metadata = {},
-                                    Value root = {});
-
-  /// The same, named `format_name(format)` (how the readers name theirs).
+  /// `kRootTensorName`). `format`: what the tensors were read from
+  /// (`Format::value` for a catalogue made in memory). \throws
+  /// Error(corrupt) on duplicate names, Error(limit_exceeded) past
+  /// `max_tensors` or `max_name_bytes`.
   static TensorCatalog from_value(Format format, Value root, const Limits& limits = {},
                                   std::map<std::string, std::string> metadata = {});
-  /// The same, named `format_name(format)`.
+  /// A catalogue of already named tensors (root becomes a dict of them).
   static TensorCatalog from_tensors(Format format, std::vector<NamedTensor> tensors,
                                     std::map<std::string, std::string> metadata = {},
                                     Value root = {});
+  /// A catalogue of other tensors from the same file: this one's format
+  /// and format name, `tensors` and `metadata` (and `root`, as `from_tensors`).
+  TensorCatalog with_tensors(std::vector<NamedTensor> tensors,
+                             std::map<std::string, std::string> metadata, Value root = {}) const;
 
-  /// "pytorch-zip", "pytorch-legacy", "pytorch-tar", "torchscript",
-  /// "pickle", "safetensors", "sharded-safetensors", "sharded-pytorch", ...
-  const std::string& format() const noexcept { return format_; }
+  /// The format the tensors were read from.
+  Format format() const noexcept { return format_; }
+  /// Its name as `inspect` and reports print it: `torchport::format_name(format())`
+  /// ("pytorch-zip", "safetensors", ...), or a record's own layout
+  /// ("torchport-mpk.gz"), which `set_format_name` gives.
+  std::string_view format_name() const noexcept;
+  /// Names the format more precisely than its `Format` does (a record's
+  /// layout). \throws Error(invalid_argument) unless `parse_format(name)`
+  /// is `format()`.
+  void set_format_name(std::string name);
   /// The named tensors, in file order.
   const std::vector<NamedTensor>& tensors() const noexcept { return tensors_; }
   std::size_t size() const noexcept { return tensors_.size(); }  ///< number of tensors
@@ -108,7 +113,8 @@ class TensorCatalog {
  private:
   void index(const char* duplicate_message);
 
-  std::string format_;
+  Format format_ = Format::value;
+  std::string format_name_;  ///< empty: `torchport::format_name(format_)`
   std::vector<NamedTensor> tensors_;
   std::vector<std::uint32_t> slots_;  ///< hash of names: tensor index + 1, 0 when empty
   Value root_;

@@ -31,7 +31,10 @@ enum class Format {
   torch_export,      ///< torch.export.save's .pt2 archive (weights and constants): "torch-export"
   torchport_record,  ///< one of our records: "torchport" ("torchport-mpk", "-json", "-bin", each
                      ///< maybe ".gz")
-  value,             ///< a catalogue made from an in-memory value tree: "value"
+  value,             ///< tensors made in memory in torchport's layout (a value tree, a
+                     ///< module's record): "value"
+  state_dict,        ///< tensors made in memory in PyTorch's layout (a module's state_dict,
+                     ///< tensors a program names): "state-dict"
 };
 
 /// The format's name, as catalogues, `inspect` and `scan` print it.
@@ -42,13 +45,17 @@ std::string_view format_name(Format format) noexcept;
 /// ".gz"), or nullopt.
 std::optional<Format> parse_format(std::string_view name) noexcept;
 
+/// `parse_format`, for a name a user gave. \throws Error(invalid_argument)
+/// naming the formats there are, when it names none.
+Format format_from_name(std::string_view name);
+
 /// True for a sharded checkpoint's formats (read from a path, not bytes).
 bool is_sharded(Format format) noexcept;
 
-/// True when a catalogue's format name says its tensors carry torchport's
-/// own layout (our records and in-memory value trees) rather than
-/// PyTorch's, so loading it applies no PyTorch adapter.
-bool has_torchport_layout(std::string_view catalog_format) noexcept;
+/// True when a catalogue of this format holds tensors in torchport's own
+/// layout (our records and in-memory value trees) rather than PyTorch's, so
+/// loading it applies no PyTorch adapter.
+bool has_torchport_layout(Format format) noexcept;
 
 /// The container format of `source` from its first bytes, in torch.load's
 /// order (zip, then a tar as Python's tarfile opens it, then ours and the

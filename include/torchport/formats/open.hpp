@@ -21,15 +21,13 @@ struct OpenOptions {
   Limits limits;
   /// How to map files.
   MapOptions map;
-  /// Read a format without sniffing, by its name (`format_name`,
-  /// `parse_format`): "pytorch-zip", "pytorch-legacy", "pytorch-tar",
-  /// "torchscript", "pickle", "safetensors", "torchport" (or a record's
-  /// name, "torchport-mpk", ...), or (for a path) "sharded-safetensors" /
-  /// "sharded-pytorch". Empty sniffs: a directory or a `*.index.json` path
-  /// is a sharded checkpoint; bytes go to the reader torch.load would use
-  /// (zip, then a tar as Python's tarfile opens it, then the legacy pickle),
-  /// else safetensors, our records or a plain pickle.
-  std::string format;
+  /// Read a format without sniffing (a name gives it: `parse_format`,
+  /// `format_from_name`). Unset sniffs: a directory or a `*.index.json`
+  /// path is a sharded checkpoint; bytes go to the reader torch.load would
+  /// use (zip, then a tar as Python's tarfile opens it, then the legacy
+  /// pickle), else safetensors, our records or a plain pickle. The formats
+  /// read from a path (sharded, DCP) are refused for bytes.
+  std::optional<Format> format;
   /// Classes a pickle names that are neither allowed nor known to be
   /// dangerous (a model's own classes in a whole pickled nn.Module) are kept
   /// inert. Set to false to refuse them as well.

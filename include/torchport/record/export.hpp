@@ -118,7 +118,7 @@ Value to_value(const T& module, const ExportSettings& settings = {}) {
 /// The tensors of `module` under their dotted key paths ("blocks.0.conv.weight").
 template <class T>
 TensorCatalog to_catalog(const T& module, const ExportSettings& settings = {}) {
-  return TensorCatalog::from_value("torchport-module", to_value(module, settings));
+  return TensorCatalog::from_value(Format::value, to_value(module, settings));
 }
 
 /// The module as PyTorch would name and lay out its state_dict (PyTorch
@@ -128,7 +128,7 @@ TensorCatalog to_pytorch_state_dict(const T& module, Precision precision = Preci
   ExportSettings s;
   s.precision = precision;
   s.adapters.push_back(std::make_shared<PyTorchAdapter>());
-  return TensorCatalog::from_value("pytorch-state-dict", to_value(module, s));
+  return TensorCatalog::from_value(Format::state_dict, to_value(module, s));
 }
 
 /// A tree of the module's fields with dtypes, shapes and per-subtree

@@ -244,7 +244,7 @@ LoadReport load(M& module, const std::filesystem::path& path, const LoadArgs& ar
 template <class T>
 LoadReport load_value(T& target, const Value& tree,
                       const LoadArgs& args = LoadArgs{}.layout(Layout::Native)) {
-  const TensorCatalog catalog = TensorCatalog::from_value("value", tree);
+  const TensorCatalog catalog = TensorCatalog::from_value(Format::value, tree);
   detail::PreparedLoad p = detail::prepare_load(catalog, args);
   detail::load_into(*p.loader, p.loader->root(), "", target);
   return detail::finish_load(p, args);

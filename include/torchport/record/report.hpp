@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "torchport/core/tensor.hpp"
+#include "torchport/formats/format.hpp"
 
 namespace torchport {
 
@@ -72,7 +73,7 @@ struct LoadReport {
   };
 
   std::string source;                 ///< the file (the format, when loaded from a catalogue)
-  std::string format;                 ///< the file's format ("pytorch-zip", "safetensors", ...)
+  Format format = Format::value;      ///< the file's format (`format_name` names it)
   std::vector<std::string> loaded;    ///< field paths filled from the file
   std::vector<Missing> missing;       ///< fields the file has no key for
   std::vector<std::string> unused;    ///< keys of the file no field consumed

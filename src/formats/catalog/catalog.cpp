@@ -231,19 +231,8 @@ class Flattener {
 
 TensorCatalog TensorCatalog::from_value(Format format, Value root, const Limits& limits,
                                         std::map<std::string, std::string> metadata) {
-  return from_value(std::string(format_name(format)), std::move(root), limits, std::move(metadata));
-}
-
-TensorCatalog TensorCatalog::from_tensors(Format format, std::vector<NamedTensor> tensors,
-                                          std::map<std::string, std::string> metadata, Value root) {
-  return from_tensors(std::string(format_name(format)), std::move(tensors), std::move(metadata),
-                      std::move(root));
-}
-
-TensorCatalog TensorCatalog::from_value(std::string format, Value root, const Limits& limits,
-                                        std::map<std::string, std::string> metadata) {
   TensorCatalog c;
-  c.format_ = std::move(format);
+  c.format_ = format;
   Flattener flat(limits);
   c.tensors_ = flat.run(root);
   flat.add_nested(metadata);
@@ -253,10 +242,10 @@ TensorCatalog TensorCatalog::from_value(std::string format, Value root, const Li
   return c;
 }
 
-TensorCatalog TensorCatalog::from_tensors(std::string format, std::vector<NamedTensor> tensors,
+TensorCatalog TensorCatalog::from_tensors(Format format, std::vector<NamedTensor> tensors,
                                           std::map<std::string, std::string> metadata, Value root) {
   TensorCatalog c;
-  c.format_ = std::move(format);
+  c.format_ = format;
   c.tensors_ = std::move(tensors);
   if (root.is_none())
     c.lazy_root_ = std::make_shared<LazyRoot>();
@@ -265,6 +254,26 @@ TensorCatalog TensorCatalog::from_tensors(std::string format, std::vector<NamedT
   c.metadata_ = std::move(metadata);
   c.index("two tensors have the same name");
   return c;
+}
+
+TensorCatalog TensorCatalog::with_tensors(std::vector<NamedTensor> tensors,
+                                          std::map<std::string, std::string> metadata,
+                                          Value root) const {
+  TensorCatalog c = from_tensors(format_, std::move(tensors), std::move(metadata), std::move(root));
+  c.format_name_ = format_name_;
+  return c;
+}
+
+std::string_view TensorCatalog::format_name() const noexcept {
+  return format_name_.empty() ? torchport::format_name(format_) : std::string_view(format_name_);
+}
+
+void TensorCatalog::set_format_name(std::string name) {
+  if (parse_format(name) != format_)
+    throw Error(ErrorCode::invalid_argument, "'" + name +
+                                                 "' does not name the catalogue's format, " +
+                                                 std::string(torchport::format_name(format_)));
+  format_name_ = std::move(name);
 }
 
 std::vector<NamedTensor> TensorCatalog::take_tensors() && {
@@ -372,7 +381,7 @@ TensorCatalog TensorCatalog::select(std::string_view key) const {
     rest = dot == std::string_view::npos ? std::string_view{} : rest.substr(dot + 1);
   }
   if (node != nullptr && rest.empty()) sub = *node;
-  return from_tensors(format_, std::move(picked), metadata_, std::move(sub));
+  return with_tensors(std::move(picked), metadata_, std::move(sub));
 }
 
 }  // namespace torchport

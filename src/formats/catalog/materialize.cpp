@@ -159,7 +159,7 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence,
   MaterializeStats local;
   std::vector<NamedTensor> tensors = catalog.tensors();
   materialize_tensors(tensors, residence, stats ? *stats : local, progress);
-  return TensorCatalog::from_tensors(catalog.format(), std::move(tensors), catalog.metadata());
+  return catalog.with_tensors(std::move(tensors), catalog.metadata());
 } catch (...) {
   rethrow_as_error("materialize");  // no bare std:: exception leaves the library
 }
@@ -167,11 +167,13 @@ TensorCatalog materialize(const TensorCatalog& catalog, Residence residence,
 TensorCatalog materialize(TensorCatalog&& catalog, Residence residence, MaterializeStats* stats,
                           const MaterializeProgress& progress) try {
   MaterializeStats local;
-  std::string format = catalog.format();
+  // The tensors are moved out (and the catalogue left empty) before their
+  // storages are copied, so that a mapped one is released as it goes.
+  TensorCatalog shell = catalog.with_tensors({}, {});
   std::map<std::string, std::string> metadata = catalog.metadata();
   std::vector<NamedTensor> tensors = std::move(catalog).take_tensors();
   materialize_tensors(tensors, residence, stats ? *stats : local, progress);
-  return TensorCatalog::from_tensors(std::move(format), std::move(tensors), std::move(metadata));
+  return shell.with_tensors(std::move(tensors), std::move(metadata));
 } catch (...) {
   rethrow_as_error("materialize");  // no bare std:: exception leaves the library
 }

@@ -226,11 +226,12 @@ Tensor read_slice(const TensorCatalog& catalog, std::string_view name, std::int6
                   std::span<const SliceRange> ranges, const SliceOptions& options) {
   const Tensor* t = catalog.find(name);
   if (t == nullptr)
-    throw Error(ErrorCode::missing_key,
-                "no tensor of this name in the " + catalog.format() + " checkpoint",
-                std::string(name));
+    throw Error(
+        ErrorCode::missing_key,
+        "no tensor of this name in the " + std::string(catalog.format_name()) + " checkpoint",
+        std::string(name));
   try {
-    check_sliceable_format(catalog.format());
+    check_sliceable_format(catalog.format_name());
     return read_slice(*t, dim, ranges, options);
   } catch (const Error& e) {
     throw e.at_key(name);

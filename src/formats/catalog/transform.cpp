@@ -96,7 +96,7 @@ TensorCatalog transform(const TensorCatalog& catalog, const TransformOptions& op
       }
     }
   }
-  return TensorCatalog::from_tensors(selected.format(), std::move(out), selected.metadata());
+  return selected.with_tensors(std::move(out), selected.metadata());
 } catch (...) {
   rethrow_as_error("transform");  // no bare std:: exception leaves the library
 }

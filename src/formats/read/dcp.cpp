@@ -347,7 +347,7 @@ TensorCatalog read_dcp(const fs::path& path, const OpenOptions& options, Walker&
   f->dir = fs::is_directory(path, ec) ? path : path.parent_path();
   f->root = shard_root(f->dir);
   f->options = options;
-  f->options.format.clear();
+  f->options.format.reset();
   const Source meta = Source::map_file(resolve_inside(f->root, f->dir / ".metadata"), options.map);
   f->where = (f->dir / ".metadata").string();
   return read_dcp_metadata(f, meta, options, walker);
@@ -358,7 +358,7 @@ TensorCatalog read_dcp_files(const std::function<Source(const std::string&)>& op
   auto f = std::make_shared<Folder>();
   f->opener = open_file;
   f->options = options;
-  f->options.format.clear();
+  f->options.format.reset();
   f->where = where;
   const Source meta = open_file(".metadata");
   return read_dcp_metadata(f, meta, options, walker);

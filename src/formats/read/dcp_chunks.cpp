@@ -183,7 +183,7 @@ Tensor chunk_tensor(Folder& f, const Chunk& c, DType dtype, const std::string& f
   }
   const Source blob = f.blob(c.blob, fqn);
   OpenOptions o = f.options;
-  o.format.clear();
+  o.format.reset();
   walker.enter(c.blob.file);
   TensorCatalog cat;
   try {

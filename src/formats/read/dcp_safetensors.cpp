@@ -105,7 +105,7 @@ TensorCatalog read_dcp_safetensors(const fs::path& path, const OpenOptions& opti
   f->dir = path;
   f->root = shard_root(path);
   f->options = options;
-  f->options.format.clear();
+  f->options.format.reset();
   f->where = path.string();
   const std::vector<std::string> files = safetensors_files(path);
   if (files.empty())

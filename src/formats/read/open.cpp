@@ -53,7 +53,8 @@ struct Trial {
   }
   std::string reading() const {
     if (catalog)
-      return std::string(catalog->format()) + " (" + std::to_string(catalog->size()) + " tensors)";
+      return std::string(catalog->format_name()) + " (" + std::to_string(catalog->size()) +
+             " tensors)";
     return std::string(reader->name) + " (" + std::string(error_code_name(error->code())) + ")";
   }
 };
@@ -82,11 +83,8 @@ Trial attempt(const Reader& r, const Source& source, const OpenOptions& options,
 constexpr Format kOthers[] = {Format::safetensors, Format::numpy, Format::torchport_record,
                               Format::pytorch_legacy};
 
-// What reads `given`, decided in torch.load's order; `torch_only` tries no
-// format torch.load does not read (a blob torch.load is handed inside
-// another file), where `open()` tries ours too.
-TensorCatalog read_sniffed(const Source& given, const OpenOptions& options, formats::Walker& walker,
-                           bool torch_only = false) {
+TensorCatalog read_sniffed(const Source& given, const OpenOptions& options,
+                           formats::Walker& walker) {
   Source source = given;
   // A ranged source (a remote file) is sniffed on its first bytes, read once.
   Source head = open_detail::sniff_head(source);
@@ -112,9 +110,7 @@ TensorCatalog read_sniffed(const Source& given, const OpenOptions& options, form
   }
   std::vector<const Reader*> others;
   for (Format f : kOthers)
-    if (const Reader& r = open_detail::reader(f);
-        (!torch_only || f == Format::pytorch_legacy) && r.sniff(bytes, size))
-      others.push_back(&r);
+    if (const Reader& r = open_detail::reader(f); r.sniff(bytes, size)) others.push_back(&r);
 
   if (tar != TarOpen::refused) {
     // torch.load reads any file Python's tarfile opens as a tar: a file our
@@ -128,9 +124,6 @@ TensorCatalog read_sniffed(const Source& given, const OpenOptions& options, form
                   t.reading(), "torch would read the tar's members, torchport the other format");
     return open_detail::reader(Format::pytorch_tar).read(source, options, walker);
   }
-  // torch.load unpickles whatever is neither: the legacy reader says why it cannot.
-  if (others.empty() && torch_only)
-    return open_detail::reader(Format::pytorch_legacy).read(source, options, walker);
   if (others.empty())
     throw Error(
         ErrorCode::not_a_checkpoint,
@@ -153,7 +146,7 @@ TensorCatalog read_sniffed(const Source& given, const OpenOptions& options, form
     }
     // A plain pickle (no torch magic) is no format torch reads: a structured
     // format that reads the bytes wins over it. torch's legacy pickle does not.
-    if (t.catalog && parse_format(t.catalog->format()) == Format::pickle) continue;
+    if (t.catalog && t.catalog->format() == Format::pickle) continue;
     ambiguous(source, chosen->reading(), t.reading(),
               t.reader->format == Format::pytorch_legacy ? "torch.load reads the legacy pickle"
                                                          : "readers disagree");
@@ -173,10 +166,17 @@ std::string sniff_format(const Source& source) {
 namespace formats {
 
 TensorCatalog read_as_torch_load(const Source& source, const OpenOptions& options, Walker& walker) {
-  TensorCatalog cat = read_sniffed(source, options, walker, true);
+  // torch.load on a file object without a fileno() (torch.export.load
+  // hands it io.BytesIO) never tries tarfile (_should_read_directly): a zip
+  // by its first four bytes, else the legacy pickle, whatever else the
+  // bytes may be.
+  const Reader& zip = open_detail::reader(Format::pytorch_zip);
+  if (!zip.sniff(open_detail::sniff_head(source).bytes(), source.size()))
+    return open_detail::reader(Format::pytorch_legacy).read(source, options, walker);
+  TensorCatalog cat = zip.read(source, options, walker);
   // A zip is torch.save's archive to torch.load: one the registry tells as
   // numpy's (every member an .npy) torch fails on, having no data.pkl.
-  if (parse_format(cat.format()) == Format::numpy)
+  if (cat.format() == Format::numpy)
     throw Error(ErrorCode::corrupt,
                 "numpy's .npz archive where torch.load reads a torch.save archive (torch finds "
                 "no data.pkl in it)",
@@ -185,14 +185,12 @@ TensorCatalog read_as_torch_load(const Source& source, const OpenOptions& option
 }
 
 TensorCatalog walk(const Source& source, const OpenOptions& options, Walker& walker) {
-  if (options.format.empty()) return read_sniffed(source, options, walker);
-  const auto format = parse_format(options.format);
-  if (!format) throw Error(ErrorCode::invalid_argument, "unknown format '" + options.format + "'");
-  const Reader& r = open_detail::reader(*format);
+  if (!options.format) return read_sniffed(source, options, walker);
+  const Reader& r = open_detail::reader(*options.format);
   if (r.read == nullptr)
     throw Error(ErrorCode::invalid_argument,
-                "format '" + options.format +
-                    (read_from_path(*format)
+                "format '" + std::string(r.name) +
+                    (read_from_path(*options.format)
                          ? "' is read from a path (an *.index.json, a folder), not from bytes"
                          : "' is not read from a file"),
                 {}, std::nullopt, source.name());
@@ -245,7 +243,7 @@ TensorCatalog read_url(const std::string& url, const OpenOptions& options, Walke
     return remote.open(join_url(folder, name), options.limits);
   };
   OpenOptions o = options;
-  o.format.clear();
+  o.format.reset();
   if (path.ends_with(".index.json"))
     return read_shard_index(remote.open(url, options.limits), open_in, o, walker);
   if (path.ends_with("/.metadata")) return read_dcp_files(open_in, path, o, walker);
@@ -287,8 +285,7 @@ TensorCatalog read_url(const std::string& url, const OpenOptions& options, Walke
 
 TensorCatalog walk_sharded(const std::filesystem::path& path, const OpenOptions& options,
                            Walker& walker) {
-  const std::optional<Format> format =
-      options.format.empty() ? path_format(path) : parse_format(options.format);
+  const std::optional<Format> format = options.format ? options.format : path_format(path);
   switch (format.value_or(Format::sharded_safetensors)) {
     case Format::dcp:
       return read_dcp(path, options, walker);
@@ -315,8 +312,7 @@ TensorCatalog open(const std::filesystem::path& path, const OpenOptions& options
   }
   // What the path holds decides its reader (registry.cpp): a folder or an
   // index is read from the path, a file from its bytes.
-  const auto format =
-      options.format.empty() ? formats::path_format(path) : parse_format(options.format);
+  const auto format = options.format ? options.format : formats::path_format(path);
   formats::LoadWalker walker(options);
   if (format && formats::read_from_path(*format))
     return formats::walk_sharded(path, options, walker);

@@ -137,7 +137,7 @@ TensorCatalog dequantize_tensors(const TensorCatalog& catalog) {
       throw e.at_key(t.name);
     }
   }
-  return TensorCatalog::from_tensors(catalog.format(), std::move(out), catalog.metadata());
+  return catalog.with_tensors(std::move(out), catalog.metadata());
 }
 
 TensorCatalog split_quantized(const TensorCatalog& catalog) {
@@ -163,7 +163,7 @@ TensorCatalog split_quantized(const TensorCatalog& catalog) {
         " " + std::string(Quantization::scheme_name(q.scheme));
   }
   try {
-    return TensorCatalog::from_tensors(catalog.format(), std::move(out), std::move(meta));
+    return catalog.with_tensors(std::move(out), std::move(meta));
   } catch (const Error& e) {
     throw Error(ErrorCode::invalid_argument,
                 "splitting quantized tensors: a name it makes is taken (" + e.message() + ")",

@@ -72,7 +72,10 @@ TensorCatalog read_record_catalog(const Source& source, const OpenOptions& optio
   meta["torchport.library"] = r.metadata.library;
   meta["torchport.precision"] = r.metadata.precision;
   meta["torchport.type"] = r.metadata.type;
-  return TensorCatalog::from_value(r.format, std::move(r.tree), options.limits, std::move(meta));
+  TensorCatalog cat = TensorCatalog::from_value(Format::torchport_record, std::move(r.tree),
+                                                options.limits, std::move(meta));
+  cat.set_format_name(std::move(r.format));  // the record's layout: "torchport-mpk.gz"
+  return cat;
 }
 
 using open_detail::Reader;
@@ -93,6 +96,7 @@ constexpr Reader kReaders[] = {
     {Format::torch_export, "torch-export", nullptr, formats::read_pytorch_zip},
     {Format::torchport_record, "torchport", sniff_record, read_record_catalog},
     {Format::value, "value", nullptr, nullptr},
+    {Format::state_dict, "state-dict", nullptr, nullptr},
 };
 
 }  // namespace
@@ -149,6 +153,16 @@ std::optional<Format> parse_format(std::string_view name) noexcept {
   if (name == "torchport-mpk" || name == "torchport-json" || name == "torchport-bin")
     return Format::torchport_record;
   return std::nullopt;
+}
+
+Format format_from_name(std::string_view name) {
+  if (const auto f = parse_format(name)) return *f;
+  std::string names;
+  for (const Reader& r : kReaders) names += (names.empty() ? "" : ", ") + std::string(r.name);
+  throw Error(ErrorCode::invalid_argument,
+              "unknown format '" + std::string(name) + "' (the formats: " + names +
+                  ", or a record's layout: torchport-mpk, torchport-json, torchport-bin, each "
+                  "maybe .gz)");
 }
 
 namespace formats {
@@ -234,9 +248,8 @@ bool is_sharded(Format format) noexcept {
   return format == Format::sharded_safetensors || format == Format::sharded_pytorch;
 }
 
-bool has_torchport_layout(std::string_view catalog_format) noexcept {
-  const auto f = parse_format(catalog_format);
-  return f == Format::torchport_record || f == Format::value;
+bool has_torchport_layout(Format format) noexcept {
+  return format == Format::torchport_record || format == Format::value;
 }
 
 std::optional<Format> sniff(const Source& source) noexcept {

@@ -69,9 +69,10 @@ std::optional<Wrapping> wrapping(std::span<const std::byte> bytes) noexcept;
 namespace torchport::formats {
 
 /// Reads a torch.save blob held inside another file (a .pt2 archive's
-/// weights) as torch.load reads bytes: a zip, else a tar, else a legacy
-/// pickle, refusing what both a zip and a tar reader would read. Formats
-/// torch.load does not read are not tried: torch would fail on them.
+/// weights) as torch.load reads an `io.BytesIO` of it: a zip by its first
+/// four bytes, else a legacy pickle. No tar (torch tries tarfile only on a
+/// file with a fileno()), and none of the formats torch.load does not read.
+/// \throws Error(corrupt) for a zip the registry tells as numpy's .npz.
 TensorCatalog read_as_torch_load(const Source& source, const OpenOptions& options, Walker& walker);
 
 }  // namespace torchport::formats

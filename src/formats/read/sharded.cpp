@@ -152,7 +152,7 @@ TensorCatalog read_sharded(const fs::path& path, const OpenOptions& options, Wal
       // shard is, read as a file of its own.
       const std::string name = weights->filename().string();
       OpenOptions file_options = options;
-      file_options.format.clear();
+      file_options.format.reset();
       TensorCatalog cat =
           walk(Source::map_file(resolve_shard(shard_root(path), path, name), options.map),
                file_options, walker);
@@ -234,7 +234,7 @@ TensorCatalog read_shard_index(const Source& src,
   }
 
   OpenOptions shard_options = options;
-  shard_options.format.clear();
+  shard_options.format.reset();
   std::vector<NamedTensor> all;
   all.reserve(shard_of.size());
   std::map<std::string, std::string> metadata;
@@ -257,7 +257,7 @@ TensorCatalog read_shard_index(const Source& src,
                       names.front() + "'): " + e.message(),
                   e.key(), e.offset(), where + ": " + (e.where().empty() ? shard : e.where()));
     }
-    all_safetensors = all_safetensors && parse_format(cat.format()) == Format::safetensors;
+    all_safetensors = all_safetensors && cat.format() == Format::safetensors;
     // A shard of torch's HuggingFaceStorageWriter says where its tensors
     // lie in global ones: at offset zero it is the tensor itself (what the
     // writer's rank-0 layout holds); elsewhere a piece, which torch's

@@ -153,7 +153,7 @@ TensorCatalog densify_tensors(const TensorCatalog& catalog) {
       throw e.at_key(t.name);
     }
   }
-  return TensorCatalog::from_tensors(catalog.format(), std::move(out), catalog.metadata());
+  return catalog.with_tensors(std::move(out), catalog.metadata());
 }
 
 void refuse_sparse(const TensorCatalog& catalog, std::string_view target) {

@@ -99,7 +99,7 @@ TensorCatalog nested(const ZipArchive& zip, const ZipEntry& e, const OpenOptions
                      Walker& walker) {
   const Source inner = zip.read(e);
   OpenOptions o = options;
-  o.format.clear();
+  o.format.reset();
   walker.enter(e.name);
   try {
     TensorCatalog cat = read_as_torch_load(inner, o, walker);

@@ -253,7 +253,7 @@ std::vector<ScanReport> scan_directory(
       done += f.size;
     }
     OpenOptions o = options;
-    o.format.clear();
+    o.format.reset();
     detail::count(detail::work().scan_steps, f.path.native().size());  // the path map_file opens
     try {
       // A distributed checkpoint is one unit: its .metadata names the

@@ -97,8 +97,8 @@ class FileScan final : public formats::Walker {
   FileScan(Scanner& s, ScanReport& r, const Source& src, int depth)
       : s_(s), r_(r), src_(src), depth_(depth) {}
 
-  void run(const std::string& forced_format);
-  void walk_file(const std::string& forced_format);
+  void run(std::optional<Format> forced_format);
+  void walk_file(std::optional<Format> forced_format);
   bool compressed(Compression c, std::size_t at = 0, std::string_view label = {});
   void run_sharded(const std::filesystem::path& path);
 
@@ -228,7 +228,8 @@ class Scanner {
            " bytes (Limits::max_scan_bytes) is spent";
   }
 
-  ScanReport file(const Source& src, std::string path, int depth, const std::string& format = {}) {
+  ScanReport file(const Source& src, std::string path, int depth,
+                  std::optional<Format> format = std::nullopt) {
     ScanReport r;
     r.path = std::move(path);
     // A file read by ranges (a remote one) is scanned whole: the sweeps read
@@ -1521,31 +1522,27 @@ bool FileScan::compressed(Compression c, std::size_t at, std::string_view label)
   return true;
 }
 
-void FileScan::run(const std::string& forced_format) {
+void FileScan::run(std::optional<Format> forced_format) {
   walk_file(forced_format);
   joblib_reading();
   settle();
 }
 
-void FileScan::walk_file(const std::string& forced_format) {
+void FileScan::walk_file(std::optional<Format> forced_format) {
   const OpenOptions& o = s_.options();
-  std::optional<Format> format;
-  if (!forced_format.empty()) {
-    format = parse_format(forced_format);
-  } else {
-    format = sniff(src_);
-  }
+  const bool sniffed = !forced_format;
+  const std::optional<Format> format = forced_format ? forced_format : sniff(src_);
   // Compressed: a file of its own inside. (gzip is also how our record
   // files are compressed: those are read as records, below.)
   // Key-value stores of pickles (shelve): read through their index, or
   // named unscannable.
-  if (forced_format.empty() && (dbm_dumb() || dbm_store())) return;
+  if (sniffed && (dbm_dumb() || dbm_store())) return;
   // Whatever a decompressor reads, the bytes as they are are what
   // pickle.load and torch.load read: a polyglot (a skippable frame that
   // is a pickle's string) is judged both ways.
   // (What wraps a file is the registry's to say, as what the file is.)
   const auto wrap = open_detail::wrapping(src_.bytes());
-  if (forced_format.empty() && wrap &&
+  if (sniffed && wrap &&
       !(wrap->compression == Compression::gzip && format == Format::torchport_record)) {
     // (joblib's "ZF" header is no weak guess: joblib runs what follows it,
     // so the bytes are judged as a pickle whether or not its zlib decodes.)
@@ -1557,7 +1554,7 @@ void FileScan::walk_file(const std::string& forced_format) {
   // A legacy pickle is sniffed by its first byte alone, which text shares
   // ("License ..." starts with LONG): bytes that do not start with PROTO,
   // name nothing and end no pickle are no pickle any loader runs.
-  if (format == Format::pytorch_legacy && forced_format.empty() && !src_.bytes().empty() &&
+  if (format == Format::pytorch_legacy && sniffed && !src_.bytes().empty() &&
       static_cast<unsigned char>(src_.bytes()[0]) != 0x80) {
     ByteReader probe(src_.bytes(), src_.name());
     const pickle::OpcodeWalk w = pickle::walk_opcodes(probe, o.limits);
@@ -1576,7 +1573,7 @@ void FileScan::walk_file(const std::string& forced_format) {
     ro.format = forced_format;
     const TensorCatalog cat = formats::walk(src_, ro, *this);
     r_.reading = "ok";
-    r_.format = cat.format();  // more precise than the sniff: "torchscript", "pickle", ...
+    r_.format = cat.format_name();  // more precise than the sniff: "torchscript", "pickle", ...
     r_.tensors = cat.size();
   } catch (const Error& e) {
     // A gzip stream the record reader refuses: a compressed file (of a
@@ -1626,12 +1623,12 @@ void FileScan::walk_file(const std::string& forced_format) {
 
 void FileScan::run_sharded(const std::filesystem::path& path) {
   const std::optional<Format> format =
-      s_.options().format.empty() ? formats::path_format(path) : parse_format(s_.options().format);
+      s_.options().format ? s_.options().format : formats::path_format(path);
   r_.format = format && *format != Format::sharded_safetensors ? format_name(*format) : "sharded";
   try {
     const TensorCatalog cat = formats::walk_sharded(path, s_.options(), *this);
     r_.reading = "ok";
-    r_.format = cat.format();
+    r_.format = cat.format_name();
     r_.tensors = cat.size();
   } catch (const Error& e) {
     reader_failed(e, std::nullopt);
@@ -1701,8 +1698,7 @@ ScanReport scan(const Source& source, const OpenOptions& options) try {
 
 ScanReport scan(const std::filesystem::path& path, const OpenOptions& options) try {
   pickle::validate_allow_patterns(options.allow);
-  const std::optional<Format> format =
-      options.format.empty() ? formats::path_format(path) : parse_format(options.format);
+  const std::optional<Format> format = options.format ? options.format : formats::path_format(path);
   const bool sharded = format && formats::read_from_path(*format);
   Scanner s(options);
   if (is_url(path.string())) {  // one remote file, read whole (Scanner::file)
