@@ -682,3 +682,27 @@ TEST(Recorder, IntegersThatDoNotFitAreErrors) {
 }
 
 }  // namespace
+
+// A catalogue of a module's own record (to_catalog) is in torchport's
+// layout: a default load takes it back as it is. A square Linear weight
+// would otherwise come back transposed without a shape to tell.
+TEST(BurnCases, OurOwnCatalogueLoadsBackWithoutThePyTorchAdapter) {
+  nn::Linear a(3, 3, true), wide(2, 5, false);
+  a.weight = Tensor::from<float>({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3});
+  const TensorCatalog ours = to_catalog(a);
+  EXPECT_EQ(ours.format(), Format::value);
+  nn::Linear b(3, 3, true);
+  EXPECT_TRUE(load(b, ours).clean());
+  EXPECT_TRUE(b.weight.equal(a.weight)) << b.weight.description();
+  wide.weight = Tensor::from<float>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {2, 5});
+  nn::Linear wide_back(2, 5, false);
+  EXPECT_TRUE(load(wide_back, to_catalog(wide)).clean());
+  EXPECT_TRUE(wide_back.weight.equal(wide.weight));
+  // PyTorch's state_dict of it is in PyTorch's layout, and a default load
+  // adapts it back.
+  const TensorCatalog torch = to_pytorch_state_dict(a);
+  EXPECT_EQ(torch.format(), Format::state_dict);
+  nn::Linear c(3, 3, true);
+  EXPECT_TRUE(load(c, torch).clean());
+  EXPECT_TRUE(c.weight.equal(a.weight));
+}
