@@ -172,6 +172,26 @@ def test_convert_matches_the_tool(tmp_path):
     assert torchport.open(r["index"]).dtype("model_state_dict.fc.weight") == "BF16"
 
 
+def test_convert_refuses_to_drop_numpy_arrays_as_the_tool_does(tmp_path):
+    # A checkpoint whose values hold numpy arrays: a .pt keeps them in the
+    # whole object; a tensor file cannot hold them, so convert refuses
+    # without tensors_only (naming one) and writes nothing, as the tool does.
+    src = os.path.join(FIXTURES, "numpy", "training_numpy.pt")
+    r = torchport.convert(src, tmp_path / "whole.pt")
+    with torchport.open(r["files"][0]) as f:
+        assert f.keys()
+    out = tmp_path / "t.safetensors"
+    with pytest.raises(torchport.TorchportError) as e:
+        torchport.convert(src, out)
+    assert e.value.code == "invalid_argument" and "numpy array" in str(e.value)
+    assert not out.exists()
+    theirs = subprocess.run([tool(), "convert", src, str(tmp_path / "u.safetensors")],
+                            capture_output=True, text=True)
+    assert theirs.returncode == 1 and "numpy array" in theirs.stdout + theirs.stderr
+    r = torchport.convert(src, out, tensors_only=True)
+    assert torchport.open(out).keys()
+
+
 def test_console_script_runs_the_tool():
     out = subprocess.run([sys.executable, "-m", "torchport", "scan", "--json", CHECKPOINT],
                          capture_output=True, text=True)
