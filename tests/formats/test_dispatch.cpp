@@ -9,6 +9,7 @@
 #include "../io/tar_builder.hpp"
 #include "conversion_helpers.hpp"
 #include "io/tar.hpp"
+#include "support/fixtures.hpp"
 #include "torchport/formats/format.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/formats/scan.hpp"
@@ -150,4 +151,26 @@ TEST(Dispatch, ScanReportsThePolyglot) {
   const ScanReport r = scan(Source::from_buffer(safetensors_tar_polyglot(), "p.bin"));
   EXPECT_EQ(r.format, "pytorch-tar");  // the reading torch would take
   EXPECT_NE(r.verdict, ScanVerdict::clean);
+}
+
+// A forced format reads only that format: the reader a row shares with
+// others (the zip reader's TorchScript, .npz and .pt2) may not hand back
+// another one's catalogue.
+TEST(Dispatch, AForcedFormatReadsOnlyThatFormat) {
+  OpenOptions o;
+  o.format = Format::pytorch_zip;
+  EXPECT_EQ(open(test::fixture("views.pt"), o).format(), Format::pytorch_zip);
+  EXPECT_EQ(open(test::fixture("torchscript.pt"), o).format(), Format::torchscript);
+  expect_error([&] { (void)open(test::fixture("export/conv_linear.pt2"), o); },
+               ErrorCode::not_a_checkpoint, {"not pytorch-zip as asked", "torch-export"});
+  o.format = Format::torch_export;
+  EXPECT_EQ(open(test::fixture("export/conv_linear.pt2"), o).format(), Format::torch_export);
+  expect_error([&] { (void)open(test::fixture("views.pt"), o); }, ErrorCode::not_a_checkpoint,
+               {"not torch-export as asked: the file is pytorch-zip"});
+  o.format = Format::torchscript;
+  EXPECT_EQ(open(test::fixture("torchscript.pt"), o).format(), Format::torchscript);
+  expect_error([&] { (void)open(test::fixture("views.pt"), o); }, ErrorCode::not_a_checkpoint,
+               {"not torchscript as asked"});
+  o.format = Format::pickle;
+  EXPECT_EQ(open(test::fixture("legacy.pt"), o).format(), Format::pytorch_legacy);
 }

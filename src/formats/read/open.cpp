@@ -194,7 +194,22 @@ TensorCatalog walk(const Source& source, const OpenOptions& options, Walker& wal
                          ? "' is read from a path (an *.index.json, a folder), not from bytes"
                          : "' is not read from a file"),
                 {}, std::nullopt, source.name());
-  return r.read(source, options, walker);
+  TensorCatalog cat = r.read(source, options, walker);
+  // One reader serves several rows (a zip reader tells TorchScript, an
+  // .npz and a .pt2 apart; the legacy reader a plain pickle): what it
+  // found must be the format asked for, or one torch reads the same way.
+  const Format asked = *options.format, found = cat.format();
+  const bool same = found == asked ||
+                    (asked == Format::pytorch_zip && found == Format::torchscript) ||
+                    (asked == Format::pytorch_legacy && found == Format::pickle) ||
+                    (asked == Format::pickle && found == Format::pytorch_legacy);
+  if (!same)
+    throw Error(ErrorCode::not_a_checkpoint,
+                "not " + std::string(format_name(asked)) + " as asked: the file is " +
+                    std::string(cat.format_name()) + " (" + std::to_string(cat.size()) +
+                    " tensors)",
+                {}, std::nullopt, source.name());
+  return cat;
 }
 
 namespace {
