@@ -293,7 +293,14 @@ class Machine {
   std::vector<Value> read_values_;    // their values, in the same order
   bool memo_all_ = false;             // the scan failed: keep every value here
   std::unordered_map<std::uint64_t, Value, detail::SeededHash> memo_any_;
-  std::unordered_map<std::string, std::size_t> global_index_;
+  // Each distinct global the pickle named, by "module.name": its
+  // statistics (an index into stats_.globals, which earlier pickles of the
+  // file may have filled) and its one Value.
+  struct NamedGlobal {
+    std::size_t use;
+    Value value;
+  };
+  std::unordered_map<std::string, NamedGlobal> global_index_;
   // What a global the pickle named is, kept once per distinct global: its
   // one Value (find_class gives the same object each time, so every
   // reference pushes the same node) and, by that node, its statistics and
@@ -312,8 +319,6 @@ class Machine {
     Builtin builtin;  // a data constructor the VM runs itself
     bool allowed;     // classify_global's verdict, before any profile
   };
-  std::vector<Value> global_values_;  // by number (stats_.globals index - global_base_)
-  std::size_t global_base_ = 0;       // stats_.globals' size before this pickle's first
   std::unordered_map<const void*, Known> known_;
   static Builtin builtin_of(const Global& g) {
     if (g.is("builtins", "getattr")) return Builtin::getattr;
@@ -354,8 +359,7 @@ void Machine::global(std::string module, std::string name) {
   std::string written = std::move(g.written);
   const bool dotted = g.dotted_below_4;
   const std::string key = module + "." + name;
-  if (global_index_.empty()) global_base_ = stats_.globals.size();
-  auto [it, fresh] = global_index_.emplace(key, stats_.globals.size());
+  auto [it, fresh] = global_index_.emplace(key, NamedGlobal{stats_.globals.size(), {}});
   if (fresh) {
     GlobalUse use;
     use.written_module = std::move(written_module);
@@ -374,21 +378,21 @@ void Machine::global(std::string module, std::string name) {
     use.opcode = op_;
     stats_.globals.push_back(std::move(use));
   }
-  ++stats_.globals[it->second].count;
+  NamedGlobal& entry = it->second;
+  ++stats_.globals[entry.use].count;
   // (A dangerous one is left to the global policy, which names it.)
-  if (dotted && stats_.globals[it->second].klass != GlobalClass::dangerous)
+  if (dotted && stats_.globals[entry.use].klass != GlobalClass::dangerous)
     fail(ErrorCode::corrupt, std::string(opcode_name(op_)) + " '" + module + "' '" + name +
                                  "': a dotted name, which Python resolves only from pickle "
                                  "protocol 4 on (below it, loading fails)");
-  const std::size_t number = it->second - global_base_;
-  if (number == global_values_.size()) {
-    global_values_.push_back(Value::global(std::move(module), std::move(name)));
-    const Global& made = global_values_.back().as_global();
-    known_.emplace(global_values_.back().identity(),
-                   Known{it->second, builtin_of(made),
+  if (entry.value.is_none()) {
+    entry.value = Value::global(std::move(module), std::move(name));
+    const Global& made = entry.value.as_global();
+    known_.emplace(entry.value.identity(),
+                   Known{entry.use, builtin_of(made),
                          classify_global(made.module, made.name) == GlobalClass::allowed});
   }
-  push(global_values_[number]);
+  push(entry.value);
 }
 
 // Counts a call (or a BUILD) of `v` for the statistics: of a global, of an
@@ -420,7 +424,7 @@ GlobalUse* Machine::use_of(const Value& v, const Global& g) {
   use_key_ += '.';
   use_key_ += g.name;
   const auto it = global_index_.find(use_key_);
-  return it == global_index_.end() ? nullptr : &stats_.globals[it->second];
+  return it == global_index_.end() ? nullptr : &stats_.globals[it->second.use];
 }
 
 // A profile's class stays allowed while every call and BUILD of it is in
