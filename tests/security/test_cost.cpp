@@ -26,12 +26,6 @@ using detail::work;
 
 constexpr std::array<int, 3> kScales = {1, 4, 16};
 
-Source borrow(const std::string& bytes, const std::string& name) {
-  return Source::borrow(
-      std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()),
-      name);
-}
-
 // Work at 4x may be at most 5 times the work at 1x (linear: 4; quadratic:
 // 16), and likewise from 4x to 16x; `slack` absorbs constant costs.
 void expect_linear(const std::array<std::uint64_t, 3>& w, const std::array<std::uint64_t, 3>& size,

@@ -19,6 +19,7 @@
 
 #include "pickle/unpickler.hpp"
 #include "security/hostile.hpp"
+#include "security/scan_text.hpp"
 #include "support/fixtures.hpp"
 
 namespace torchport::test {
@@ -26,22 +27,6 @@ namespace {
 
 const std::filesystem::path kCrafted =
     std::filesystem::path(TORCHPORT_FIXTURES_DIR) / ".." / "security" / "crafted";
-
-Source borrow(const std::string& bytes, const std::string& name) {
-  return Source::borrow(
-      std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()),
-      name);
-}
-
-std::string describe(const ScanReport& r, const std::string& indent = "") {
-  std::string s = indent + std::string(scan_verdict_name(r.verdict)) + " (" + r.format +
-                  ", reading " + r.reading + ")";
-  for (const auto& f : r.findings)
-    s += "\n" + indent + "  " + std::string(scan_verdict_name(f.severity)) + ": " + f.where + ": " +
-         f.reason + " [" + f.global + "] " + f.message;
-  for (const auto& m : r.members) s += "\n" + describe(m, indent + "  ");
-  return s;
-}
 
 // Every finding of the report and of its members.
 void each_finding(const ScanReport& r, const std::function<void(const ScanFinding&)>& f) {

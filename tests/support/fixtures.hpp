@@ -2,6 +2,7 @@
 // Access to the committed fixtures and their expectation files.
 
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 
 #include "torchport/core/tensor.hpp"
 #include "torchport/formats/catalog.hpp"
+#include "torchport/io/source.hpp"
 
 namespace torchport::test {
 
@@ -18,6 +20,12 @@ std::filesystem::path fixture(const std::string& relative);
 nlohmann::json read_json(const std::filesystem::path& path);
 /// Reads a whole file.
 std::vector<std::byte> read_bytes(const std::filesystem::path& path);
+/// A source over `bytes` (which must outlive it), named `name`.
+inline Source borrow(const std::string& bytes, const std::string& name) {
+  return Source::borrow(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()),
+      name);
+}
 /// Writes a whole file (for tests that build bad inputs).
 void write_bytes(const std::filesystem::path& path, const std::vector<std::byte>& bytes);
 /// SHA-256 of a tensor's elements in C order (what the fixture script hashes).
