@@ -18,7 +18,13 @@ python/src/ and fails when:
             not in the table: a new recogniser must be listed, so that its
             calls are checked too (the registry's own sniffers are its rows);
   stale     an EXCEPTIONS entry no longer matches a call, so the list only
-            shrinks.
+            shrinks;
+  parse     the scanner (src/formats/scan/) calls a format's parser (PARSERS:
+            the zip and tar readers, the decompressors): it judges what the
+            readers meet and reads no format on its own. Where a reader stops,
+            the reader tells what a more lenient loader still reaches
+            (formats::sweep); what a compression wraps, the registry decodes
+            (open_detail::unwrap).
 
 Each violation is printed as `file:line: [rule] ...`.
 
@@ -68,6 +74,11 @@ MAGICS = {
     # reader reads them, so the registry has no row for them).
     '"SQLite format 3': {"src/formats/scan/scan.cpp", "src/formats/scan/dbm.cpp"},
 }
+# The scanner, and the parsers of the registry's formats it may not call.
+# (shelve's stores, which no reader opens, are the scanner's own: dbm.cpp.)
+SCANNER = "src/formats/scan/"
+PARSERS = re.compile(r"\b(zip_local_entries|decompress\w*|gunzip|zip_method_read|inflate\w*|"
+                     r"(?:ZipArchive|TarArchive)::open|read_record)\s*\(")
 # Names that look like a recogniser's but tell no format apart from bytes.
 NOT_RECOGNISERS = {
     "sniff",            # the registry's own public sniff(): asking it is the point
@@ -181,6 +192,16 @@ def check(root):
                     f"{where}: [call] {name}() tells a format from bytes outside the registry: "
                     f"a second dispatch point. Ask the registry (src/formats/read/registry.hpp: "
                     f"sniff, zip_kind, torch_archive, wrapping, a reader row's sniff) instead")
+            if rel.startswith(SCANNER):
+                for m in PARSERS.finditer(bare):
+                    before = bare[:m.start()]
+                    if before.rstrip().endswith((".", "->")) or is_declaration(before):
+                        continue
+                    problems.append(
+                        f"{where}: [parse] {m.group(1)}() parses a format in the scanner, which "
+                        f"judges what the readers meet and reads no format on its own: let the "
+                        f"reader tell it as parts (formats::sweep) or the registry decode it "
+                        f"(open_detail::unwrap)")
             for magic, homes in MAGICS.items():
                 if magic in text and rel not in REGISTRY and rel not in homes:
                     problems.append(

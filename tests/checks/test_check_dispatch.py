@@ -55,6 +55,24 @@ class CheckDispatch(unittest.TestCase):
         self.assertEqual(code, 1, out)
         self.assertIn("src/formats/read/torch_export.cpp:2: [call] looks_like_zip()", out)
 
+    def test_the_scanner_parsing_a_zip_itself_fails(self):
+        files = dict(BASE)
+        files["src/formats/scan/scan.cpp"] = (
+            "void FileScan::sweep_zip() {\n"
+            "  const auto entries = zip_local_entries(src_.bytes(), 10);\n"
+            "  Decompressed d = decompress_zip_data(8, data, 1, what);\n"
+            "  formats::sweep(src_, *format, o, *this);  // zip_local_entries() in a comment\n}\n")
+        code, out = run(files)
+        self.assertEqual(code, 1, out)
+        self.assertIn("src/formats/scan/scan.cpp:2: [parse] zip_local_entries()", out)
+        self.assertIn("src/formats/scan/scan.cpp:3: [parse] decompress_zip_data()", out)
+        self.assertNotIn("scan.cpp:4", out)
+        # The same call in a reader is the reader's own business.
+        files = dict(BASE)
+        files["src/formats/read/pytorch_zip.cpp"] = "  const auto e = zip_local_entries(b, 10);\n"
+        code, out = run(files)
+        self.assertEqual(code, 0, out)
+
     def test_a_continued_condition_is_a_call(self):
         files = dict(BASE)
         files["src/formats/scan/scan.cpp"] = "  if (a &&\n      !sniff_compression(b)) {}\n"

@@ -157,5 +157,59 @@ TEST(Walk, MembersTheReaderDoesNotReadAreJudged) {
   }
 }
 
+// Where the reader stops, what a more lenient loader still reaches is
+// what the format's reader tells as swept parts (formats::sweep): the
+// scanner reads no format on its own. A zip cut before its central
+// directory: its local headers, tensor records as tensor data, the rest
+// as members, each judged by the scan, which judges no member the sweep
+// did not name. A broken legacy file: one stream from its first byte.
+TEST(Walk, SweptPartsAreWhatTheScanJudges) {
+  const std::string zip = torch_zip(Pk().ordered_dict().stop(), {{"0", std::string(64, '\x01')}});
+  std::string more = zip_archive({{"archive/extra/cache.pkl", Pk().call("posix", "system").stop()},
+                                  {"archive/extra/notes.txt", "a note\n", 8}});
+  // The first archive's local headers and data, then the second's whole:
+  // its end record closes the file, its directory lists only its own.
+  const std::size_t cd = zip.find("PK\x01\x02");
+  ASSERT_NE(cd, std::string::npos);
+  const std::string bytes = zip.substr(0, cd) + more;
+  const Source src = Source::borrow(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()),
+      "cut.pt");
+  Recorder rec{OpenOptions{}};
+  formats::sweep(src, Format::pytorch_zip, OpenOptions{}, rec);
+  using formats::PartRole;
+  const std::map<std::string, PartRole> want = {{"archive/data.pkl", PartRole::member},
+                                                {"archive/data/0", PartRole::tensor_data},
+                                                {"archive/extra/cache.pkl", PartRole::member},
+                                                {"archive/extra/notes.txt", PartRole::member}};
+  for (const auto& [part, role] : want) {
+    ASSERT_TRUE(rec.roles.count(part)) << part;
+    EXPECT_EQ(static_cast<int>(rec.roles.at(part)), static_cast<int>(role)) << part;
+  }
+  const ScanReport r = scan(src);
+  // (The directory lists the second archive's entries, after bytes it
+  // does not count: torch's reader and Python's would disagree.)
+  EXPECT_EQ(r.reading, "ambiguous") << r.reading_error;
+  EXPECT_EQ(r.verdict, ScanVerdict::unsafe);
+  std::set<std::string> judged;
+  for (const auto& m : r.members) {
+    const std::string member = m.path.substr(m.path.rfind('!') + 1);
+    EXPECT_TRUE(rec.parts.count(member)) << member;
+    judged.insert(member);
+  }
+  EXPECT_TRUE(judged.count("archive/extra/cache.pkl"));
+  EXPECT_TRUE(judged.count("archive/extra/notes.txt"));  // inflated, then judged
+
+  // A legacy file: pickle after pickle from its first byte.
+  Recorder stream{OpenOptions{}};
+  formats::sweep(src, Format::pytorch_legacy, OpenOptions{}, stream);
+  ASSERT_EQ(stream.roles.size(), 1u);
+  EXPECT_EQ(static_cast<int>(stream.roles.at("pickle")), static_cast<int>(PartRole::stream));
+  // The other formats' readers tell every part as they meet it.
+  Recorder none{OpenOptions{}};
+  formats::sweep(src, Format::safetensors, OpenOptions{}, none);
+  EXPECT_TRUE(none.parts.empty());
+}
+
 }  // namespace
 }  // namespace torchport::test

@@ -251,4 +251,12 @@ TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& optio
   }
 }
 
+// A loader that reads pickle after pickle (pickle.load in a loop) from
+// the first byte, whatever the reader made of them.
+void sweep_pickle_stream(const Source& source, const OpenOptions&, Walker& walker) {
+  Part p{PartRole::stream, "pickle", 0, source.size(), 0, [source] { return source; }};
+  p.swept = true;
+  walker.part(std::move(p));
+}
+
 }  // namespace torchport::formats

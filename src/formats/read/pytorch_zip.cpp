@@ -13,10 +13,12 @@
 // never read.
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <exception>
 #include <map>
 #include <memory>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -25,6 +27,7 @@
 #include "formats/read/registry.hpp"
 #include "formats/read/torch_common.hpp"
 #include "io/byte_reader.hpp"
+#include "io/compression.hpp"
 #include "io/zip.hpp"
 #include "torchport/core/error.hpp"
 
@@ -642,6 +645,60 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
                                                                      cat.metadata(), cat.root());
   if (!bad.empty()) throw damaged(&whole);
   return whole;
+}
+
+// A lenient zip reader's view, once the reading stopped: every local
+// header from the front, as a reader that ignores the central directory
+// finds entries. torch's layout: beside each "<prefix>/data.pkl",
+// "<prefix>/data/<key>" records hold raw tensor bytes, which torch reads as
+// bytes and nothing unpickles: told as tensor data, not judged by their
+// content (a truncated ResNet-18's float records were taken for tar
+// archives, ambiguous, so unsafe). Every other entry is a member, its
+// bytes stored or decoded as far as they go.
+void sweep_zip(const Source& source, const OpenOptions& options, Walker& walker) {
+  const std::vector<ZipLocalEntry> entries =
+      zip_local_entries(source.bytes(), options.limits.max_entries);
+  std::set<std::string> prefixes;
+  for (const ZipLocalEntry& e : entries)
+    if (e.name.ends_with("/data.pkl")) prefixes.insert(e.name.substr(0, e.name.size() - 8));
+  const auto tensor_record = [&](const std::string& name) {
+    const std::size_t slash = name.rfind("/data/");
+    if (slash == std::string::npos || !prefixes.count(name.substr(0, slash + 1))) return false;
+    const std::string key = name.substr(slash + 6);
+    return !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    });
+  };
+  const std::uint64_t max_bytes = options.limits.max_pickle_bytes;
+  for (const ZipLocalEntry& e : entries) {
+    const bool encrypted = e.flags & 1;
+    Part p{encrypted || !tensor_record(e.name) ? PartRole::member : PartRole::tensor_data,
+           e.name,
+           e.offset,
+           e.data.size(),
+           e.method,
+           {}};
+    p.swept = true;
+    p.encrypted = encrypted;
+    if (p.role == PartRole::member)
+      p.bytes = [source, data = e.data, method = e.method, name = e.name, at = e.offset,
+                 max_bytes]() -> PartBytes {
+        const std::string what = source.name() + ":" + name;
+        if (method == 0) return Source::borrow(data, what);
+        if (!zip_method_read(method, ZipMethods::python))
+          return {Source(),
+                  Error(ErrorCode::unsupported,
+                        "zip " + zip_method_name(method) +
+                            " data, which the scan does not decode: a reader that does (Python "
+                            "3.14's zipfile reads zstd) unpickles what cannot be judged",
+                        name, at, source.name()),
+                  zip_method_name(method) + " data"};
+        Decompressed d = decompress_zip_data(method, data, max_bytes, what);
+        return {Source::from_buffer(std::move(d.bytes), what), std::move(d.error),
+                zip_method_name(method) + " data"};
+      };
+    walker.part(std::move(p));
+  }
 }
 
 }  // namespace torchport::formats

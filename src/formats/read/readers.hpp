@@ -24,6 +24,11 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
 /// Legacy stacked pickles (`_use_new_zipfile_serialization=False`); a file
 /// that is one plain pickle (no torch magic) reads as format "pickle".
 TensorCatalog read_pytorch_legacy(const Source& source, const OpenOptions& options, Walker& walker);
+/// The sweeps (`formats::sweep`) of the zip and the legacy rows: every
+/// local header of a zip, front to back (pytorch_zip.cpp); the whole file
+/// as one pickle stream (pytorch_legacy.cpp).
+void sweep_zip(const Source& source, const OpenOptions& options, Walker& walker);
+void sweep_pickle_stream(const Source& source, const OpenOptions& options, Walker& walker);
 /// The tar format of the first torch releases.
 TensorCatalog read_pytorch_tar(const Source& source, const OpenOptions& options, Walker& walker);
 /// safetensors: tensors are zero-copy views of the mapped data (copied when

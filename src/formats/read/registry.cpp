@@ -82,11 +82,12 @@ using open_detail::Reader;
 
 // torch.load's order: zip (TorchScript inside it), tar, legacy pickle; then ours.
 constexpr Reader kReaders[] = {
-    {Format::pytorch_zip, "pytorch-zip", sniff_zip, formats::read_pytorch_zip},
-    {Format::torchscript, "torchscript", nullptr, formats::read_pytorch_zip},
+    {Format::pytorch_zip, "pytorch-zip", sniff_zip, formats::read_pytorch_zip, formats::sweep_zip},
+    {Format::torchscript, "torchscript", nullptr, formats::read_pytorch_zip, formats::sweep_zip},
     {Format::pytorch_tar, "pytorch-tar", sniff_tar, formats::read_pytorch_tar},
-    {Format::pytorch_legacy, "pytorch-legacy", sniff_pickle, formats::read_pytorch_legacy},
-    {Format::pickle, "pickle", nullptr, formats::read_pytorch_legacy},
+    {Format::pytorch_legacy, "pytorch-legacy", sniff_pickle, formats::read_pytorch_legacy,
+     formats::sweep_pickle_stream},
+    {Format::pickle, "pickle", nullptr, formats::read_pytorch_legacy, formats::sweep_pickle_stream},
     {Format::safetensors, "safetensors", sniff_safetensors, formats::read_safetensors},
     {Format::numpy, "numpy", sniff_npy, formats::read_numpy},
     {Format::sharded_safetensors, "sharded-safetensors", nullptr, nullptr},
@@ -128,7 +129,10 @@ bool torch_archive(std::span<const std::byte> bytes) noexcept {
 }
 
 std::optional<Wrapping> wrapping(std::span<const std::byte> b) noexcept {
-  if (const auto c = sniff_compression(b)) return Wrapping{*c, 0, {}};
+  const auto wrap = [](Compression c, std::size_t at, std::string_view label) {
+    return Wrapping{c, at, label, compression_name(c), weak_magic(c)};
+  };
+  if (const auto c = sniff_compression(b)) return wrap(*c, 0, {});
   // joblib's format before 0.10 (joblib.load still reads it:
   // numpy_pickle_compat.read_zfile): "ZF", the inflated size in 19
   // characters of hex (an optional space after them), then zlib data,
@@ -136,8 +140,16 @@ std::optional<Wrapping> wrapping(std::span<const std::byte> b) noexcept {
   if (b.size() < 23 || b[0] != std::byte{'Z'} || b[1] != std::byte{'F'}) return std::nullopt;
   for (const std::size_t at : {std::size_t{21}, std::size_t{22}})
     if (sniff_compression(b.subspan(at)) == Compression::zlib)
-      return Wrapping{Compression::zlib, at, "joblib-zfile"};
+      return wrap(Compression::zlib, at, "joblib-zfile");
   return std::nullopt;
+}
+
+formats::PartBytes unwrap(const Source& source, const Wrapping& w, std::uint64_t cap,
+                          const std::string& cap_text) {
+  Decompressed d =
+      decompress(w.compression, source.bytes().subspan(w.at), cap, cap_text, source.name());
+  return {Source::from_buffer(std::move(d.bytes), source.name() + "!" + std::string(w.name)),
+          std::move(d.error), std::string(w.name) + " data"};
 }
 
 }  // namespace open_detail
@@ -168,6 +180,11 @@ Format format_from_name(std::string_view name) {
 namespace formats {
 
 namespace fs = std::filesystem;
+
+void sweep(const Source& source, Format format, const OpenOptions& options, Walker& walker) {
+  if (const auto f = open_detail::reader(format).sweep; f && walker.lists_parts())
+    f(source, options, walker);
+}
 
 namespace {
 

@@ -26,6 +26,10 @@ struct Reader {
   /// Reads the format, telling the walker what it meets; nullptr for
   /// formats read from a path.
   TensorCatalog (*read)(const Source&, const OpenOptions&, formats::Walker&);
+  /// Tells a walker what a more lenient loader still reaches once the
+  /// reader stopped (`formats::sweep`); nullptr when the reader tells
+  /// every part as it meets it.
+  void (*sweep)(const Source&, const OpenOptions&, formats::Walker&) = nullptr;
 };
 
 /// The bytes the sniffers look at: all of a contiguous source, the first
@@ -61,8 +65,18 @@ struct Wrapping {
   Compression compression;
   std::size_t at = 0;
   std::string_view label;
+  std::string_view name;  ///< the compression's name ("gzip", "zlib", ...)
+  /// Told by a magic short enough to start other files too (zlib's two
+  /// bytes, .lzma's): a guess that holds only if the stream decodes.
+  bool weak = false;
 };
 std::optional<Wrapping> wrapping(std::span<const std::byte> bytes) noexcept;
+
+/// What `w` wraps in `source`, decoded as far as it goes, at most `cap`
+/// bytes (`cap_text` names that limit in the error): the file inside, as a
+/// scanner judges it. Named "<source>!<compression>".
+formats::PartBytes unwrap(const Source& source, const Wrapping& w, std::uint64_t cap,
+                          const std::string& cap_text);
 
 }  // namespace torchport::open_detail
 

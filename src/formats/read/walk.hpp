@@ -9,11 +9,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "io/byte_reader.hpp"
 #include "pickle/unpickler.hpp"
+#include "torchport/core/error.hpp"
 #include "torchport/core/value.hpp"
 #include "torchport/formats/open.hpp"
 #include "torchport/io/source.hpp"
@@ -42,6 +44,19 @@ enum class PartRole {
   stream,
 };
 
+/// A part's bytes as far as they could be read, and why the reading
+/// stopped before their end (a decoder's damage, a method it lacks, a
+/// limit), for a part a sweep decodes: what decoded is judged too.
+struct PartBytes {
+  PartBytes() = default;
+  PartBytes(Source whole) : bytes(std::move(whole)) {}  // NOLINT: every byte read
+  PartBytes(Source some, std::optional<Error> why, std::string decoding)
+      : bytes(std::move(some)), stopped(std::move(why)), what(std::move(decoding)) {}
+  Source bytes;
+  std::optional<Error> stopped;  ///< empty when every byte was read
+  std::string what;              ///< what was being decoded ("deflate data"), with `stopped`
+};
+
 /// A part of a file, as its reader meets it.
 struct Part {
   PartRole role = PartRole::member;
@@ -51,7 +66,13 @@ struct Part {
   std::uint16_t method = 0;  ///< how a zip member is stored (0 stored, 8 deflated, ...)
   /// Its bytes, inflated when compressed (set for members and streams).
   /// \throws Error when they cannot be read (damaged, past a limit).
-  std::function<Source()> bytes;
+  std::function<PartBytes()> bytes;
+  /// Met by a sweep (`sweep`), after the reading stopped: a part the
+  /// reading already met at the same offset is not met again.
+  bool swept = false;
+  /// Stored encrypted (a zip entry's flag): what a loader with the key
+  /// reads cannot be judged from these bytes.
+  bool encrypted = false;
 };
 
 /// The consumer of a walk.
@@ -101,6 +122,15 @@ void check_globals(const pickle::Stats& stats, const OpenOptions& options, std::
 /// the refusal of what two readers would read), telling `walker` what each
 /// reader meets.
 TensorCatalog walk(const Source& source, const OpenOptions& options, Walker& walker);
+
+/// Tells `walker` what a loader more lenient than the reader of `format`
+/// still reaches in `source` once that reader stopped (refused the file),
+/// as swept parts: a zip's entries by their local headers, front to back,
+/// as a reader that ignores the central directory finds them; a legacy
+/// file or a pickle as one stream, pickle after pickle from its first
+/// byte. Nothing for the other formats, whose readers tell every part as
+/// they meet it. Only for a walker that lists parts.
+void sweep(const Source& source, Format format, const OpenOptions& options, Walker& walker);
 
 /// Reads a sharded checkpoint (`read_sharded`), telling `walker` what each
 /// shard's reader meets between `enter(shard)` and `leave()`.

@@ -6,7 +6,8 @@
 // its content, as a file of its own; the bytes after a stream's last pickle
 // are judged as a loader reading pickle after pickle would read them.
 // Where the reader stops, what a more lenient loader could still reach is
-// swept (the zip's local headers, the rest of a pickle stream). Where the VM
+// judged as the reader's sweep tells it (formats::sweep: the zip's local
+// headers, a pickle stream from its start). Where the VM
 // stops but Python would read on, the opcodes that follow are walked.
 //
 // The verdict fails closed: clean only when every place a loader could
@@ -29,8 +30,6 @@
 #include "formats/read/walk.hpp"
 #include "formats/scan/scan_detail.hpp"
 #include "io/byte_reader.hpp"
-#include "io/compression.hpp"
-#include "io/zip.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
 #include "torchport/detail/python_literal.hpp"
@@ -43,6 +42,7 @@ namespace {
 
 namespace numpy = formats::numpy;
 using formats::Part;
+using formats::PartBytes;
 using formats::PartRole;
 
 int rank(ScanVerdict v) {
@@ -99,7 +99,7 @@ class FileScan final : public formats::Walker {
 
   void run(std::optional<Format> forced_format);
   void walk_file(std::optional<Format> forced_format);
-  bool compressed(Compression c, std::size_t at = 0, std::string_view label = {});
+  bool compressed(const open_detail::Wrapping& w);
   void run_sharded(const std::filesystem::path& path);
 
   // --- the walk --------------------------------------------------------
@@ -126,7 +126,6 @@ class FileScan final : public formats::Walker {
   bool in_file() const { return prefix_.empty(); }
 
   void reader_failed(const Error& e, std::optional<Format> format);
-  void sweep_zip();
   void member(const std::string& name, const Source& bytes);
   void stream(const Source& bytes, const std::string& name, std::uint64_t base,
               std::uint64_t block = 0, bool other_reading = false);
@@ -392,6 +391,8 @@ void Scanner::finish(ScanReport& r) {
 // --- what the reader meets -------------------------------------------------
 
 void FileScan::part(Part p) {
+  // A sweep meets again what the reading met: judged once.
+  if (p.swept && in_file() && covered_.count(p.offset)) return;
   cover(p.offset);
   switch (p.role) {
     case PartRole::tensor_data:
@@ -427,13 +428,19 @@ void FileScan::part(Part p) {
       break;
   }
   const std::string name = named(p.name);
-  if (!s_.take(p.size)) {
+  // Encrypted: a loader with the key reads what the scan cannot. (Its bytes
+  // are still judged as they are: a flag alone hides nothing.)
+  if (p.encrypted)
+    unscannable("the entry is encrypted: what a reader with the key unpickles cannot be judged",
+                name, p.offset);
+  // A stream's bytes are charged as its pickles are walked (stream()).
+  if (p.role != PartRole::stream && !s_.take(p.size)) {
     unscannable(s_.budget_text(), name, p.offset);
     return;
   }
-  Source bytes;
+  PartBytes got;
   try {
-    bytes = p.bytes();
+    got = p.bytes();
   } catch (const Error& e) {
     // A member no reader can read (damaged, a compression torch's zip
     // reader refuses, past a limit) is no place anything is unpickled from
@@ -447,10 +454,26 @@ void FileScan::part(Part p) {
       unscannable("the member cannot be read: " + e.message(), name, p.offset);
     return;
   }
-  if (p.role == PartRole::stream)
-    stream(bytes, name, p.offset, in_file() ? dumb_padding(bytes, p.offset) : 0);
-  else
-    member(name, bytes);
+  // Decoded bytes count against the budget beside the stored ones.
+  if (p.method != 0 && !s_.take(got.bytes.size())) {
+    unscannable(s_.budget_text(), name, p.offset);
+    return;
+  }
+  // What decoded is judged, damaged or not; why it stopped is said too.
+  if (got.stopped) {
+    stopped(*got.stopped, got.what, name);
+    if (got.bytes.size() == 0) return;
+  }
+  if (p.role == PartRole::stream) {
+    // dbm.dumb's layouts (shelve): a whole file swept from its first byte
+    // in 512-byte blocks, or the padding after a file's last pickle.
+    const std::uint64_t block = !in_file()      ? 0
+                                : p.offset == 0 ? dumb_blocks(got.bytes)
+                                                : dumb_padding(got.bytes, p.offset);
+    stream(got.bytes, name, p.offset, block);
+  } else {
+    member(name, got.bytes);
+  }
 }
 
 void FileScan::member(const std::string& name, const Source& bytes) {
@@ -1296,67 +1319,6 @@ void FileScan::stream(const Source& bytes, const std::string& name, std::uint64_
   }
 }
 
-// The local headers of a zip whose reader stopped: each entry the walk did
-// not meet, judged by its content.
-void FileScan::sweep_zip() {
-  const OpenOptions& o = s_.options();
-  const std::vector<ZipLocalEntry> entries = zip_local_entries(src_.bytes(), o.limits.max_entries);
-  // torch's layout: beside each "<prefix>/data.pkl", "<prefix>/data/<key>"
-  // records hold raw tensor bytes, which torch reads as bytes and nothing
-  // unpickles: not judged by their content (a truncated ResNet-18's float
-  // records were taken for tar archives, ambiguous, so unsafe).
-  std::set<std::string> prefixes;
-  for (const ZipLocalEntry& e : entries)
-    if (e.name.ends_with("/data.pkl")) prefixes.insert(e.name.substr(0, e.name.size() - 8));
-  const auto tensor_record = [&](const std::string& name) {
-    const std::size_t slash = name.rfind("/data/");
-    if (slash == std::string::npos || !prefixes.count(name.substr(0, slash + 1))) return false;
-    const std::string key = name.substr(slash + 6);
-    return !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
-      return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-    });
-  };
-  for (const ZipLocalEntry& e : entries) {
-    if (covered_.count(e.offset)) continue;
-    covered_.insert(e.offset);
-    if (tensor_record(e.name) && !(e.flags & 1)) {
-      ++r_.tensor_records;
-      continue;
-    }
-    // Encrypted: a loader with the password reads what the scan cannot.
-    // (Its bytes are still judged as they are: a flag alone hides nothing.)
-    if (e.flags & 1)
-      unscannable(
-          "the entry is encrypted: what a reader with the password unpickles cannot be "
-          "judged",
-          e.name, e.offset);
-    if (!s_.take(e.data.size())) {
-      unscannable(s_.budget_text(), e.name, e.offset);
-      return;
-    }
-    const std::string what = src_.name() + ":" + e.name;
-    if (e.method == 0) {
-      member(e.name, Source::borrow(e.data, what));
-      continue;
-    }
-    if (!zip_method_read(e.method, ZipMethods::python)) {
-      unscannable("zip " + zip_method_name(e.method) +
-                      " data, which the scan does not decode: a reader that does (Python 3.14's "
-                      "zipfile reads zstd) unpickles what cannot be judged",
-                  e.name, e.offset, "unknown-compression");
-      continue;
-    }
-    Decompressed d = decompress_zip_data(e.method, e.data, o.limits.max_pickle_bytes, what);
-    if (!s_.take(d.bytes.size())) {
-      unscannable(s_.budget_text(), e.name, e.offset);
-      return;
-    }
-    // What decoded is judged, damaged or not; why it stopped is said too.
-    if (d.error) stopped(*d.error, zip_method_name(e.method) + " data", e.name);
-    if (!d.bytes.empty()) member(e.name, Source::from_buffer(std::move(d.bytes), what));
-  }
-}
-
 // Why decompressing stopped before the end, as a finding.
 void FileScan::stopped(const Error& e, const std::string& what, const std::string& where) {
   switch (e.code()) {
@@ -1473,7 +1435,7 @@ void FileScan::reader_failed(const Error& e, std::optional<Format> format) {
   for (const Part& p : reads_) {
     Source bytes;
     try {
-      bytes = p.bytes();
+      bytes = p.bytes().bytes;
     } catch (const Error& bad) {
       // No reader gets a pickle out of it either; but it is not judged.
       stopped(bad, "the record", p.name);
@@ -1487,38 +1449,32 @@ void FileScan::reader_failed(const Error& e, std::optional<Format> format) {
     stream(Source::borrow(bytes.bytes(), src_.name() + ":" + p.name), p.name,
            p.method == 0 ? p.offset : 0);
   }
-  if (format == Format::pytorch_zip || format == Format::torchscript) {
-    sweep_zip();
-  } else if (format == Format::pytorch_legacy || format == Format::pickle) {
-    // Pickle after pickle from the start, stepping over those judged
-    // (block by block in dbm.dumb's .dat layout, met without its index).
-    stream(src_, "pickle", 0, dumb_blocks(src_));
-  }
+  // What a more lenient loader still reaches, as the format's reader
+  // tells it (a zip's local headers; a pickle stream from its first byte,
+  // stepping over what was judged).
+  if (format) formats::sweep(src_, *format, s_.options(), *this);
 }
 
 // A compressed file (joblib's, a gzipped pickle, a .pt.xz): what it holds,
 // judged as a file of its own; what decoded before damage, judged too.
-// False when a weak magic (zlib's, .lzma's) was no such stream. `at`: where
-// the stream starts (past joblib's "ZF" header); `label`: the format's name.
-bool FileScan::compressed(Compression c, std::size_t at, std::string_view label) {
+// False when a weak magic (zlib's, .lzma's) was no such stream.
+bool FileScan::compressed(const open_detail::Wrapping& w) {
   const OpenOptions& o = s_.options();
-  const std::string name(compression_name(c));
   const std::uint64_t cap = std::min(o.limits.max_inflate_bytes, o.limits.max_scan_bytes);
-  Decompressed d = decompress(
-      c, src_.bytes().subspan(at), cap,
-      "Limits::max_inflate_bytes or max_scan_bytes = " + std::to_string(cap), src_.name());
+  PartBytes d = open_detail::unwrap(
+      src_, w, cap, "Limits::max_inflate_bytes or max_scan_bytes = " + std::to_string(cap));
   // (A stream refused for the memory its header asks is one: judged.)
-  if (weak_magic(c) && d.bytes.empty() && d.error && d.error->code() != ErrorCode::limit_exceeded)
+  if (w.weak && d.bytes.size() == 0 && d.stopped && d.stopped->code() != ErrorCode::limit_exceeded)
     return false;
-  r_.format = label.empty() ? name : std::string(label);
+  const std::string name(w.name);
+  r_.format = w.label.empty() ? name : std::string(w.label);
   r_.reading = "ok";
   if (!s_.take(d.bytes.size())) {
-    unscannable(s_.budget_text(), src_.name(), at);
+    unscannable(s_.budget_text(), src_.name(), w.at);
     return true;
   }
-  if (d.error) stopped(*d.error, name + " data", src_.name());
-  if (!d.bytes.empty() || !d.error)
-    member(name, Source::from_buffer(std::move(d.bytes), src_.name() + "!" + name));
+  if (d.stopped) stopped(*d.stopped, d.what, src_.name());
+  if (d.bytes.size() != 0 || !d.stopped) member(name, d.bytes);
   return true;
 }
 
@@ -1546,7 +1502,7 @@ void FileScan::walk_file(std::optional<Format> forced_format) {
       !(wrap->compression == Compression::gzip && format == Format::torchport_record)) {
     // (joblib's "ZF" header is no weak guess: joblib runs what follows it,
     // so the bytes are judged as a pickle whether or not its zlib decodes.)
-    if (compressed(wrap->compression, wrap->at, wrap->label) || !wrap->label.empty()) {
+    if (compressed(*wrap) || !wrap->label.empty()) {
       stream(src_, "pickle", 0, 0, true);
       return;
     }
@@ -1580,7 +1536,7 @@ void FileScan::walk_file(std::optional<Format> forced_format) {
     // pickle, say), judged by what it holds.
     if (format == Format::torchport_record && wrap && wrap->compression == Compression::gzip) {
       r_.reading.clear();
-      compressed(Compression::gzip);
+      compressed(*wrap);
       return;
     }
     if (e.code() == ErrorCode::not_a_checkpoint && format == Format::pytorch_zip) r_.format = "zip";
