@@ -85,6 +85,7 @@ NOT_RECOGNISERS = {
     "sniff_format",     # its name form
     "sniff_head",       # the registry's: the bytes its sniffers see
     "is_dcp_path",      # the registry's (path_format's), decided in registry.cpp
+    "is_record",        # whether a SaveFormat is a record layout: no bytes looked at
 }
 # The folders that are checked, relative to the root.
 SCANNED = ["src", "tools", "python/src"]

@@ -35,7 +35,6 @@ struct ConvertArgs {
 
 nb::dict convert(const fs::path& in, const fs::path& out, const ConvertArgs& a) {
   std::optional<SaveFormat> format;
-  std::optional<Recorder> recorder;
   TransformOptions t;
   SaveOptions s;
   const auto bad = [](const std::string& message) {
@@ -43,11 +42,13 @@ nb::dict convert(const fs::path& in, const fs::path& out, const ConvertArgs& a) 
   };
   if (a.format) {
     format = parse_save_format(*a.format);
-    if (!format) bad("unknown format '" + *a.format + "' (safetensors or pytorch)");
+    if (!format)
+      bad("unknown format '" + *a.format +
+          "' (safetensors, pytorch, or a record: torchport-mpk, torchport-json, torchport-bin, "
+          "each maybe .gz)");
   }
   if (!format) format = save_format_for_path(out);
-  if (!format) recorder = recorder_for_path(out);
-  if (!format && !recorder)
+  if (!format)
     bad("cannot tell the output format from '" + out.filename().string() +
         "': name it .safetensors, .pt, .pth or .bin (or .mpk, .json, .tpb for torchport "
         "records), or pass format='safetensors' or 'pytorch'");
@@ -56,7 +57,7 @@ nb::dict convert(const fs::path& in, const fs::path& out, const ConvertArgs& a) 
   else if (std::holds_alternative<std::string>(a.max_shard_size))
     s.max_shard_size = parse_byte_size(std::get<std::string>(a.max_shard_size));
   const bool sharded = !std::holds_alternative<std::monostate>(a.max_shard_size);
-  if (recorder && sharded) bad("max_shard_size applies to safetensors and PyTorch output only");
+  if (is_record(*format) && sharded) bad("max_shard_size applies to safetensors and PyTorch output only");
   pickle::validate_allow_patterns(a.allow);
   if (a.dequantize && a.keep_quantized) bad("dequantize and keep_quantized exclude each other");
   if (a.dtype) {
@@ -76,11 +77,12 @@ nb::dict convert(const fs::path& in, const fs::path& out, const ConvertArgs& a) 
       const DroppedValues dropped = dropped_values(opened.root());
       std::size_t count = dropped.count;
       const bool changes_tensors = a.dtype || a.dequantize || a.keep_quantized || a.densify;
-      if (count > 0 && format == SaveFormat::pytorch) {
+      if (count > 0 && (format == SaveFormat::pytorch || is_record(*format))) {
         if (changes_tensors)
           bad("the input holds " + std::to_string(count) + " value(s) besides tensors (" +
-              dropped.names() +
-              "), which a .pt keeps only as the whole object, with its tensors unchanged: "
+              dropped.names() + "), which a " +
+              (is_record(*format) ? "torchport record" : ".pt") +
+              " keeps only as the whole object, with its tensors unchanged: "
               "dtype, dequantize, keep_quantized and densify need tensors_only=True (or "
               "top_level_key to convert one sub-tree)");
         s.keep_tree = true;
@@ -98,26 +100,14 @@ nb::dict convert(const fs::path& in, const fs::path& out, const ConvertArgs& a) 
     if (a.densify)
       cat = densify_tensors(cat);
     else if (format != SaveFormat::pytorch)
-      refuse_sparse(cat, format ? "safetensors" : "a torchport record");
+      refuse_sparse(cat, is_record(*format) ? "a torchport record" : "safetensors");
     if (a.dequantize)
       cat = dequantize_tensors(cat);
     else if (a.keep_quantized)
       cat = split_quantized(cat);
     else if (format != SaveFormat::pytorch)
-      refuse_quantized(cat, format ? "safetensors" : "a torchport record");
+      refuse_quantized(cat, is_record(*format) ? "a torchport record" : "safetensors");
     const std::size_t count = cat.size();
-    if (recorder) {
-      const std::uint64_t bytes = cat.total_bytes();
-      write_record(cat, out, *recorder, s.limits);
-      nb::gil_scoped_acquire locked;
-      nb::dict r;
-      r["files"] = nb::cast(std::vector<fs::path>{out});
-      r["index"] = nb::none();
-      r["tensors"] = count;
-      r["tensor_bytes"] = bytes;
-      r["format"] = std::string(recorder_name(*recorder));
-      return r;
-    }
     const SaveResult res = save(std::move(cat), out, *format, s);
     nb::gil_scoped_acquire locked;
     nb::dict r;

@@ -163,9 +163,7 @@ TEST(MetaTensors, WrittenBackToPtAndRefusedByDataOnlyFormats) {
     EXPECT_NE(std::string(e.what()).find("meta tensor"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(fs::exists(dir / "out.safetensors"));
-  EXPECT_THROW(write_record(open(fixture("torch2/meta.pt")), dir / "out.tpb",
-                            Recorder{RecordFormat::compact_bin, false}),
-               Error);
+  EXPECT_THROW(write_record(open(fixture("torch2/meta.pt")), dir / "out.tpb", CompactBin{}), Error);
   EXPECT_FALSE(fs::exists(dir / "out.tpb"));
 }
 

@@ -19,6 +19,7 @@
 #include "io/zip_writer.hpp"
 #include "support/fixtures.hpp"
 #include "torchport/formats/open.hpp"
+#include "torchport/formats/record_file.hpp"
 #include "torchport/formats/save.hpp"
 #include "torchport/formats/transform.hpp"
 
@@ -46,6 +47,52 @@ TensorCatalog catalog(std::vector<NamedTensor> t, std::map<std::string, std::str
 std::string file_text(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// --- one writer-side enum -------------------------------------------------
+
+// Every file layout torchport writes is one SaveFormat: save() writes each,
+// its name is the one the reader reports for the file, and a path's
+// extension names it.
+TEST_F(Writers, EveryFormatIsOneSaveFormatThatSaveWritesAndTheReaderNames) {
+  const auto want = test::every_dtype(true);  // the dtypes safetensors has
+  const std::vector<std::pair<SaveFormat, std::string>> formats = {
+      {SaveFormat::safetensors, "m.safetensors"}, {SaveFormat::pytorch, "m.pt"},
+      {SaveFormat::torchport_mpk, "m.mpk"},       {SaveFormat::torchport_mpk_gz, "m.mpk.gz"},
+      {SaveFormat::torchport_json, "m.json"},     {SaveFormat::torchport_json_gz, "m.json.gz"},
+      {SaveFormat::torchport_bin, "m.tpb"},       {SaveFormat::torchport_bin_gz, "m.tpb.gz"}};
+  for (const auto& [f, file] : formats) {
+    const std::string name(save_format_name(f));
+    EXPECT_EQ(parse_save_format(name), f) << name;
+    EXPECT_EQ(save_format_for_path(dir_ / file), f) << file;
+    EXPECT_EQ(is_record(f), name.starts_with("torchport-")) << name;
+    const SaveResult r = save(catalog(want), dir_ / file, f);
+    ASSERT_EQ(r.files.size(), 1u) << name;
+    EXPECT_EQ(r.file_bytes, fs::file_size(dir_ / file)) << name;
+    const TensorCatalog got = open(dir_ / file);
+    // (A .pt reads as "pytorch-zip", the reader's name for torch.save's zip.)
+    if (is_record(f) || f == SaveFormat::safetensors) {
+      EXPECT_EQ(got.format_name(), name);
+    }
+    expect_same_tensors(got, want, /*any_order=*/true);
+  }
+  EXPECT_EQ(save_format_for_path(dir_ / "m.gz"), std::nullopt);
+  EXPECT_EQ(save_format_for_path(dir_ / ".mpk"), std::nullopt);  // a name that is only an extension
+  EXPECT_EQ(parse_save_format("torchport"), std::nullopt);
+  // A record is one file, written to a file.
+  SaveOptions shards;
+  shards.max_shard_size = 16;
+  expect_error([&] { save(catalog(want), dir_ / "s.tpb", SaveFormat::torchport_bin, shards); },
+               ErrorCode::invalid_argument, {"one file"});
+  expect_error([&] { save_stream(catalog(want), 1, "<stdout>", SaveFormat::torchport_mpk); },
+               ErrorCode::unsupported, {"written to a file"});
+  // A Recorder holds a record layout; the writers refuse any other.
+  expect_error([&] { write_record(catalog(want), dir_ / "x.mpk", Recorder{SaveFormat::pytorch}); },
+               ErrorCode::invalid_argument, {"record layouts, not pytorch"});
+  EXPECT_FALSE(fs::exists(dir_ / "x.mpk"));
+  EXPECT_EQ(recorder_name(NamedMpkGz{}), "torchport-mpk.gz");
+  EXPECT_EQ(recorder_for_path("a.tpb.gz")->format, SaveFormat::torchport_bin_gz);
+  EXPECT_FALSE(recorder_for_path("a.safetensors"));
 }
 
 // --- safetensors -----------------------------------------------------------

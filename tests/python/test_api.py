@@ -153,7 +153,9 @@ def test_paths_and_urls():
 
 def test_convert_matches_the_tool(tmp_path):
     for src in (CHECKPOINT, os.path.join(FIXTURES, "views.pt"), os.path.join(FIXTURES, "legacy.pt")):
-        for suffix, extra in ((".safetensors", ["--tensors-only"]), (".pt", [])):
+        # (A record keeps the whole object, as a .pt does.)
+        for suffix, extra in ((".safetensors", ["--tensors-only"]), (".pt", []), (".mpk", []),
+                              (".tpb.gz", [])):
             (tmp_path / "a").mkdir(exist_ok=True)
             (tmp_path / "b").mkdir(exist_ok=True)
             mine = tmp_path / "a" / ("out" + suffix)  # a .pt's folder is named after the stem

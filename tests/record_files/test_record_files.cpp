@@ -111,7 +111,7 @@ TEST(Recorders, HalfPrecisionHalvesTheFileAndLoadsWithinTolerance) {
   big.fc1 = nn::Linear(512, 512);
   big.fc2 = nn::Linear(512, 256, false);
   for (const auto& [name, recorder] : every_recorder()) {
-    if (recorder.gzip) continue;  // compression blurs the sizes
+    if (name.ends_with(".gz")) continue;  // compression blurs the sizes
     save_record(big, dir / ("full-" + name), recorder, Precision::Full);
     save_record(big, dir / ("half-" + name), recorder, Precision::Half);
     const double ratio = static_cast<double>(fs::file_size(dir / ("half-" + name))) /

@@ -179,7 +179,7 @@ TEST(JsonRecord, DuplicateKeysAreRefusedAndOrderKept) {
   Value tree = Value::dict();
   tree.insert(Value::str("zeta"), Value::integer(1));
   tree.insert(Value::str("alpha"), Value::integer(2));
-  const auto bytes = record_to_bytes(tree, Recorder{RecordFormat::pretty_json, false}, {});
+  const auto bytes = record_to_bytes(tree, PrettyJson{}, {});
   std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   const ParsedRecord r = read_record(Source::from_buffer(bytes, "r.json"));
   const Value* z = r.tree.find("zeta");

@@ -54,11 +54,34 @@ struct ConvertArgs {
   Trust trust;
 };
 
+// The file a directory output gets: Hugging Face's names (as
+// save_pretrained), "model" and the extension for a record.
+std::string default_file_name(SaveFormat f) {
+  switch (f) {
+    case SaveFormat::safetensors:
+      return "model.safetensors";
+    case SaveFormat::pytorch:
+      return "pytorch_model.bin";
+    case SaveFormat::torchport_mpk:
+      return "model.mpk";
+    case SaveFormat::torchport_mpk_gz:
+      return "model.mpk.gz";
+    case SaveFormat::torchport_json:
+      return "model.json";
+    case SaveFormat::torchport_json_gz:
+      return "model.json.gz";
+    case SaveFormat::torchport_bin:
+      return "model.tpb";
+    case SaveFormat::torchport_bin_gz:
+      return "model.tpb.gz";
+  }
+  return "model";
+}
+
 int run_convert(const ConvertArgs& a) {
   // Everything the user typed is checked before any input is read: a
   // mistake there is a usage error (exit 2).
   std::optional<SaveFormat> format;
-  std::optional<Recorder> recorder;
   fs::path out = a.out;
   bool chosen_name = false;  // the output is a directory; the file name is ours
   TransformOptions t;
@@ -72,10 +95,13 @@ int run_convert(const ConvertArgs& a) {
       // Streamed: safetensors only (a PyTorch zip is patched after each
       // entry), one file, never to a terminal (as gzip refuses).
       if (!format) format = SaveFormat::safetensors;
-      if (*format == SaveFormat::pytorch)
+      if (*format != SaveFormat::safetensors)
         throw Error(ErrorCode::invalid_argument,
-                    "a PyTorch file cannot be written to standard output (its zip entries are "
-                    "patched once written): name a file, or stream --format safetensors");
+                    std::string(*format == SaveFormat::pytorch
+                                    ? "a PyTorch file cannot be written to standard output (its "
+                                      "zip entries are patched once written)"
+                                    : "a torchport record is written to a file") +
+                        ": name a file, or stream --format safetensors");
       if (!a.max_shard_size.empty())
         throw Error(ErrorCode::invalid_argument,
                     "--max-shard-size needs files: standard output is one stream");
@@ -87,7 +113,7 @@ int run_convert(const ConvertArgs& a) {
       // Like save_pretrained: a directory gets Hugging Face's file names,
       // said on stderr, and never written over a file there unless --force.
       if (!format) format = SaveFormat::safetensors;
-      out /= *format == SaveFormat::safetensors ? "model.safetensors" : "pytorch_model.bin";
+      out /= default_file_name(*format);
       chosen_name = true;
       if (fs::exists(fs::symlink_status(out, ec)) && !a.force)
         throw Error(ErrorCode::invalid_argument,
@@ -114,16 +140,16 @@ int run_convert(const ConvertArgs& a) {
                       "unasked)",
                       {}, std::nullopt, p.string());
     }
+    // By extension: .safetensors, .pt/.pth/.bin, and our own records (.mpk,
+    // .json, .tpb, each maybe .gz).
     if (!format) format = save_format_for_path(out);
-    // Our own record formats, by extension (.mpk, .json, .tpb, each maybe .gz).
-    if (!format) recorder = recorder_for_path(out);
-    if (!format && !recorder)
+    if (!format)
       throw Error(
           ErrorCode::invalid_argument,
           "cannot tell the output format from '" + out.filename().string() +
               "': name it .safetensors, .pt, .pth or .bin (or .mpk, .json, .tpb for torchport "
               "records), or pass --format safetensors|pytorch");
-    if (recorder && !a.max_shard_size.empty())
+    if (is_record(*format) && !a.max_shard_size.empty())
       throw Error(ErrorCode::invalid_argument,
                   "--max-shard-size applies to safetensors and PyTorch output only");
     pickle::validate_allow_patterns(a.trust.allow);
@@ -152,7 +178,6 @@ int run_convert(const ConvertArgs& a) {
   });
 
   const auto t0 = std::chrono::steady_clock::now();
-  bool whole_record = false;  // a record output keeps the input's whole object
   // The opened catalogue is a temporary: once transformed, only the result
   // holds the tensors, and save() releases each as it is written.
   OpenOptions open_options;
@@ -161,7 +186,7 @@ int run_convert(const ConvertArgs& a) {
   TensorCatalog opened = open_input(a.in, open_options);
   // A record of a module holds torchport's layout: a .pt or safetensors
   // file gets PyTorch's (what torch's load_state_dict takes).
-  if (format) opened = to_pytorch_layout(opened);
+  if (!is_record(*format)) opened = to_pytorch_layout(opened);
   if (!a.top_level_key.empty()) {  // selected here, so the check sees the sub-tree
     opened = opened.select(a.top_level_key);
     t.top_level_key.clear();
@@ -176,24 +201,22 @@ int run_convert(const ConvertArgs& a) {
     std::size_t count = dropped.count;
     const bool changes_tensors = !a.remaps.empty() || !filter->empty() || !a.dtype.empty() ||
                                  a.dequantize || a.keep_quantized || a.densify;
-    if (count > 0 && (format == SaveFormat::pytorch || recorder)) {
+    if (count > 0 && (format == SaveFormat::pytorch || is_record(*format))) {
       // The tree is written as it is: options that rename, drop or change
       // its tensors would leave it describing other tensors.
       if (changes_tensors)
         throw Error(ErrorCode::invalid_argument,
                     "the input holds " + counted(count, "value") + " besides tensors (" +
-                        dropped.names() + "), which a " + (recorder ? "torchport record" : ".pt") +
+                        dropped.names() + "), which a " +
+                        (is_record(*format) ? "torchport record" : ".pt") +
                         " keeps only as the whole object, with its tensors unchanged: --remap, "
                         "--include, --exclude, --dtype, --dequantize, --keep-quantized and "
                         "--densify need --tensors-only (or --top-level-key to convert one "
                         "sub-tree)");
-      if (recorder) {
-        whole_record = true;  // a record holds any value tree (epoch, args, param_groups)
-      } else {
-        s.keep_tree = true;
-        s.allow = a.trust.allow;
-        s.profiles = a.trust.profiles;
-      }
+      // (A record holds any value tree: epoch, args, param_groups.)
+      s.keep_tree = true;
+      s.allow = a.trust.allow;
+      s.profiles = a.trust.profiles;
       count = 0;
     }
     if (count > 0)
@@ -203,35 +226,23 @@ int run_convert(const ConvertArgs& a) {
                       "; pass --tensors-only to write the tensors alone (or --top-level-key to "
                       "convert one sub-tree)");
   }
-  TensorCatalog cat = s.keep_tree || whole_record ? std::move(opened) : transform(opened, t);
+  TensorCatalog cat = s.keep_tree ? std::move(opened) : transform(opened, t);
   opened = TensorCatalog();  // only the result holds the tensors now
   if (a.densify)
     cat = densify_tensors(cat);
   else if (format != SaveFormat::pytorch)
-    refuse_sparse(cat, format ? "safetensors" : "a torchport record");
+    refuse_sparse(cat, is_record(*format) ? "a torchport record" : "safetensors");
   if (a.dequantize)
     cat = dequantize_tensors(cat);
   else if (a.keep_quantized)
     cat = split_quantized(cat);
   else if (format != SaveFormat::pytorch)
-    refuse_quantized(cat, format ? "safetensors" : "a torchport record");
+    refuse_quantized(cat, is_record(*format) ? "a torchport record" : "safetensors");
   const std::size_t count = cat.size();
   if (count == 0)
     fmt::print(
         stderr,
         "torchport: warning: no tensors to write (check --include/--exclude/--top-level-key)\n");
-  if (recorder) {
-    const std::uint64_t bytes = cat.total_bytes();
-    write_record(cat, out, *recorder, s.limits,
-                 whole_record);  // marks PyTorch-layout sources as such
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!a.quiet)
-      fmt::print("wrote {} ({}{}): {}, {} in {:.2f} s\n", out.string(), recorder_name(*recorder),
-                 chosen_name ? "; the name chosen in the directory" : "", counted(count, "tensor"),
-                 human_bytes(bytes), secs);
-    return 0;
-  }
   ProgressBar bar("writing");
   if (!a.quiet)
     s.progress = [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
@@ -274,7 +285,9 @@ Command add_convert(CLI::App& app) {
          "records), an existing directory, or '-': safetensors to standard output")
       ->required();
   sub->add_option("--format", args->format, "Output format when the name does not tell")
-      ->check(CLI::IsMember({"safetensors", "pytorch"}));
+      ->check(CLI::IsMember({"safetensors", "pytorch", "torchport-mpk", "torchport-mpk.gz",
+                             "torchport-json", "torchport-json.gz", "torchport-bin",
+                             "torchport-bin.gz"}));
   sub->add_option(
       "--dtype", args->dtype,
       "Cast floating-point tensors to this dtype (F16, BF16, F32, F64, or a float8 kind: F8_E4M3, "

@@ -26,50 +26,45 @@
 #include "torchport/core/limits.hpp"
 #include "torchport/core/value.hpp"
 #include "torchport/formats/catalog.hpp"
+#include "torchport/formats/save.hpp"
 #include "torchport/io/source.hpp"
 
 namespace torchport {
 
-/// The record formats.
-enum class RecordFormat {
-  named_mpk,    ///< `.mpk`: MessagePack, fields by name, tensors as bin blobs
-  pretty_json,  ///< `.json`: indented JSON, tensors as base64
-  compact_bin,  ///< `.tpb`: a small binary header, then 64-byte aligned raw tensors (fastest,
-                ///< zero-copy)
-};
-
-/// A record format, optionally gzipped.
+/// A record layout to write: one of `SaveFormat`'s `torchport_*` values
+/// (the writers refuse the others with Error(invalid_argument)). The
+/// subtypes name each, as Burn's recorders do.
 struct Recorder {
-  RecordFormat format = RecordFormat::named_mpk;  ///< the byte layout
-  bool gzip = false;                              ///< wrap the file in a gzip stream
+  SaveFormat format = SaveFormat::torchport_mpk;  ///< the layout, maybe gzipped
 };
 /// Named MessagePack (`.mpk`).
 struct NamedMpk : Recorder {
-  NamedMpk() : Recorder{RecordFormat::named_mpk, false} {}
+  NamedMpk() : Recorder{SaveFormat::torchport_mpk} {}
 };
 /// Named MessagePack, gzipped (`.mpk.gz`).
 struct NamedMpkGz : Recorder {
-  NamedMpkGz() : Recorder{RecordFormat::named_mpk, true} {}
+  NamedMpkGz() : Recorder{SaveFormat::torchport_mpk_gz} {}
 };
 /// Pretty JSON (`.json`).
 struct PrettyJson : Recorder {
-  PrettyJson() : Recorder{RecordFormat::pretty_json, false} {}
+  PrettyJson() : Recorder{SaveFormat::torchport_json} {}
 };
 /// Pretty JSON, gzipped (`.json.gz`).
 struct PrettyJsonGz : Recorder {
-  PrettyJsonGz() : Recorder{RecordFormat::pretty_json, true} {}
+  PrettyJsonGz() : Recorder{SaveFormat::torchport_json_gz} {}
 };
 /// The compact binary format (`.tpb`).
 struct CompactBin : Recorder {
-  CompactBin() : Recorder{RecordFormat::compact_bin, false} {}
+  CompactBin() : Recorder{SaveFormat::torchport_bin} {}
 };
 /// The compact binary format, gzipped (`.tpb.gz`).
 struct CompactBinGz : Recorder {
-  CompactBinGz() : Recorder{RecordFormat::compact_bin, true} {}
+  CompactBinGz() : Recorder{SaveFormat::torchport_bin_gz} {}
 };
 
 /// "torchport-mpk", "torchport-json", "torchport-bin" (the format names
-/// files carry and catalogues report; ".gz" appended when gzipped).
+/// files carry and catalogues report; ".gz" appended when gzipped):
+/// `save_format_name(r.format)`.
 std::string recorder_name(const Recorder& r);
 /// The recorder a path's extension asks for (`.mpk`, `.mpk.gz`, `.json`,
 /// `.json.gz`, `.tpb`, `.tpb.gz`), if any.

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// `save()`: a `TensorCatalog` to a safetensors file, a torch.save zip, or a
-/// Hugging Face sharded checkpoint of either, streamed and written atomically.
+/// `save()`: a `TensorCatalog` to a safetensors file, a torch.save zip, a
+/// Hugging Face sharded checkpoint of either, or a torchport record, streamed
+/// and written atomically.
 
 #include <cstdint>
 #include <filesystem>
@@ -15,21 +16,39 @@
 
 namespace torchport {
 
-/// The file formats `save` writes.
+/// The file formats torchport writes: the one writer-side enum, a value
+/// per file layout (`save` writes each; `write_record` and `save_record`
+/// the record layouts, through a `Recorder`).
 enum class SaveFormat {
   /// safetensors: a JSON header, then each tensor's bytes, C order.
   safetensors,
   /// What `torch.save(state_dict, path)` writes (zip, pickle protocol 2):
   /// loads with `torch.load(path, weights_only=True)`.
   pytorch,
+  /// torchport's records (docs/format.md), each also gzipped: named
+  /// MessagePack (`.mpk`), pretty JSON with base64 tensors (`.json`), and the
+  /// compact binary layout with 64-byte aligned raw tensors (`.tpb`, the
+  /// fastest; zero-copy when read).
+  torchport_mpk,
+  torchport_mpk_gz,
+  torchport_json,
+  torchport_json_gz,
+  torchport_bin,
+  torchport_bin_gz,
 };
 
-/// "safetensors" or "pytorch".
+/// True for the record layouts (`torchport_*`).
+bool is_record(SaveFormat format) noexcept;
+/// "safetensors", "pytorch", or a record's layout as its file says it and
+/// a catalogue read from it reports it ("torchport-mpk", "torchport-mpk.gz",
+/// "torchport-json", ..., "torchport-bin.gz").
 std::string_view save_format_name(SaveFormat format) noexcept;
-/// Parses "safetensors" or "pytorch" (also "pt", "torch"); nullopt otherwise.
+/// Parses a `save_format_name` (also "pt" and "torch" for pytorch);
+/// nullopt otherwise.
 std::optional<SaveFormat> parse_save_format(std::string_view name) noexcept;
 /// The format a file name implies: `.safetensors` -> safetensors; `.pt`,
-/// `.pth`, `.bin` -> pytorch; nullopt for anything else.
+/// `.pth`, `.bin` -> pytorch; `.mpk`, `.json`, `.tpb` -> the record
+/// layouts, each maybe `.gz`; nullopt for anything else.
 std::optional<SaveFormat> save_format_for_path(const std::filesystem::path& path);
 
 /// Reports progress: bytes of tensor data written so far, of `total`.
@@ -56,7 +75,7 @@ struct SaveOptions {
   /// total at most the ratio times the distinct storage bytes plus the floor
   /// (a `.pt` file keeps one storage and its views, as torch does).
   Limits limits;
-  /// SaveFormat::pytorch: write the catalogue's whole object (`root()`: its
+  /// SaveFormat::pytorch and the records: write the catalogue's whole object (`root()`: its
   /// nesting, numbers, strings, optimizer state and tensors) as torch.load
   /// returns it, not a state dict of its tensors. One file (no shards).
   /// Every global and object class in it must be on the allow-list or match
@@ -109,6 +128,9 @@ struct SaveResult {
 /// each tensor once written, so peak memory stays near the largest tensor.
 /// A catalogue the caller keeps alive keeps every lazily made tensor alive.
 ///
+/// A record layout (`is_record`): as `write_record` writes the catalogue
+/// (`keep_tree`: its whole object), one file, its tensors whole.
+///
 /// Every file is written with `AtomicFile`: an error leaves the previous
 /// files untouched (shards and index are committed together at the end,
 /// the index last). After a successful save, shards named like this
@@ -126,7 +148,7 @@ SaveResult save(TensorCatalog catalog, const std::filesystem::path& path, SaveFo
 /// a pipe) as one safetensors file, in order, as `save` writes it; `name`
 /// names the stream in errors. Not atomic: a failure leaves what was
 /// written. \throws Error(unsupported) for SaveFormat::pytorch (its zip is
-/// patched after each entry, which a stream cannot do),
+/// patched after each entry, which a stream cannot do) and the records,
 /// Error(invalid_argument) with a `max_shard_size`; else as `save`.
 SaveResult save_stream(TensorCatalog catalog, int fd, const std::string& name, SaveFormat format,
                        const SaveOptions& options = {});

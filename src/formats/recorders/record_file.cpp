@@ -17,16 +17,34 @@
 namespace torchport {
 namespace {
 
-std::string_view base_name(RecordFormat f) {
+// A record file's layout, and whether a gzip stream wraps it.
+enum class Layout { mpk, json, bin };
+struct RecordLayout {
+  Layout layout;
+  bool gzip;
+};
+
+RecordLayout record_layout(SaveFormat f) {
   switch (f) {
-    case RecordFormat::named_mpk:
-      return "torchport-mpk";
-    case RecordFormat::pretty_json:
-      return "torchport-json";
-    case RecordFormat::compact_bin:
-      return "torchport-bin";
+    case SaveFormat::torchport_mpk:
+      return {Layout::mpk, false};
+    case SaveFormat::torchport_mpk_gz:
+      return {Layout::mpk, true};
+    case SaveFormat::torchport_json:
+      return {Layout::json, false};
+    case SaveFormat::torchport_json_gz:
+      return {Layout::json, true};
+    case SaveFormat::torchport_bin:
+      return {Layout::bin, false};
+    case SaveFormat::torchport_bin_gz:
+      return {Layout::bin, true};
+    case SaveFormat::safetensors:
+    case SaveFormat::pytorch:
+      break;
   }
-  return "?";
+  throw Error(ErrorCode::invalid_argument,
+              "a record is written in one of torchport's record layouts, not " +
+                  std::string(save_format_name(f)));
 }
 
 bool contains(std::span<const std::byte> b, std::string_view needle, std::size_t within) {
@@ -34,39 +52,41 @@ bool contains(std::span<const std::byte> b, std::string_view needle, std::size_t
   return hay.find(needle) != std::string_view::npos;
 }
 
-std::optional<RecordFormat> sniff(std::span<const std::byte> b) {
-  if (b.size() >= 4 && std::memcmp(b.data(), record_files::kBinMagic, 4) == 0)
-    return RecordFormat::compact_bin;
+std::optional<Layout> sniff(std::span<const std::byte> b) {
+  if (b.size() >= 4 && std::memcmp(b.data(), record_files::kBinMagic, 4) == 0) return Layout::bin;
   if (!b.empty()) {
     const auto c = std::to_integer<unsigned>(b[0]);
     if ((c >= 0x80 && c <= 0x8f) || c == 0xde || c == 0xdf)
-      if (contains(b, "torchport-mpk", 64)) return RecordFormat::named_mpk;
+      if (contains(b, "torchport-mpk", 64)) return Layout::mpk;
     std::size_t i = 0;
     while (i < b.size() && std::isspace(std::to_integer<int>(b[i]))) ++i;
     if (i < b.size() && b[i] == std::byte{'{'} && contains(b, "\"torchport-json\"", 256))
-      return RecordFormat::pretty_json;
+      return Layout::json;
   }
   return std::nullopt;
 }
 
 void encode(const Value& tree, const Recorder& recorder, const RecordMetadata& metadata,
             const std::function<void(std::span<const std::byte>)>& out) {
+  const RecordLayout l = record_layout(recorder.format);
   RecordMetadata m = metadata;
   if (m.library.empty()) m.library = kVersion;
-  const Value top =
-      record_files::envelope(base_name(recorder.format), m, record_files::to_record_tree(tree));
+  // The envelope names the layout without ".gz": a gzipped record holds one.
+  std::string_view name = save_format_name(recorder.format);
+  if (l.gzip) name.remove_suffix(3);
+  const Value top = record_files::envelope(name, m, record_files::to_record_tree(tree));
   std::unique_ptr<GzipWriter> gz;
-  if (recorder.gzip) gz = std::make_unique<GzipWriter>(out);
+  if (l.gzip) gz = std::make_unique<GzipWriter>(out);
   record_files::Sink sink(
       gz ? record_files::Sink::Out([&](std::span<const std::byte> b) { gz->write(b); }) : out);
-  switch (recorder.format) {
-    case RecordFormat::named_mpk:
+  switch (l.layout) {
+    case Layout::mpk:
       record_files::write_mpk(top, sink);
       break;
-    case RecordFormat::pretty_json:
+    case Layout::json:
       record_files::write_json(top, sink);
       break;
-    case RecordFormat::compact_bin:
+    case Layout::bin:
       record_files::write_bin(top, sink);
       break;
   }
@@ -77,22 +97,18 @@ void encode(const Value& tree, const Recorder& recorder, const RecordMetadata& m
 }  // namespace
 
 std::string recorder_name(const Recorder& r) {
-  return std::string(base_name(r.format)) + (r.gzip ? ".gz" : "");
+  return std::string(save_format_name(r.format));
 }
 
 std::optional<Recorder> recorder_for_path(const std::filesystem::path& path) {
-  const std::string name = path.filename().string();
-  const bool gz = name.ends_with(".gz");
-  const std::string stem = gz ? name.substr(0, name.size() - 3) : name;
-  for (auto [ext, format] :
-       {std::pair{".mpk", RecordFormat::named_mpk}, std::pair{".json", RecordFormat::pretty_json},
-        std::pair{".tpb", RecordFormat::compact_bin}})
-    if (stem.ends_with(ext)) return Recorder{format, gz};
-  return std::nullopt;
+  const auto f = save_format_for_path(path);
+  if (!f || !is_record(*f)) return std::nullopt;
+  return Recorder{*f};
 }
 
 void write_record(const Value& tree, const std::filesystem::path& path, const Recorder& recorder,
                   const RecordMetadata& metadata) {
+  (void)record_layout(recorder.format);  // refused before the file is made
   AtomicFile file(path);
   encode(tree, recorder, metadata, [&](std::span<const std::byte> b) { file.write(b); });
   file.commit();
@@ -100,6 +116,7 @@ void write_record(const Value& tree, const std::filesystem::path& path, const Re
 
 void write_record(const TensorCatalog& catalog, const std::filesystem::path& path,
                   const Recorder& recorder, const Limits& limits, bool whole_object) {
+  (void)record_layout(recorder.format);
   refuse_meta(catalog, "a torchport record");
   // A record has no views: each tensor is written whole.
   std::uint64_t whole = 0, distinct = 0;
@@ -166,13 +183,13 @@ ParsedRecord read_record(const Source& ranged, const Limits& limits) {
                 {}, std::nullopt, source.name());
   ParsedRecord r;
   switch (*format) {
-    case RecordFormat::named_mpk:
+    case Layout::mpk:
       r = record_files::read_mpk(inner, limits);
       break;
-    case RecordFormat::pretty_json:
+    case Layout::json:
       r = record_files::read_json(inner, limits);
       break;
-    case RecordFormat::compact_bin:
+    case Layout::bin:
       r = record_files::read_bin(inner, limits);
       break;
   }

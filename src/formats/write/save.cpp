@@ -18,6 +18,7 @@
 #include "torchport/detail/checked.hpp"
 #include "torchport/formats/densify.hpp"
 #include "torchport/formats/quantize.hpp"
+#include "torchport/formats/record_file.hpp"
 #include "torchport/formats/save.hpp"
 
 namespace torchport {
@@ -113,21 +114,57 @@ void remove_stale(const fs::path& path, const std::vector<fs::path>& written, bo
 
 }  // namespace
 
+namespace {
+
+// Each format's name, and the extensions that ask for it.
+struct SaveFormatRow {
+  SaveFormat format;
+  std::string_view name;
+  std::string_view extensions[3];
+};
+constexpr SaveFormatRow kSaveFormats[] = {
+    {SaveFormat::safetensors, "safetensors", {".safetensors"}},
+    {SaveFormat::pytorch, "pytorch", {".pt", ".pth", ".bin"}},
+    {SaveFormat::torchport_mpk, "torchport-mpk", {".mpk"}},
+    {SaveFormat::torchport_mpk_gz, "torchport-mpk.gz", {".mpk.gz"}},
+    {SaveFormat::torchport_json, "torchport-json", {".json"}},
+    {SaveFormat::torchport_json_gz, "torchport-json.gz", {".json.gz"}},
+    {SaveFormat::torchport_bin, "torchport-bin", {".tpb"}},
+    {SaveFormat::torchport_bin_gz, "torchport-bin.gz", {".tpb.gz"}},
+};
+
+}  // namespace
+
+bool is_record(SaveFormat format) noexcept {
+  return format != SaveFormat::safetensors && format != SaveFormat::pytorch;
+}
+
 std::string_view save_format_name(SaveFormat format) noexcept {
-  return format == SaveFormat::safetensors ? "safetensors" : "pytorch";
+  for (const SaveFormatRow& r : kSaveFormats)
+    if (r.format == format) return r.name;
+  return "?";
 }
 
 std::optional<SaveFormat> parse_save_format(std::string_view name) noexcept {
-  if (name == "safetensors") return SaveFormat::safetensors;
-  if (name == "pytorch" || name == "pt" || name == "torch") return SaveFormat::pytorch;
+  if (name == "pt" || name == "torch") return SaveFormat::pytorch;
+  for (const SaveFormatRow& r : kSaveFormats)
+    if (r.name == name) return r.format;
   return std::nullopt;
 }
 
 std::optional<SaveFormat> save_format_for_path(const fs::path& path) {
-  const std::string ext = path.extension().string();
-  if (ext == ".safetensors") return SaveFormat::safetensors;
-  if (ext == ".pt" || ext == ".pth" || ext == ".bin") return SaveFormat::pytorch;
-  return std::nullopt;
+  const std::string name = path.filename().string();
+  // The longest extension first: "x.mpk.gz" is a gzipped record, not ".gz".
+  std::optional<SaveFormat> best;
+  std::size_t best_size = 0;
+  for (const SaveFormatRow& r : kSaveFormats)
+    for (const std::string_view ext : r.extensions)
+      if (!ext.empty() && ext.size() > best_size && name.size() > ext.size() &&
+          name.ends_with(ext)) {
+        best = r.format;
+        best_size = ext.size();
+      }
+  return best;
 }
 
 namespace {
@@ -164,6 +201,23 @@ std::vector<NamedTensor> tensors_to_write(TensorCatalog& catalog, SaveFormat for
 
 SaveResult save(TensorCatalog catalog, const fs::path& path, SaveFormat format,
                 const SaveOptions& options) try {
+  if (is_record(format)) {
+    // A record: one file, as write_record writes a catalogue.
+    SaveResult result;
+    for (const auto& t : catalog.tensors())
+      if (!detail::add_ok(result.tensor_bytes, t.tensor.nbytes(), result.tensor_bytes))
+        result.tensor_bytes = ~std::uint64_t{0};
+    if (options.max_shard_size != 0 && result.tensor_bytes > options.max_shard_size)
+      throw Error(ErrorCode::invalid_argument,
+                  "a torchport record is one file: its tensors cannot be split into shards", {},
+                  std::nullopt, path.string());
+    write_record(catalog, path, Recorder{format}, options.limits, options.keep_tree);
+    std::error_code ec;
+    result.file_bytes = fs::file_size(path, ec);
+    result.files.push_back(path);
+    if (options.progress) options.progress(result.tensor_bytes, result.tensor_bytes);
+    return result;
+  }
   if (options.keep_tree && format == SaveFormat::pytorch) {
     // The whole object: one file (a tree has no shards), its tensors where
     // the tree holds them.
@@ -239,6 +293,11 @@ SaveResult save_stream(TensorCatalog catalog, int fd, const std::string& name, S
                 "a PyTorch file cannot be streamed: its zip entries are patched once written "
                 "(sizes and CRC-32 in each local header); write it to a file, or stream "
                 "safetensors",
+                {}, std::nullopt, name);
+  if (is_record(format))
+    throw Error(ErrorCode::unsupported,
+                "a torchport record is written to a file (" +
+                    std::string(save_format_name(format)) + "): stream safetensors",
                 {}, std::nullopt, name);
   if (options.max_shard_size != 0)
     throw Error(ErrorCode::invalid_argument, "a stream is one file: it cannot be sharded", {},
