@@ -391,8 +391,9 @@ void Scanner::finish(ScanReport& r) {
 // --- what the reader meets -------------------------------------------------
 
 void FileScan::part(Part p) {
-  // A sweep meets again what the reading met: judged once.
-  if (p.swept && in_file() && covered_.count(p.offset)) return;
+  // A sweep meets again what the reading met: judged once. (A swept
+  // stream steps over the pickles judged itself: stream().)
+  if (p.swept && p.role != PartRole::stream && in_file() && covered_.count(p.offset)) return;
   cover(p.offset);
   switch (p.role) {
     case PartRole::tensor_data:
