@@ -15,6 +15,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "binding.hpp"
+#include "torchport/record/export.hpp"
 
 namespace torchport::python {
 namespace {
@@ -73,23 +74,10 @@ nb::dict convert(const fs::path& in, const fs::path& out, const ConvertArgs& a) 
     o.allow = a.allow;
     TensorCatalog opened = open(in, o);
     // A record of a module keeps torchport's layout (Linear weights [in,
-    // out], norms' gamma and beta). The tool lays it out as PyTorch's
-    // (to_pytorch_layout, in the record component, which this module does
-    // not link); written as it is, a square weight would load transposed
-    // without an error. So a PyTorch or safetensors output of one is refused.
-    if (!is_record(*format) && has_torchport_layout(opened.format())) {
-      const auto& meta = opened.metadata();
-      const auto get = [&](const char* k) {
-        const auto it = meta.find(k);
-        return it == meta.end() ? std::string() : it->second;
-      };
-      if (get("torchport.layout") != "pytorch" && !get("torchport.type").empty())
-        throw Error(ErrorCode::unsupported,
-                    "a record of the module '" + get("torchport.type") +
-                        "' in torchport's layout: the torchport tool converts it to PyTorch's "
-                        "layout (torchport convert), this module does not",
-                    {}, std::nullopt, in.string());
-    }
+    // out]): a .pt or safetensors file gets PyTorch's, as the tool gives it
+    // (or the same refusal, for a record that does not say where the
+    // layouts differ).
+    if (!is_record(*format)) opened = to_pytorch_layout(opened);
     if (a.top_level_key) opened = opened.select(*a.top_level_key);
     if (!a.tensors_only) {
       const DroppedValues dropped = dropped_values(opened.root());

@@ -174,15 +174,18 @@ def test_convert_matches_the_tool(tmp_path):
     assert torchport.open(r["index"]).dtype("model_state_dict.fc.weight") == "BF16"
 
 
-def test_convert_refuses_a_module_record_in_torchports_layout(tmp_path):
+def test_convert_lays_a_module_record_out_as_the_tool_does(tmp_path):
     # A record of a module keeps torchport's layout (Linear weights [in,
-    # out]). The tool lays it out as PyTorch's or refuses; torchport.convert
-    # cannot, and refuses rather than write weights torch would load
+    # out]). A .pt or safetensors output gets PyTorch's, as the tool gives
+    # it; a record that does not say where the layouts differ is refused, as
+    # the tool refuses it, rather than written in a layout torch would load
     # transposed. A record made from a torch file says it is PyTorch's.
     made = tmp_path / "made.json"
     subprocess.run([tool(), "convert", CHECKPOINT, str(made), "--tensors-only", "-q"], check=True)
-    r = torchport.convert(made, tmp_path / "ok.safetensors")
-    assert torchport.open(r["files"][0]).keys()
+    mine, theirs = tmp_path / "mine.safetensors", tmp_path / "theirs.safetensors"
+    torchport.convert(made, mine)
+    subprocess.run([tool(), "convert", str(made), str(theirs), "-q"], check=True)
+    assert mine.read_bytes() == theirs.read_bytes()
     record = json.loads(made.read_text())
     record["type"] = "Net"
     del record["metadata"]["torchport.layout"]
@@ -191,11 +194,12 @@ def test_convert_refuses_a_module_record_in_torchports_layout(tmp_path):
     out = tmp_path / "m.safetensors"
     with pytest.raises(torchport.TorchportError) as e:
         torchport.convert(module, out)
-    assert e.value.code == "unsupported" and "torchport's layout" in str(e.value)
+    assert e.value.code == "unsupported" and "layout" in str(e.value)
     assert not out.exists()
     theirs = subprocess.run([tool(), "convert", str(module), str(tmp_path / "t.safetensors")],
                             capture_output=True, text=True)
-    assert theirs.returncode == 1 and "layout" in theirs.stdout + theirs.stderr
+    assert theirs.returncode == 1 and str(e.value).split("] ", 1)[-1].split(": ", 1)[-1][:40] \
+        in theirs.stdout + theirs.stderr
     r = torchport.convert(module, tmp_path / "again.mpk")  # a record keeps it as it is
     assert torchport.open(r["files"][0]).keys()
 
