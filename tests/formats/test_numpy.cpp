@@ -90,23 +90,11 @@ TEST_P(NumpyFixture, MatchesNumpy) {
 
 INSTANTIATE_TEST_SUITE_P(All, NumpyFixture, ::testing::ValuesIn(expectation_files()),
                          [](const auto& p) {
-                           std::string n = p.param.filename().string();
-                           n = n.substr(0, n.size() - 14);
-                           for (char& c : n)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
+                           const std::string n = p.param.filename().string();
+                           return test::param_name(n.substr(0, n.size() - 14));
                          });
 
-struct BadCase {
-  std::string file, code, message;
-};
-
-std::vector<BadCase> bad_cases() {
-  std::vector<BadCase> out;
-  for (const auto& c : test::read_json(fixture("numpy/bad/expected.json")))
-    out.push_back({c["file"], c["code"], c["message"]});
-  return out;
-}
+using test::BadCase;
 
 class NumpyBad : public ::testing::TestWithParam<BadCase> {};
 
@@ -123,12 +111,9 @@ TEST_P(NumpyBad, IsRefusedWithItsError) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, NumpyBad, ::testing::ValuesIn(bad_cases()), [](const auto& p) {
-  std::string n = p.param.file;
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n;
-});
+INSTANTIATE_TEST_SUITE_P(All, NumpyBad,
+                         ::testing::ValuesIn(test::bad_cases(fixture("numpy/bad/expected.json"))),
+                         [](const auto& p) { return test::param_name(p.param.file); });
 
 TEST(Numpy, LayoutIsKept) {
   const TensorCatalog cat = open(fixture("numpy/arrays_protocol2.pkl"));

@@ -99,23 +99,11 @@ TEST_P(Fixture, MatchesTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Fixture, ::testing::ValuesIn(expectation_files()), [](const auto& p) {
-  std::string n = p.param.filename().string();
-  n = n.substr(0, n.size() - 14);
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n;
+  const std::string n = p.param.filename().string();
+  return test::param_name(n.substr(0, n.size() - 14));
 });
 
-struct BadCase {
-  std::string file, code, message;
-};
-
-std::vector<BadCase> bad_cases() {
-  std::vector<BadCase> out;
-  for (const auto& c : test::read_json(fixture("bad/expected.json")))
-    out.push_back({c["file"], c["code"], c["message"]});
-  return out;
-}
+using test::BadCase;
 
 class Bad : public ::testing::TestWithParam<BadCase> {};
 
@@ -132,12 +120,9 @@ TEST_P(Bad, IsRefusedWithItsError) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, Bad, ::testing::ValuesIn(bad_cases()), [](const auto& p) {
-  std::string n = p.param.file;
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n;
-});
+INSTANTIATE_TEST_SUITE_P(All, Bad,
+                         ::testing::ValuesIn(test::bad_cases(fixture("bad/expected.json"))),
+                         [](const auto& p) { return test::param_name(p.param.file); });
 
 TEST(Open, TopLevelKeySelectsASubtree) {
   const TensorCatalog cat = open(fixture("checkpoint.pt"));

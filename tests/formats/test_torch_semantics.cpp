@@ -84,11 +84,8 @@ std::vector<nlohmann::json> bad_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Refused, ::testing::ValuesIn(bad_cases()), [](const auto& p) {
-  std::string n = p.param["file"].template get<std::string>();
-  n = n.substr(0, n.size() - 3);
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n;
+  const std::string n = p.param["file"].template get<std::string>();
+  return test::param_name(n.substr(0, n.size() - 3));
 });
 
 TEST(TorchSemantics, BareTensorIsNamedTensorAndIsTheRoot) {

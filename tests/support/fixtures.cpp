@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -106,6 +107,19 @@ void expect_tensors(const TensorCatalog& cat, const nlohmann::json& want) {
         EXPECT_EQ(t->storage().get(), first->storage().get()) << n << " should share storage";
       }
     }
+}
+
+std::vector<BadCase> bad_cases(const std::filesystem::path& expected_json) {
+  std::vector<BadCase> out;
+  for (const auto& c : read_json(expected_json))
+    out.push_back({c["file"], c["code"], c["message"]});
+  return out;
+}
+
+std::string param_name(std::string text) {
+  for (char& c : text)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return text;
 }
 
 }  // namespace torchport::test

@@ -35,6 +35,16 @@ std::string tensor_sha256(const Tensor& t);
 /// "shared", each listed group of names to share one storage (the form the
 /// fixture scripts write into their *.expected.json files).
 void expect_tensors(const TensorCatalog& cat, const nlohmann::json& want);
+/// A damaged fixture and the error it must give: an entry of a `bad/`
+/// folder's expected.json ({"file", "code", "message"}).
+struct BadCase {
+  std::string file, code, message;
+};
+/// The entries of an expected.json of damaged fixtures.
+std::vector<BadCase> bad_cases(const std::filesystem::path& expected_json);
+/// `text` as a parameterised test's name: every character that is not a
+/// letter or a digit becomes '_'.
+std::string param_name(std::string text);
 /// A fresh empty directory under the system temp dir, for one test.
 std::filesystem::path temp_dir(const std::string& name);
 /// The Python that runs torch for the interop tests: $TORCHPORT_PYTHON when
