@@ -463,6 +463,46 @@ TEST(Pt2ArchiveBuilt, PickledObjectsAreRefusedAndJudged) {
   std::filesystem::remove_all(dir2);
 }
 
+// What torch.load reads from memory (a use_pickle payload, the example
+// inputs) is judged as it reads it: a zip, else a pickle, whatever else the
+// bytes look like. Bytes that are neither torch.load fails on, so open()
+// refuses them, and the scan may not call them clean as "no model file".
+TEST(Pt2ArchiveBuilt, WhatTorchLoadReadsIsJudgedAsItReadsIt) {
+  const std::string pickled =
+      "{\"w\": {\"path_name\": \"weight_0\", \"is_param\": true, \"use_pickle\": true, "
+      "\"tensor_meta\": " +
+      Pt2Builder::meta(7, {4}, {1}, 0) + "}}";
+  // LONG_BINPUT on an empty stack: pickle's unpickler stops at byte 0.
+  const std::string broken = std::string("r.c\x04", 4) + std::string(28, '\0');
+  const auto b = Pt2Builder().set("data/weights/weight_0", broken).weights(pickled);
+  expect_refused(b, ErrorCode::corrupt, "m/data/weights/weight_0");
+  const auto dir = test::temp_dir("pt2_torch_load");
+  const ScanReport r = scan(b.write(dir));
+  EXPECT_EQ(r.verdict, ScanVerdict::malformed) << scan_verdict_name(r.verdict);
+  const auto member = [](const ScanReport& s, const std::string& rel) -> const ScanReport* {
+    for (const auto& m : s.members)
+      if (m.path.ends_with("!m/" + rel)) return &m;
+    ADD_FAILURE() << "no member " << rel;
+    return nullptr;
+  };
+  const ScanReport* w = member(r, "data/weights/weight_0");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->format, "pytorch-legacy");
+  EXPECT_EQ(w->verdict, ScanVerdict::malformed);
+  // The example inputs: a tar-format torch.save file is a pickle to
+  // torch.load from memory, which fails on it.
+  const std::string tar = [] {
+    std::ifstream in(test::fixture("tar.pt"), std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  const ScanReport t = scan(Pt2Builder().set("data/sample_inputs/m.pt", tar).write(dir));
+  EXPECT_NE(t.verdict, ScanVerdict::clean) << scan_verdict_name(t.verdict);
+  const ScanReport* in = member(t, "data/sample_inputs/m.pt");
+  ASSERT_NE(in, nullptr);
+  EXPECT_EQ(in->format, "pytorch-legacy");
+  std::filesystem::remove_all(dir);
+}
+
 // An AOTInductor package (the PT2 archive layout: archive_format and
 // compiled shared objects under data/aotinductor/): refused by name, and
 // its shared object is code to a scan.

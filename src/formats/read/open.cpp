@@ -170,10 +170,9 @@ TensorCatalog read_as_torch_load(const Source& source, const OpenOptions& option
   // hands it io.BytesIO) never tries tarfile (_should_read_directly): a zip
   // by its first four bytes, else the legacy pickle, whatever else the
   // bytes may be.
-  const Reader& zip = open_detail::reader(Format::pytorch_zip);
-  if (!zip.sniff(open_detail::sniff_head(source).bytes(), source.size()))
-    return open_detail::reader(Format::pytorch_legacy).read(source, options, walker);
-  TensorCatalog cat = zip.read(source, options, walker);
+  const Format format = torch_load_format(source);
+  TensorCatalog cat = open_detail::reader(format).read(source, options, walker);
+  if (format != Format::pytorch_zip) return cat;
   // A zip is torch.save's archive to torch.load: one the registry tells as
   // numpy's (every member an .npy) torch fails on, having no data.pkl.
   if (cat.format() == Format::numpy)
@@ -182,6 +181,12 @@ TensorCatalog read_as_torch_load(const Source& source, const OpenOptions& option
                 "no data.pkl in it)",
                 {}, std::nullopt, source.name());
   return cat;
+}
+
+Format torch_load_format(const Source& source) {
+  const Reader& zip = open_detail::reader(Format::pytorch_zip);
+  return zip.sniff(open_detail::sniff_head(source).bytes(), source.size()) ? Format::pytorch_zip
+                                                                           : Format::pytorch_legacy;
 }
 
 TensorCatalog walk(const Source& source, const OpenOptions& options, Walker& walker) {

@@ -88,5 +88,8 @@ namespace torchport::formats {
 /// file with a fileno()), and none of the formats torch.load does not read.
 /// \throws Error(corrupt) for a zip the registry tells as numpy's .npz.
 TensorCatalog read_as_torch_load(const Source& source, const OpenOptions& options, Walker& walker);
+/// The reader `read_as_torch_load` gives `source`: pytorch_zip or
+/// pytorch_legacy.
+Format torch_load_format(const Source& source);
 
 }  // namespace torchport::formats

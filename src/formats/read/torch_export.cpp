@@ -204,11 +204,13 @@ class Pt2Archive {
   std::shared_ptr<Storage> storage(const ZipEntry& blob, DType dtype) const;
   Value::Pairs payloads(const std::string& model, bool constants);
   // Tells the walker about a record, once.
-  void list(const ZipEntry& e, PartRole role) {
+  // (`torch_load`: torch.load reads it, from an io.BytesIO.)
+  void list(const ZipEntry& e, PartRole role, bool torch_load = false) {
     const auto i = static_cast<std::size_t>(&e - zip_.entries().data());
     if (!walker_.lists_parts() || listed_[i]) return;
     listed_[i] = true;
     Part p{role, e.name, e.data_offset, e.compressed_size, e.method, {}};
+    p.torch_load = torch_load;
     if (role == PartRole::member || role == PartRole::tensor_data)
       p.bytes = [archive = archive_, e] { return archive->read(e); };
     walker_.part(std::move(p));
@@ -434,7 +436,7 @@ Value::Pairs Pt2Archive::payloads(const std::string& model, bool constants) {
       // that torch.load reads it); open() reads it as torch.load does,
       // under the global policy (a subclass's class is refused by name).
       if (walker_.lists_parts()) {
-        list(*blob, PartRole::member);
+        list(*blob, PartRole::member, true);
         continue;
       }
       const TensorCatalog one = load(*blob);
@@ -586,7 +588,7 @@ TensorCatalog Pt2Archive::read() {
     // torch.load(weights_only=True), then weights_only=False if that fails
     // (serialize.py's deserialize_torch_artifact): judged as a file of its
     // own, against the allow-list.
-    if (walker_.lists_parts() && inputs->size > 0) list(*inputs, PartRole::member);
+    if (walker_.lists_parts() && inputs->size > 0) list(*inputs, PartRole::member, true);
     if (models.size() == 1)
       all = std::move(mine);
     else
@@ -656,6 +658,7 @@ TensorCatalog read_torch_export(const std::shared_ptr<const ZipArchive>& archive
         // does not read (extra_files/*, a .json spelling it passed over):
         // judged by their content.
         p.bytes = [archive, e] { return archive->read(e); };
+        p.torch_load = &e == inputs;
       }
       walker.part(std::move(p));
     }

@@ -73,6 +73,10 @@ struct Part {
   /// Stored encrypted (a zip entry's flag): what a loader with the key
   /// reads cannot be judged from these bytes.
   bool encrypted = false;
+  /// A member a loader hands to torch.load as a file object (torch.export
+  /// reads a .pt2's pickled payloads and example inputs from io.BytesIO):
+  /// judged as `read_as_torch_load` reads it, not by its content.
+  bool torch_load = false;
 };
 
 /// The consumer of a walk.

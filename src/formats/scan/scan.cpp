@@ -97,8 +97,8 @@ class FileScan final : public formats::Walker {
   FileScan(Scanner& s, ScanReport& r, const Source& src, int depth)
       : s_(s), r_(r), src_(src), depth_(depth) {}
 
-  void run(std::optional<Format> forced_format);
-  void walk_file(std::optional<Format> forced_format);
+  void run(std::optional<Format> forced_format, bool torch_load);
+  void walk_file(std::optional<Format> forced_format, bool torch_load);
   bool compressed(const open_detail::Wrapping& w);
   void run_sharded(const std::filesystem::path& path);
 
@@ -126,7 +126,7 @@ class FileScan final : public formats::Walker {
   bool in_file() const { return prefix_.empty(); }
 
   void reader_failed(const Error& e, std::optional<Format> format);
-  void member(const std::string& name, const Source& bytes);
+  void member(const std::string& name, const Source& bytes, bool torch_load = false);
   void stream(const Source& bytes, const std::string& name, std::uint64_t base,
               std::uint64_t block = 0, bool other_reading = false);
   void joblib_reading();
@@ -227,8 +227,10 @@ class Scanner {
            " bytes (Limits::max_scan_bytes) is spent";
   }
 
+  // `format`: read by that reader, not as the registry tells it;
+  // `torch_load`: read as torch.load reads bytes handed to it in memory.
   ScanReport file(const Source& src, std::string path, int depth,
-                  std::optional<Format> format = std::nullopt) {
+                  std::optional<Format> format = std::nullopt, bool torch_load = false) {
     ScanReport r;
     r.path = std::move(path);
     // A file read by ranges (a remote one) is scanned whole: the sweeps read
@@ -236,7 +238,7 @@ class Scanner {
     const Source whole =
         src.whole(o_.limits.max_whole_read_bytes, "Limits::max_whole_read_bytes", "a scan");
     FileScan f(*this, r, whole, depth);
-    f.run(format);
+    f.run(format, torch_load);
     finish(r);
     return r;
   }
@@ -473,11 +475,11 @@ void FileScan::part(Part p) {
                                                 : dumb_padding(got.bytes, p.offset);
     stream(got.bytes, name, p.offset, block);
   } else {
-    member(name, got.bytes);
+    member(name, got.bytes, p.torch_load);
   }
 }
 
-void FileScan::member(const std::string& name, const Source& bytes) {
+void FileScan::member(const std::string& name, const Source& bytes, bool torch_load) {
   if (depth_ + 1 > static_cast<int>(s_.options().limits.max_scan_depth)) {
     unscannable("nested " + std::to_string(depth_ + 1) +
                     " archives deep, deeper than Limits::max_scan_depth = " +
@@ -485,7 +487,7 @@ void FileScan::member(const std::string& name, const Source& bytes) {
                 name, std::nullopt);
     return;
   }
-  r_.members.push_back(s_.file(bytes, r_.path + "!" + name, depth_ + 1));
+  r_.members.push_back(s_.file(bytes, r_.path + "!" + name, depth_ + 1, std::nullopt, torch_load));
 }
 
 Value FileScan::pickle(std::string_view name_in, const ByteReader& start, pickle::Stats& stats,
@@ -1479,14 +1481,17 @@ bool FileScan::compressed(const open_detail::Wrapping& w) {
   return true;
 }
 
-void FileScan::run(std::optional<Format> forced_format) {
-  walk_file(forced_format);
+void FileScan::run(std::optional<Format> forced_format, bool torch_load) {
+  walk_file(forced_format, torch_load);
   joblib_reading();
   settle();
 }
 
-void FileScan::walk_file(std::optional<Format> forced_format) {
+void FileScan::walk_file(std::optional<Format> forced_format, bool torch_load) {
   const OpenOptions& o = s_.options();
+  // Bytes torch.load reads from memory are a zip or a pickle to it,
+  // whatever else they may look like: read so, and nothing else.
+  if (torch_load) forced_format = formats::torch_load_format(src_);
   const bool sniffed = !forced_format;
   const std::optional<Format> format = forced_format ? forced_format : sniff(src_);
   // Compressed: a file of its own inside. (gzip is also how our record
@@ -1527,8 +1532,9 @@ void FileScan::walk_file(std::optional<Format> forced_format) {
   r_.format = std::string(format_name(*format));
   try {
     OpenOptions ro = o;
-    ro.format = forced_format;
-    const TensorCatalog cat = formats::walk(src_, ro, *this);
+    ro.format = torch_load ? std::nullopt : forced_format;
+    const TensorCatalog cat =
+        torch_load ? formats::read_as_torch_load(src_, ro, *this) : formats::walk(src_, ro, *this);
     r_.reading = "ok";
     r_.format = cat.format_name();  // more precise than the sniff: "torchscript", "pickle", ...
     r_.tensors = cat.size();
