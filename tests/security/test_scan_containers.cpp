@@ -121,6 +121,25 @@ TEST(ScanContainers, AnLzmaStreamAskingTooMuchMemoryIsUnscannable) {
   EXPECT_NE(describe(r).find("512 MiB"), std::string::npos) << describe(r);
 }
 
+// Zero bytes are an .lzma header (no properties, an empty dictionary, no
+// bytes: liblzma decodes an empty stream) and a tar's end block alike. The
+// weak magic is a guess: the file is also read as the tar the registry
+// tells it as, which a reader skipping zero blocks would read on past:
+// refused by open() as ambiguous, unsafe to the scan, never "clean".
+TEST(ScanContainers, AWeakMagicIsAGuessTheFileIsAlsoReadAsWhatItLooksLike) {
+  const std::string bytes = std::string(1006, '\0') + kClean;
+  const Source src = borrow(bytes, "zeros.pt");
+  try {
+    (void)open(src);
+    ADD_FAILURE() << "open() read it";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::ambiguous) << e.what();
+  }
+  const ScanReport r = scan(src);
+  EXPECT_EQ(r.verdict, ScanVerdict::unsafe) << describe(r);
+  EXPECT_EQ(r.format, "pytorch-tar") << describe(r);
+}
+
 // shelve over dbm.dumb: a .dat met without its index is swept block by
 // block past the zero padding; an index that does not read (shelve.open
 // fails on it) is malformed, and the .dat is still swept.

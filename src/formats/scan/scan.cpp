@@ -1508,7 +1508,10 @@ void FileScan::walk_file(std::optional<Format> forced_format, bool torch_load) {
       !(wrap->compression == Compression::gzip && format == Format::torchport_record)) {
     // (joblib's "ZF" header is no weak guess: joblib runs what follows it,
     // so the bytes are judged as a pickle whether or not its zlib decodes.)
-    if (compressed(*wrap) || !wrap->label.empty()) {
+    // A weak magic is a guess: what the registry tells the bytes as (a
+    // tar of zero blocks is a valid .lzma header too) is read as well.
+    const bool decoded = compressed(*wrap);
+    if ((decoded || !wrap->label.empty()) && !(wrap->weak && format)) {
       stream(src_, "pickle", 0, 0, true);
       return;
     }
