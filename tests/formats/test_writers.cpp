@@ -65,6 +65,7 @@ TEST_F(Writers, EveryFormatIsOneSaveFormatThatSaveWritesAndTheReaderNames) {
     const std::string name(save_format_name(f));
     EXPECT_EQ(parse_save_format(name), f) << name;
     EXPECT_EQ(save_format_for_path(dir_ / file), f) << file;
+    EXPECT_EQ(save_format_for_path("m" + std::string(save_format_extension(f))), f) << name;
     EXPECT_EQ(is_record(f), name.starts_with("torchport-")) << name;
     const SaveResult r = save(catalog(want), dir_ / file, f);
     ASSERT_EQ(r.files.size(), 1u) << name;

@@ -55,27 +55,11 @@ struct ConvertArgs {
 };
 
 // The file a directory output gets: Hugging Face's names (as
-// save_pretrained), "model" and the extension for a record.
+// save_pretrained: "pytorch_model.bin", "model.safetensors"), and "model"
+// with the format's extension for a record.
 std::string default_file_name(SaveFormat f) {
-  switch (f) {
-    case SaveFormat::safetensors:
-      return "model.safetensors";
-    case SaveFormat::pytorch:
-      return "pytorch_model.bin";
-    case SaveFormat::torchport_mpk:
-      return "model.mpk";
-    case SaveFormat::torchport_mpk_gz:
-      return "model.mpk.gz";
-    case SaveFormat::torchport_json:
-      return "model.json";
-    case SaveFormat::torchport_json_gz:
-      return "model.json.gz";
-    case SaveFormat::torchport_bin:
-      return "model.tpb";
-    case SaveFormat::torchport_bin_gz:
-      return "model.tpb.gz";
-  }
-  return "model";
+  if (f == SaveFormat::pytorch) return "pytorch_model.bin";
+  return "model" + std::string(save_format_extension(f));
 }
 
 int run_convert(const ConvertArgs& a) {

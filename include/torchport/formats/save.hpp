@@ -50,6 +50,9 @@ std::optional<SaveFormat> parse_save_format(std::string_view name) noexcept;
 /// `.pth`, `.bin` -> pytorch; `.mpk`, `.json`, `.tpb` -> the record
 /// layouts, each maybe `.gz`; nullopt for anything else.
 std::optional<SaveFormat> save_format_for_path(const std::filesystem::path& path);
+/// The extension a file of `format` is given: the first of those that ask
+/// for it (".safetensors", ".pt", ".mpk", ".mpk.gz", ...).
+std::string_view save_format_extension(SaveFormat format) noexcept;
 
 /// Reports progress: bytes of tensor data written so far, of `total`.
 using SaveProgress = std::function<void(std::uint64_t done, std::uint64_t total)>;

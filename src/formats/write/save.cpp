@@ -145,6 +145,12 @@ std::string_view save_format_name(SaveFormat format) noexcept {
   return "?";
 }
 
+std::string_view save_format_extension(SaveFormat format) noexcept {
+  for (const SaveFormatRow& r : kSaveFormats)
+    if (r.format == format) return r.extensions[0];
+  return "";
+}
+
 std::optional<SaveFormat> parse_save_format(std::string_view name) noexcept {
   if (name == "pt" || name == "torch") return SaveFormat::pytorch;
   for (const SaveFormatRow& r : kSaveFormats)
