@@ -49,6 +49,20 @@ std::string file_text(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// A safetensors header is JSON: names with quotes, backslashes, control
+// characters and non-ASCII letters are escaped and read back as they were.
+TEST_F(Writers, SafetensorsNamesAreEscapedAndReadBack) {
+  const std::vector<std::string> names = {"plain.weight",      "a\"quote",
+                                          "back\\slash",       std::string("ctl\x01\x1f\n", 6),
+                                          "\xc3\xa9t\xc3\xa9", "\"\\"};
+  std::vector<NamedTensor> want;
+  for (const std::string& n : names) want.push_back({n, Tensor::zeros(DType::F32, {2})});
+  (void)save(catalog(want), dir_ / "names.safetensors", SaveFormat::safetensors);
+  const TensorCatalog got = open(dir_ / "names.safetensors");
+  ASSERT_EQ(got.size(), names.size());
+  for (const std::string& n : names) EXPECT_NE(got.find(n), nullptr) << n;
+}
+
 // --- one writer-side enum -------------------------------------------------
 
 // Every file layout torchport writes is one SaveFormat: save() writes each,

@@ -39,11 +39,17 @@ TensorCatalog transform(const TensorCatalog& catalog, const TransformOptions& op
       options.top_level_key.empty() ? catalog : catalog.select(options.top_level_key);
 
   std::vector<NamedTensor> out;
+  out.reserve(selected.size());
   std::unordered_map<std::string, std::string, detail::SeededHash, std::equal_to<>>
       origin;  // new name -> old name
   for (const auto& [name, t] : selected.tensors()) {
     if (options.keep && !options.keep(name)) continue;
-    std::string renamed = options.rename ? options.rename(name) : name;
+    // A catalogue's names are unique: only a rename can make two meet.
+    if (!options.rename) {
+      out.push_back({name, t});
+      continue;
+    }
+    std::string renamed = options.rename(name);
     if (renamed.empty())
       throw Error(ErrorCode::invalid_argument, "renaming gives this tensor an empty name", name);
     auto [it, fresh] = origin.emplace(renamed, name);

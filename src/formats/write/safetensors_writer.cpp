@@ -34,20 +34,23 @@ bool safetensors_has(DType d) {
 // `s` (valid UTF-8, checked before) as a JSON string.
 void json_string(std::string& out, std::string_view s) {
   out += '"';
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
+  std::size_t plain = 0;  // the start of the run of bytes kept as they are
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c != '"' && c != '\\' && c >= 0x20) continue;
+    out.append(s.substr(plain, i - plain));
+    plain = i + 1;
     if (c == '"' || c == '\\') {
       out += '\\';
-      out += ch;
-    } else if (c < 0x20) {
+      out += static_cast<char>(c);
+    } else {
       static constexpr char kHex[] = "0123456789abcdef";
       out += "\\u00";
       out += kHex[c >> 4];
       out += kHex[c & 15];
-    } else {
-      out += ch;
     }
   }
+  out.append(s.substr(plain));
   out += '"';
 }
 
