@@ -32,6 +32,7 @@
 /// Each module's `forward` runs on the CPU backend (contiguous F32; F16 and
 /// BF16 parameters are computed in F32).
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -337,6 +338,21 @@ struct GateController {
   GateController(std::int64_t input_size, std::int64_t hidden_size, bool with_bias, DType dtype);
 };
 
+/// PyTorch's layout of a stacked recurrent module whose layers hold one
+/// GateController a gate: each layer's gates (`gates`, in the order PyTorch
+/// stacks them) fused into weight_ih_l{k}, weight_hh_l{k}, bias_ih_l{k} and
+/// bias_hh_l{k}.
+constexpr std::array<LayoutRule, 4> recurrent_pytorch_layout(LayoutNames gates) {
+  return {
+      LayoutRule::fused("weight_ih_l{index}", "layers.{index}.{part}.input_transform.weight",
+                        gates),
+      LayoutRule::fused("bias_ih_l{index}", "layers.{index}.{part}.input_transform.bias", gates),
+      LayoutRule::fused("weight_hh_l{index}", "layers.{index}.{part}.hidden_transform.weight",
+                        gates),
+      LayoutRule::fused("bias_hh_l{index}", "layers.{index}.{part}.hidden_transform.bias", gates),
+  };
+}
+
 /// One LSTM layer: gates i, f, g, o.
 struct LstmLayer {
   /// The gates' fields in PyTorch's order of the fused gate blocks.
@@ -363,14 +379,7 @@ struct LSTM {
   TORCHPORT_FIELDS(layers)
   /// PyTorch fuses each layer's gates (i, f, g, o) into weight_ih_l{k}
   /// [4 * hidden, input], weight_hh_l{k}, bias_ih_l{k} and bias_hh_l{k}.
-  static constexpr LayoutRule kPyTorchLayout[] = {
-      LayoutRule::fused("weight_ih_l{index}", "layers.{index}.{part}.input_transform.weight",
-                        kGates),
-      LayoutRule::fused("bias_ih_l{index}", "layers.{index}.{part}.input_transform.bias", kGates),
-      LayoutRule::fused("weight_hh_l{index}", "layers.{index}.{part}.hidden_transform.weight",
-                        kGates),
-      LayoutRule::fused("bias_hh_l{index}", "layers.{index}.{part}.hidden_transform.bias", kGates),
-  };
+  static constexpr auto kPyTorchLayout = recurrent_pytorch_layout(kGates);
 
   LSTM() = default;
   /// `num_layers` layers of zero-filled gates of `dtype`, with biases when
@@ -418,14 +427,7 @@ struct GRU {
   TORCHPORT_FIELDS(layers)
   /// PyTorch fuses each layer's gates (r, z, n) into weight_ih_l{k}
   /// [3 * hidden, input], weight_hh_l{k}, bias_ih_l{k} and bias_hh_l{k}.
-  static constexpr LayoutRule kPyTorchLayout[] = {
-      LayoutRule::fused("weight_ih_l{index}", "layers.{index}.{part}.input_transform.weight",
-                        kGates),
-      LayoutRule::fused("bias_ih_l{index}", "layers.{index}.{part}.input_transform.bias", kGates),
-      LayoutRule::fused("weight_hh_l{index}", "layers.{index}.{part}.hidden_transform.weight",
-                        kGates),
-      LayoutRule::fused("bias_hh_l{index}", "layers.{index}.{part}.hidden_transform.bias", kGates),
-  };
+  static constexpr auto kPyTorchLayout = recurrent_pytorch_layout(kGates);
 
   GRU() = default;
   /// `num_layers` layers of zero-filled gates of `dtype`, with biases when

@@ -211,7 +211,8 @@ struct LayoutRule {
 };
 
 /// A module's PyTorch layout: its rules, in order. A module declares it as
-/// `static constexpr torchport::LayoutRule kPyTorchLayout[] = {...};`.
+/// `static constexpr torchport::LayoutRule kPyTorchLayout[] = {...};` (or
+/// a constexpr std::array of them).
 using PyTorchLayout = std::span<const LayoutRule>;
 
 /// True for modules that declare a PyTorch layout (`kPyTorchLayout`).
