@@ -70,7 +70,7 @@ struct Part {
   /// Met by a sweep (`sweep`), after the reading stopped: a part the
   /// reading already met at the same offset is not met again.
   bool swept = false;
-  /// Stored encrypted (a zip entry's flag): what a loader with the key
+  /// Stored encrypted (a zip entry's flag): what a loader with the password
   /// reads cannot be judged from these bytes.
   bool encrypted = false;
   /// A member a loader hands to torch.load as a file object (torch.export

@@ -431,11 +431,12 @@ void FileScan::part(Part p) {
       break;
   }
   const std::string name = named(p.name);
-  // Encrypted: a loader with the key reads what the scan cannot. (Its bytes
-  // are still judged as they are: a flag alone hides nothing.)
+  // Encrypted: a loader with the password reads what the scan cannot.
+  // (Its bytes are still judged as they are: a flag alone hides nothing.)
   if (p.encrypted)
-    unscannable("the entry is encrypted: what a reader with the key unpickles cannot be judged",
-                name, p.offset);
+    unscannable(
+        "the entry is encrypted: what a reader with the password unpickles cannot be judged", name,
+        p.offset);
   // A stream's bytes are charged as its pickles are walked (stream()).
   if (p.role != PartRole::stream && !s_.take(p.size)) {
     unscannable(s_.budget_text(), name, p.offset);
