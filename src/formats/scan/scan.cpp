@@ -1505,16 +1505,20 @@ void FileScan::walk_file(std::optional<Format> forced_format, bool torch_load) {
   // is a pickle's string) is judged both ways.
   // (What wraps a file is the registry's to say, as what the file is.)
   const auto wrap = open_detail::wrapping(src_.bytes());
+  bool guessed = false;
   if (sniffed && wrap &&
       !(wrap->compression == Compression::gzip && format == Format::torchport_record)) {
     // (joblib's "ZF" header is no weak guess: joblib runs what follows it,
     // so the bytes are judged as a pickle whether or not its zlib decodes.)
-    // A weak magic is a guess: what the registry tells the bytes as (a
-    // tar of zero blocks is a valid .lzma header too) is read as well.
-    const bool decoded = compressed(*wrap);
-    if ((decoded || !wrap->label.empty()) && !(wrap->weak && format)) {
-      stream(src_, "pickle", 0, 0, true);
-      return;
+    if (compressed(*wrap) || !wrap->label.empty()) {
+      // A weak magic is a guess: what the registry tells the bytes as (a
+      // tar of zero blocks is a valid .lzma header too) is read as well,
+      // and the bytes as pickle.load reads them after that reading.
+      guessed = wrap->weak && format;
+      if (!guessed) {
+        stream(src_, "pickle", 0, 0, true);
+        return;
+      }
     }
   }
   // A legacy pickle is sniffed by its first byte alone, which text shares
@@ -1558,10 +1562,11 @@ void FileScan::walk_file(std::optional<Format> forced_format, bool torch_load) {
   // opcodes, and so does torch.load's legacy path for what is neither zip
   // nor a tar it can read. A MessagePack record whose first byte is a
   // pickle opcode (0x8a, fixmap of 10: LONG1, whose length skips into a
-  // string of the record) or a tar whose first member's name is a pickle
-  // is judged both ways. (A zip starts with PERSID, which pickle.load
-  // refuses; safetensors, .npy and JSON records start no pickle.)
-  if (format == Format::torchport_record || format == Format::pytorch_tar)
+  // string of the record), a tar whose first member's name is a pickle,
+  // or a file a weak magic only guessed compressed is judged both ways.
+  // (A zip starts with PERSID, which pickle.load refuses; safetensors,
+  // .npy and JSON records start no pickle.)
+  if (guessed || format == Format::torchport_record || format == Format::pytorch_tar)
     stream(src_, "pickle", 0, 0, true);
   if (!r_.code_records.empty()) {
     std::string list;
