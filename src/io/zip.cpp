@@ -624,9 +624,12 @@ ZipArchive ZipArchive::open(const Source& source, const Limits& limits, ZipMetho
   // into the central directory.
   std::vector<std::size_t> order(z.entries_.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+  const auto by_offset = [&](std::size_t a, std::size_t b) {
     return z.entries_[a].header_offset < z.entries_[b].header_offset;
-  });
+  };
+  // Writers list entries in file order: then there is nothing to sort.
+  if (!std::is_sorted(order.begin(), order.end(), by_offset))
+    std::sort(order.begin(), order.end(), by_offset);
   std::vector<std::uint64_t> headers(order.size());
   for (std::size_t k = 0; k < order.size(); ++k) headers[k] = z.entries_[order[k]].header_offset;
   LocalReader reader(source, std::move(headers));

@@ -659,12 +659,71 @@ bool Machine::scan_reads() {
     if (i / 64 >= bits.size()) bits.resize(static_cast<std::size_t>(i / 64) + 1, 0);
     bits[i / 64] |= std::uint64_t{1} << (i % 64);
   };
+  // Fixed-width and length-prefixed arguments are stepped over here, in
+  // place; only the text lines (GET's among them) take read_operand's
+  // reading. Every check read_operand makes without a run limit is made:
+  // the walk fails exactly where it would.
+  const std::span<const std::byte> all = r.all();
+  const auto* data = reinterpret_cast<const unsigned char*>(all.data());
+  const std::uint64_t size = all.size();
+  const auto le = [&](std::uint64_t at, std::uint64_t width) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, data + at, static_cast<std::size_t>(width));
+    return v;
+  };
+  std::uint64_t pos = r.pos();
   try {
     for (;;) {
-      const OpInfo* info = opcode_info(r.u8("opcode"));
+      if (pos >= size) return false;
+      const std::uint8_t op = data[pos];
+      const OpInfo* info = opcode_info(op);
       if (info == nullptr) return false;
-      const Operand a = read_operand(r, *info);
-      switch (info->code) {
+      const std::uint64_t left = size - pos - 1;  // bytes after the opcode
+      std::uint64_t width = 0;                    // of its argument
+      switch (info->arg) {
+        case Arg::none:
+          break;
+        case Arg::u8:
+          width = 1;
+          break;
+        case Arg::u16:
+          width = 2;
+          break;
+        case Arg::i32:
+        case Arg::u32:
+          width = 4;
+          break;
+        case Arg::u64:
+        case Arg::f64_be:
+          width = 8;
+          break;
+        case Arg::run_u8:
+        case Arg::run_i32:
+        case Arg::run_u32:
+        case Arg::run_u64: {
+          const std::uint64_t lw = info->arg == Arg::run_u8 ? 1 : info->arg == Arg::run_u64 ? 8 : 4;
+          if (left < lw) return false;
+          const std::uint64_t n = le(pos + 1, lw);
+          if (info->arg == Arg::run_i32 && (n & 0x80000000u) != 0) return false;  // negative
+          if (n > left - lw) return false;
+          width = lw + n;
+          break;
+        }
+        case Arg::line:
+        case Arg::lines2: {
+          r.seek(pos + 1);
+          const Operand a = read_operand(r, *info);
+          if (op == GET) {
+            const std::int64_t i = parse_decimal(a.text, "GET index");
+            if (i < 0) return false;
+            read(static_cast<std::uint64_t>(i));
+          }
+          pos = r.pos();
+          continue;
+        }
+      }
+      if (width > left) return false;
+      switch (op) {
         case STOP:
           for (std::size_t w = 0; w < bits.size(); ++w)
             for (std::uint64_t b = bits[w]; b != 0; b &= b - 1)
@@ -673,19 +732,14 @@ bool Machine::scan_reads() {
           reads_.erase(std::unique(reads_.begin(), reads_.end()), reads_.end());
           read_values_.resize(reads_.size());
           return true;
-        case GET: {
-          const std::int64_t i = parse_decimal(a.text, "GET index");
-          if (i < 0) return false;
-          read(static_cast<std::uint64_t>(i));
-          break;
-        }
         case BINGET:
         case LONG_BINGET:
-          read(a.number);
+          read(le(pos + 1, width));
           break;
         default:
           break;
       }
+      pos += 1 + width;
     }
   } catch (const Error&) {
     return false;

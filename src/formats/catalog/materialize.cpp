@@ -46,7 +46,16 @@ void materialize_tensors(std::vector<NamedTensor>& tensors, Residence residence,
       }
     }
   }
-  std::vector<std::shared_ptr<Storage>> replaced(order.size());
+  // What each storage becomes: a view of the arena (`slice` of `arena`),
+  // made only as its first tensor moves onto it, so that the storage it
+  // leaves is freed first (one of the two lives at a time, not both); or,
+  // for a mapped load, the storage as it is (`storage`, set at once).
+  struct Replacement {
+    std::span<std::byte> slice;
+    std::shared_ptr<Storage> storage;
+  };
+  std::vector<Replacement> replaced(order.size());
+  std::shared_ptr<Storage> arena;
 
   // One arena for the given storages (huge pages when the kernel has them),
   // filled by reading the file straight into it, in pieces spread over the
@@ -61,31 +70,51 @@ void materialize_tensors(std::vector<NamedTensor>& tensors, Residence residence,
     // before "data/2", not in the order the tensors are listed).
     // (A mapped file by address, a file read by ranges by offset; the
     // rest after them, in their order.)
-    struct Key {
+    // Sorted as one 128-bit number each: the rank of its (kind, source),
+    // its address or offset, its place (a comparison of three fields cost
+    // more than the rest of the load of a small tensor).
+    struct Group {
       int kind;
       const void* source;
-      std::uint64_t at;
-      std::size_t index;
-      bool operator<(const Key& o) const noexcept {
-        if (kind != o.kind) return kind < o.kind;
-        if (source != o.source) return std::less<>()(source, o.source);
-        return at != o.at ? at < o.at : index < o.index;
+      bool operator<(const Group& o) const noexcept {
+        return kind != o.kind ? kind < o.kind : std::less<>()(source, o.source);
       }
+      bool operator==(const Group& o) const noexcept = default;
     };
-    std::vector<Key> keys(storages.size());
+    std::vector<Group> groups;  // few: one a file or remote source, and the rest
+    std::vector<std::uint32_t> group_of(storages.size());
+    std::vector<std::uint64_t> where(storages.size());
     for (std::size_t i = 0; i < storages.size(); ++i) {
       const Storage& x = **order[storages[i]];
-      if (x.reads_file())
-        keys[i] = {0, x.file().get(), reinterpret_cast<std::uintptr_t>(x.file_data()), i};
-      else if (const RangeReader* r = x.range_reader())
-        keys[i] = {1, r, x.range_offset(), i};
-      else
-        keys[i] = {2, nullptr, 0, i};
+      Group g{2, nullptr};
+      if (x.reads_file()) {
+        g = {0, x.file().get()};
+        where[i] = reinterpret_cast<std::uintptr_t>(x.file_data());
+      } else if (const RangeReader* r = x.range_reader()) {
+        g = {1, r};
+        where[i] = x.range_offset();
+      }
+      auto it = std::find(groups.begin(), groups.end(), g);
+      if (it == groups.end()) it = groups.insert(groups.end(), g);
+      group_of[i] = static_cast<std::uint32_t>(it - groups.begin());
     }
-    std::sort(keys.begin(), keys.end());
+    std::vector<std::uint32_t> rank(groups.size());
+    {
+      std::vector<std::uint32_t> by(groups.size());
+      for (std::uint32_t g = 0; g < by.size(); ++g) by[g] = g;
+      std::sort(by.begin(), by.end(),
+                [&](std::uint32_t a, std::uint32_t b) { return groups[a] < groups[b]; });
+      for (std::uint32_t r = 0; r < by.size(); ++r) rank[by[r]] = r;
+    }
+    __extension__ typedef unsigned __int128 Key;
+    std::vector<Key> keys(storages.size());
+    for (std::size_t i = 0; i < storages.size(); ++i)
+      keys[i] = (Key{rank[group_of[i]]} << 96) | (Key{where[i]} << 32) | Key{i};
+    if (!std::is_sorted(keys.begin(), keys.end())) std::sort(keys.begin(), keys.end());
     {
       std::vector<std::uint32_t> sorted(storages.size());
-      for (std::size_t i = 0; i < keys.size(); ++i) sorted[i] = storages[keys[i].index];
+      for (std::size_t i = 0; i < keys.size(); ++i)
+        sorted[i] = storages[static_cast<std::size_t>(keys[i] & 0xFFFFFFFFu)];
       storages = std::move(sorted);
     }
     constexpr std::uint64_t kAlign = 64;
@@ -93,9 +122,10 @@ void materialize_tensors(std::vector<NamedTensor>& tensors, Residence residence,
     for (const std::uint32_t k : storages)
       total += ((*order[k])->nbytes() + kAlign - 1) / kAlign * kAlign;
     if (storages.empty()) return;
-    auto arena = Storage::allocate(total);
+    arena = Storage::allocate(total);
     auto dst = arena->mutable_bytes();
     std::vector<detail::CopyJob> jobs;
+    jobs.reserve(storages.size());  // one a storage under 2 MiB
     // Storages read from a remote source: handed to it in one batch per
     // source (it coalesces neighbours and fetches them in parallel,
     // straight into the arena).
@@ -109,7 +139,7 @@ void materialize_tensors(std::vector<NamedTensor>& tensors, Residence residence,
         batches[r].push_back({(*s)->range_offset(), slice});
       else
         detail::split_copy(**s, slice, jobs);
-      replaced[k] = Storage::borrow_mutable(slice, arena);
+      replaced[k].slice = slice;
       at += (n + kAlign - 1) / kAlign * kAlign;
     }
     detail::run_copies(jobs, progress);
@@ -135,7 +165,7 @@ void materialize_tensors(std::vector<NamedTensor>& tensors, Residence residence,
         continue;
       }
       (*s)->bytes();
-      replaced[k] = *s;
+      replaced[k].storage = *s;
       if ((*s)->borrowed()) st.mapped_bytes += (*s)->nbytes();
     }
     fill_arena(copies);
@@ -148,7 +178,9 @@ void materialize_tensors(std::vector<NamedTensor>& tensors, Residence residence,
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     Tensor& x = tensors[i].tensor;
     if (number[i] == kNone) continue;  // no dense storage (sparse: its parts stay)
-    x = std::move(x).with_storage(replaced[number[i]]);
+    Replacement& r = replaced[number[i]];
+    if (!r.storage) r.storage = Storage::borrow_mutable(r.slice, arena);
+    x = std::move(x).with_storage(r.storage);
   }
 }
 

@@ -76,12 +76,15 @@ StorageRef parse_storage_ref(const Value& pid) {
                     " is not a ('storage', type, key, location, numel) tuple; torch.load "
                     "refuses it too");
   const auto& a = pid.items();
-  const std::string tag = text_of(a[0], "persistent id tag");
-  if (tag != "storage")
+  const bool storage_tag = (a[0].is(Value::Kind::Str) && a[0].as_str() == "storage") ||
+                           (a[0].is(Value::Kind::Bytes) && a[0].as_bytes() == "storage");
+  if (!storage_tag) {
+    const std::string tag = text_of(a[0], "persistent id tag");
     throw Error(ErrorCode::unsupported,
                 "persistent id of kind '" + tag +
                     "' (only storages are read; torch's default torch.load refuses it too: "
                     "\"Only persistent_load of storage is allowed\")");
+  }
   StorageRef r;
   r.dtype = storage_class_dtype(a[1], &r.packed_bits);
   r.key = text_of(a[2], "storage key");
