@@ -51,14 +51,16 @@ def status(field):
         if line.startswith(field):
             return int(line.split()[1]) * 1024
 what, path = sys.argv[1], sys.argv[2]
-if what == "save_file":
+d = {}
+if what == "save_file":  # the tensors to save, loaded before the clock starts
     from safetensors.torch import load_file, save_file
     d = load_file(path)
+    if not d:
+        raise SystemExit(f"{path} holds no tensors to save")
 open("/proc/self/clear_refs", "w").write("5")
 base = status("VmRSS:")
 r0 = resource.getrusage(resource.RUSAGE_SELF)
 t0 = time.perf_counter()
-d = {}
 if what == "none":
     pass
 elif what == "torch.load":
