@@ -116,6 +116,37 @@ enum class Arg : std::uint8_t {
   run_u64,  // an 8-byte length, then the bytes (bytes8, unicodestring8, bytearray8)
 };
 
+// The bytes a fixed-width argument takes, or a run's length prefix; 0 for
+// none and for the text lines, whose width only their '\n' tells.
+constexpr unsigned fixed_width(Arg a) {
+  switch (a) {
+    case Arg::u8:
+    case Arg::run_u8:
+      return 1;
+    case Arg::u16:
+      return 2;
+    case Arg::i32:
+    case Arg::u32:
+    case Arg::run_i32:
+    case Arg::run_u32:
+      return 4;
+    case Arg::u64:
+    case Arg::f64_be:
+    case Arg::run_u64:
+      return 8;
+    case Arg::none:
+    case Arg::line:
+    case Arg::lines2:
+      return 0;
+  }
+  return 0;
+}
+
+// A length prefix followed by that many bytes.
+constexpr bool is_run(Arg a) {
+  return a == Arg::run_u8 || a == Arg::run_i32 || a == Arg::run_u32 || a == Arg::run_u64;
+}
+
 // One opcode.
 struct OpInfo {
   std::uint8_t code;      // the opcode byte
@@ -282,27 +313,28 @@ inline Operand read_operand(ByteReader& r, const OpInfo& op,
                             std::uint64_t max_run = std::numeric_limits<std::uint64_t>::max()) {
   using namespace detail_ops;
   const std::uint64_t at = r.file_offset() - 1;  // the opcode byte's
+  const unsigned w = fixed_width(op.arg);
   Operand a;
   switch (op.arg) {
     case Arg::none:
       break;
     case Arg::u8:
-      a.number = fixed(r, op, {}, 1);
+      a.number = fixed(r, op, {}, w);
       break;
     case Arg::u16:
-      a.number = fixed(r, op, {}, 2);
+      a.number = fixed(r, op, {}, w);
       break;
     case Arg::i32:
-      a.signed_number = static_cast<std::int32_t>(static_cast<std::uint32_t>(fixed(r, op, {}, 4)));
+      a.signed_number = static_cast<std::int32_t>(static_cast<std::uint32_t>(fixed(r, op, {}, w)));
       break;
     case Arg::u32:
-      a.number = fixed(r, op, {}, 4);
+      a.number = fixed(r, op, {}, w);
       break;
     case Arg::u64:
-      a.number = fixed(r, op, {}, 8);
+      a.number = fixed(r, op, {}, w);
       break;
     case Arg::f64_be: {
-      const std::uint64_t bits = __builtin_bswap64(fixed(r, op, {}, 8));
+      const std::uint64_t bits = __builtin_bswap64(fixed(r, op, {}, w));
       std::memcpy(&a.real, &bits, sizeof bits);
       break;
     }
@@ -314,23 +346,23 @@ inline Operand read_operand(ByteReader& r, const OpInfo& op,
       a.second = line(r, op, "name");
       break;
     case Arg::run_u8:
-      a.number = fixed(r, op, "length", 1);
+      a.number = fixed(r, op, "length", w);
       a.text = run(r, op, at, a.number, max_run);
       break;
     case Arg::run_i32: {
       const auto n =
-          static_cast<std::int32_t>(static_cast<std::uint32_t>(fixed(r, op, "length", 4)));
+          static_cast<std::int32_t>(static_cast<std::uint32_t>(fixed(r, op, "length", w)));
       if (n < 0) negative_length(r, op, at, n);
       a.number = static_cast<std::uint64_t>(n);
       a.text = run(r, op, at, a.number, max_run);
       break;
     }
     case Arg::run_u32:
-      a.number = fixed(r, op, "length", 4);
+      a.number = fixed(r, op, "length", w);
       a.text = run(r, op, at, a.number, max_run);
       break;
     case Arg::run_u64:
-      a.number = fixed(r, op, "length", 8);
+      a.number = fixed(r, op, "length", w);
       a.text = run(r, op, at, a.number, max_run);
       break;
   }

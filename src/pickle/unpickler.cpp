@@ -679,48 +679,24 @@ bool Machine::scan_reads() {
       const OpInfo* info = opcode_info(op);
       if (info == nullptr) return false;
       const std::uint64_t left = size - pos - 1;  // bytes after the opcode
-      std::uint64_t width = 0;                    // of its argument
-      switch (info->arg) {
-        case Arg::none:
-          break;
-        case Arg::u8:
-          width = 1;
-          break;
-        case Arg::u16:
-          width = 2;
-          break;
-        case Arg::i32:
-        case Arg::u32:
-          width = 4;
-          break;
-        case Arg::u64:
-        case Arg::f64_be:
-          width = 8;
-          break;
-        case Arg::run_u8:
-        case Arg::run_i32:
-        case Arg::run_u32:
-        case Arg::run_u64: {
-          const std::uint64_t lw = info->arg == Arg::run_u8 ? 1 : info->arg == Arg::run_u64 ? 8 : 4;
-          if (left < lw) return false;
-          const std::uint64_t n = le(pos + 1, lw);
-          if (info->arg == Arg::run_i32 && (n & 0x80000000u) != 0) return false;  // negative
-          if (n > left - lw) return false;
-          width = lw + n;
-          break;
+      std::uint64_t width = fixed_width(info->arg);  // of its argument
+      if (is_run(info->arg)) {
+        const std::uint64_t lw = width;
+        if (left < lw) return false;
+        const std::uint64_t n = le(pos + 1, lw);
+        if (info->arg == Arg::run_i32 && (n & 0x80000000u) != 0) return false;  // negative
+        if (n > left - lw) return false;
+        width = lw + n;
+      } else if (info->arg == Arg::line || info->arg == Arg::lines2) {
+        r.seek(pos + 1);
+        const Operand a = read_operand(r, *info);
+        if (op == GET) {
+          const std::int64_t i = parse_decimal(a.text, "GET index");
+          if (i < 0) return false;
+          read(static_cast<std::uint64_t>(i));
         }
-        case Arg::line:
-        case Arg::lines2: {
-          r.seek(pos + 1);
-          const Operand a = read_operand(r, *info);
-          if (op == GET) {
-            const std::int64_t i = parse_decimal(a.text, "GET index");
-            if (i < 0) return false;
-            read(static_cast<std::uint64_t>(i));
-          }
-          pos = r.pos();
-          continue;
-        }
+        pos = r.pos();
+        continue;
       }
       if (width > left) return false;
       switch (op) {
