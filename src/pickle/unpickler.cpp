@@ -678,7 +678,7 @@ bool Machine::scan_reads() {
       const std::uint8_t op = data[pos];
       const OpInfo* info = opcode_info(op);
       if (info == nullptr) return false;
-      const std::uint64_t left = size - pos - 1;  // bytes after the opcode
+      const std::uint64_t left = size - pos - 1;     // bytes after the opcode
       std::uint64_t width = fixed_width(info->arg);  // of its argument
       if (is_run(info->arg)) {
         const std::uint64_t lw = width;

@@ -7,6 +7,7 @@
 #include "torchport/io/remote.hpp"
 
 #include <curl/curl.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
@@ -27,6 +28,85 @@ namespace torchport::remote {
 namespace {
 
 std::atomic<std::uint64_t> g_requests{0}, g_bytes{0}, g_retries{0};
+
+// libcurl, loaded when the first remote object is opened, not linked: a
+// program that reads local files never loads it and the 26 libraries it
+// brings (TLS, HTTP/2, Kerberos, LDAP, SSH): 3 ms and 440 page faults at
+// every start of the tool, and code a local read has no use for. The
+// headers still declare every type and signature (each pointer has the
+// type of the function it stands for); the library is found as a linked
+// one would be (by its soname, in the system's directories), loaded once
+// and never unloaded. Refused, with the reason, when it is missing or
+// older than the 7.85 the build asks for (CURLOPT_PROTOCOLS_STR).
+struct Curl {
+  decltype(&::curl_global_init) global_init;
+  decltype(&::curl_version_info) version_info;
+  decltype(&::curl_easy_init) easy_init;
+  decltype(&::curl_easy_cleanup) easy_cleanup;
+  decltype(&::curl_easy_reset) easy_reset;
+  decltype(&::curl_easy_setopt) easy_setopt;
+  decltype(&::curl_easy_perform) easy_perform;
+  decltype(&::curl_easy_strerror) easy_strerror;
+  decltype(&::curl_slist_append) slist_append;
+  decltype(&::curl_slist_free_all) slist_free_all;
+  decltype(&::curl_url) url;
+  decltype(&::curl_url_cleanup) url_cleanup;
+  decltype(&::curl_url_set) url_set;
+  decltype(&::curl_url_get) url_get;
+  decltype(&::curl_free) free;
+};
+
+constexpr const char* kLibcurl = "libcurl.so.4";
+constexpr unsigned kMinCurl = 0x075500;  // 7.85.0
+
+Curl load_curl() {
+  void* lib = ::dlopen(kLibcurl, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* why = ::dlerror();
+    throw Error(ErrorCode::unsupported,
+                std::string("remote sources need libcurl (") + kLibcurl +
+                    "), which cannot be loaded: " + (why != nullptr ? why : "no reason given"));
+  }
+  Curl c{};
+  const auto bind = [&](auto& fn, const char* name) {
+    void* p = ::dlsym(lib, name);
+    if (p == nullptr)
+      throw Error(ErrorCode::unsupported, std::string("remote sources need libcurl's ") + name +
+                                              ", which " + kLibcurl + " does not have");
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
+  };
+  bind(c.global_init, "curl_global_init");
+  bind(c.version_info, "curl_version_info");
+  bind(c.easy_init, "curl_easy_init");
+  bind(c.easy_cleanup, "curl_easy_cleanup");
+  bind(c.easy_reset, "curl_easy_reset");
+  bind(c.easy_setopt, "curl_easy_setopt");
+  bind(c.easy_perform, "curl_easy_perform");
+  bind(c.easy_strerror, "curl_easy_strerror");
+  bind(c.slist_append, "curl_slist_append");
+  bind(c.slist_free_all, "curl_slist_free_all");
+  bind(c.url, "curl_url");
+  bind(c.url_cleanup, "curl_url_cleanup");
+  bind(c.url_set, "curl_url_set");
+  bind(c.url_get, "curl_url_get");
+  bind(c.free, "curl_free");
+  const curl_version_info_data* v = c.version_info(CURLVERSION_NOW);
+  if (v == nullptr || v->version_num < kMinCurl)
+    throw Error(ErrorCode::unsupported,
+                std::string("remote sources need libcurl 7.85 or later; ") + kLibcurl + " is " +
+                    (v != nullptr && v->version != nullptr ? v->version : "of no known version"));
+  if (const CURLcode code = c.global_init(CURL_GLOBAL_DEFAULT); code != CURLE_OK)
+    throw Error(ErrorCode::io,
+                std::string("libcurl cannot start (curl_global_init): ") + c.easy_strerror(code));
+  return c;
+}
+
+// The library, loaded on the first call (a failed load is retried by the
+// next one, and throws again).
+const Curl& curl() {
+  static const Curl c = load_curl();
+  return c;
+}
 
 constexpr std::uint64_t kHead = 64u << 10;  // read by the first request (the dispatch sniffs it)
 constexpr std::uint64_t kPiece = 8u << 20;  // a large read is cut into pieces fetched in parallel
@@ -222,11 +302,10 @@ std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
 class HttpObject final : public ByteSource {
  public:
   HttpObject(Target t, const Limits& limits) : t_(std::move(t)), limits_(limits) {
-    static std::once_flag once;
-    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+    curl();  // throws when libcurl cannot be had
   }
   ~HttpObject() override {
-    for (CURL* h : pool_) curl_easy_cleanup(h);
+    for (CURL* h : pool_) curl().easy_cleanup(h);
   }
 
   std::uint64_t size() const noexcept override { return size_; }
@@ -397,7 +476,7 @@ class HttpObject final : public ByteSource {
     std::string what = why;
     if (what.empty()) {
       if (a.code != CURLE_OK) {
-        what = std::string(curl_easy_strerror(a.code));
+        what = std::string(curl().easy_strerror(a.code));
         if (!a.curl_error.empty()) what += ": " + a.curl_error;
         if (a.code == CURLE_OPERATION_TIMEDOUT)
           what += " (Limits::remote_connect_timeout_ms = " +
@@ -430,7 +509,7 @@ class HttpObject final : public ByteSource {
       pool_.pop_back();
       return h;
     }
-    return curl_easy_init();
+    return curl().easy_init();
   }
   void release(CURL* h) const {
     std::lock_guard lock(pool_m_);
@@ -452,49 +531,49 @@ class HttpObject final : public ByteSource {
     const std::string first_origin = origin(t_.url);
     Answer a;
     for (int hop = 0;; ++hop) {
-      curl_easy_reset(h);  // keeps the connection
+      curl().easy_reset(h);  // keeps the connection
       char errbuf[CURL_ERROR_SIZE] = {};
       Exchange x{&a, &body};
-      curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-      curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-      curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-      curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-      curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-      curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-                       static_cast<long>(limits_.remote_connect_timeout_ms));
-      curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-      curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
-                       static_cast<long>(std::max<std::uint32_t>(
-                           1, (limits_.remote_stall_timeout_ms + 999) / 1000)));
-      curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-      curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
-      curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-      curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
-      curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, nullptr);  // bytes as stored
+      curl().easy_setopt(h, CURLOPT_URL, url.c_str());
+      curl().easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+      curl().easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+      curl().easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+      curl().easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+      curl().easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                         static_cast<long>(limits_.remote_connect_timeout_ms));
+      curl().easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+      curl().easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
+                         static_cast<long>(std::max<std::uint32_t>(
+                             1, (limits_.remote_stall_timeout_ms + 999) / 1000)));
+      curl().easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+      curl().easy_setopt(h, CURLOPT_HEADERDATA, &x);
+      curl().easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+      curl().easy_setopt(h, CURLOPT_WRITEDATA, &x);
+      curl().easy_setopt(h, CURLOPT_ACCEPT_ENCODING, nullptr);  // bytes as stored
       // Received in pieces of up to kReceive, not libcurl's 16 KiB: one
       // recv (and one poll) a 16 KiB cost 750,000 system calls, and three
       // times curl's time, for 6 GB over loopback.
-      curl_easy_setopt(h, CURLOPT_BUFFERSIZE, static_cast<long>(kReceive));
+      curl().easy_setopt(h, CURLOPT_BUFFERSIZE, static_cast<long>(kReceive));
       for (const char* var : {"CURL_CA_BUNDLE", "SSL_CERT_FILE"})
         if (const std::string ca = env(var); !ca.empty()) {
-          curl_easy_setopt(h, CURLOPT_CAINFO, ca.c_str());
+          curl().easy_setopt(h, CURLOPT_CAINFO, ca.c_str());
           break;
         }
       curl_slist* headers = nullptr;
-      headers = curl_slist_append(headers, ("Range: " + range).c_str());
+      headers = curl().slist_append(headers, ("Range: " + range).c_str());
       if (!if_match.empty())
-        headers = curl_slist_append(headers, ("If-Match: " + if_match).c_str());
+        headers = curl().slist_append(headers, ("If-Match: " + if_match).c_str());
       const std::string userpwd = t_.key_id + ":" + t_.secret;
       const std::string sigv4 = "aws:amz:" + t_.region + ":s3";
       if (sign) {
-        headers = curl_slist_append(headers,
-                                    (std::string("x-amz-content-sha256: ") + kEmptySha256).c_str());
+        headers = curl().slist_append(
+            headers, (std::string("x-amz-content-sha256: ") + kEmptySha256).c_str());
         if (!t_.token.empty())
-          headers = curl_slist_append(headers, ("x-amz-security-token: " + t_.token).c_str());
-        curl_easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4.c_str());
-        curl_easy_setopt(h, CURLOPT_USERPWD, userpwd.c_str());
+          headers = curl().slist_append(headers, ("x-amz-security-token: " + t_.token).c_str());
+        curl().easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4.c_str());
+        curl().easy_setopt(h, CURLOPT_USERPWD, userpwd.c_str());
       }
-      curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+      curl().easy_setopt(h, CURLOPT_HTTPHEADER, headers);
       ++g_requests;
       // The status line sets the status before the first body byte (on_body needs it).
       struct StatusFirst {
@@ -509,9 +588,9 @@ class HttpObject final : public ByteSource {
           return r;
         }
       };
-      curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, StatusFirst::header);
-      const CURLcode code = curl_easy_perform(h);
-      curl_slist_free_all(headers);
+      curl().easy_setopt(h, CURLOPT_HEADERFUNCTION, StatusFirst::header);
+      const CURLcode code = curl().easy_perform(h);
+      curl().slist_free_all(headers);
       a.code = code;
       if (code != CURLE_OK) a.curl_error = errbuf;
       if (code == CURLE_WRITE_ERROR && !a.refusal.empty()) a.code = CURLE_ABORTED_BY_CALLBACK;
@@ -523,18 +602,18 @@ class HttpObject final : public ByteSource {
                         : "more than " + std::to_string(kMaxRedirects) + " redirects";
         return a;
       }
-      CURLU* u = curl_url();
-      curl_url_set(u, CURLUPART_URL, url.c_str(), 0);
-      const CURLUcode uc = curl_url_set(u, CURLUPART_URL, a.location.c_str(), 0);
+      CURLU* u = curl().url();
+      curl().url_set(u, CURLUPART_URL, url.c_str(), 0);
+      const CURLUcode uc = curl().url_set(u, CURLUPART_URL, a.location.c_str(), 0);
       char* next = nullptr;
-      if (uc == CURLUE_OK) curl_url_get(u, CURLUPART_URL, &next, 0);
-      curl_url_cleanup(u);
+      if (uc == CURLUE_OK) curl().url_get(u, CURLUPART_URL, &next, 0);
+      curl().url_cleanup(u);
       if (next == nullptr) {
         a.refusal = "a redirect to a URL that cannot be read";
         return a;
       }
       const std::string to = next;
-      curl_free(next);
+      curl().free(next);
       if (lower(url).rfind("https:", 0) == 0 && lower(to).rfind("https:", 0) != 0) {
         a.refusal = "a redirect from https to another scheme (" + shown(to) + "), refused";
         return a;
