@@ -425,24 +425,39 @@ bool shard_leaf(const LoadArgs& args, std::string_view format, const std::string
 
 }  // namespace
 
+// What the load may do to a catalogue it owns.
+struct CatalogAccess {
+  // Drops the value tree: root() becomes the tensors by name (made if
+  // asked for), the tensors, names, index and metadata stay.
+  static void release_tree(TensorCatalog& c) {
+    c.root_ = Value();
+    c.lazy_root_ = std::make_shared<TensorCatalog::LazyRoot>();
+  }
+};
+
 PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args,
-                          const std::string& source) {
+                          const std::string& source, TensorCatalog* own) {
+  if (own != nullptr && own != &catalog)
+    throw Error(ErrorCode::internal, "prepare_load: `own` is not the catalogue loaded");
   PreparedLoad p;
   if (args.shard_plan())
     p.report.shard = LoadReport::Shard{args.shard_rank(), args.shard_world(), {}, 0, 0, 0, 0};
   // The leaves are the catalogue's tensors by index (their names the keys
   // unless renamed): a selection is kept for the load.
   const TensorCatalog* cat = &catalog;
-  std::shared_ptr<const TensorCatalog> selected;
+  std::shared_ptr<TensorCatalog> selected;
+  TensorCatalog* made = nullptr;  // the selection: made here, the load's own
   if (!args.top_level_key().empty()) {
-    selected = std::make_shared<const TensorCatalog>(catalog.select(args.top_level_key()));
-    cat = selected.get();
+    selected = std::make_shared<TensorCatalog>(catalog.select(args.top_level_key()));
+    cat = made = selected.get();
   }
   const bool renames = !args.remap().empty();
   auto provenance = std::make_shared<Provenance>(*cat, renames);
   if (selected) provenance->keep(std::move(selected));
   std::vector<std::pair<std::string, Value>> scalars;
   if (!cat->root_is_tensors()) collect_scalars(cat->root(), "", scalars);
+  if (own != nullptr) CatalogAccess::release_tree(*own);
+  if (made != nullptr) CatalogAccess::release_tree(*made);
   provenance->reserve(cat->size() + scalars.size());
   // Remapped -> original, to name both keys the rules turn into one
   // (without rules the keys are the catalogue's names: the trie refuses a

@@ -258,6 +258,49 @@ TEST(BurnCases, Config) {
                ErrorCode::missing_key, "nope");
 }
 
+// A typed load from a path releases the catalogue's value tree once it has
+// taken the scalars from it (before the key trie is built): the scalars
+// still load beside the tensors (and a selection's tensors load).
+struct ConfigWeights {
+  Tensor w = Tensor::empty(DType::F32, {2});
+  TORCHPORT_FIELDS(w)
+};
+struct ConfigAndWeights {
+  ModelConfig config;
+  ConfigWeights weights;
+  TORCHPORT_FIELDS(config, weights)
+};
+
+void expect_config(const ModelConfig& c) {
+  EXPECT_EQ(c.n_head, 2);
+  EXPECT_EQ(c.d_model, 512);
+  EXPECT_DOUBLE_EQ(c.some_float, 0.1);
+  EXPECT_TRUE(c.some_bool);
+  EXPECT_EQ(c.some_str, "hello");
+  EXPECT_EQ(c.some_list_int, (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_EQ(c.some_list_str, (std::vector<std::string>{"hello", "world"}));
+  EXPECT_EQ(c.some_dict.some_key, "some_value");
+}
+
+TEST(BurnCases, ScalarsLoadFromAPathBesideTensors) {
+  ConfigAndWeights m;
+  const LoadReport r = load(m, case_file("config.pt"), LoadArgs{}.strict());
+  EXPECT_TRUE(r.clean()) << r.summary();
+  expect_config(m.config);
+  ASSERT_EQ(m.weights.w.numel(), 2);
+  const Tensor w = m.weights.w.contiguous();
+  for (float v : w.span<float>()) EXPECT_EQ(v, 1.0f);
+
+  // A selection (made by the load, and released too).
+  ConfigWeights selected;
+  const LoadReport s =
+      load(selected, case_file("config.pt"), LoadArgs{}.top_level_key("weights").strict());
+  EXPECT_TRUE(s.clean()) << s.summary();
+  const Tensor sw = selected.w.contiguous();
+  EXPECT_EQ(sw.numel(), 2);
+  for (float v : sw.span<float>()) EXPECT_EQ(v, 1.0f);
+}
+
 // --- convolutions ---------------------------------------------------------------
 
 TEST(BurnCases, Conv1d) {

@@ -18,6 +18,10 @@
 
 namespace torchport {
 
+namespace detail {
+struct CatalogAccess;  // the typed load's (src/record/loader.cpp)
+}  // namespace detail
+
 /// The name a tensor without a key path is listed under: the whole object
 /// of a file that holds one bare tensor (`torch.save(tensor, f)`), or the
 /// tensor a `select` key names itself. Formats that store tensors by name
@@ -111,6 +115,7 @@ class TensorCatalog {
   std::vector<std::string> top_level_keys() const;
 
  private:
+  friend struct detail::CatalogAccess;
   void index(const char* duplicate_message);
 
   Format format_ = Format::value;

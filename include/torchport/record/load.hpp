@@ -195,9 +195,13 @@ struct PreparedLoad {
 /// scalars of its root) into a tree of keys, and sets up the loader. The
 /// keys view the catalogue's names: it must outlive the load.
 /// `source` names the file in the report and in errors (the catalogue's
-/// format when empty).
+/// format when empty). `own`: the same catalogue, when it is this load's
+/// alone (a load from a path): its value tree (for a state dict, a dict
+/// entry, a key string and a tensor node a tensor) is released once the
+/// scalars are collected from it, before the key trie is built, so the
+/// two never both count against the peak.
 PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args,
-                          const std::string& source = {});
+                          const std::string& source = {}, TensorCatalog* own = nullptr);
 /// Lists unused keys, suggests names for missing fields, and throws what the
 /// args make an error (saying how a record file's metadata differs from
 /// `module_type` and this library, when it does). Returns the report (moved
@@ -206,8 +210,8 @@ LoadReport finish_load(PreparedLoad& p, const LoadArgs& args, const std::string&
 
 template <Module M>
 LoadReport load_catalog(M& module, const TensorCatalog& catalog, const LoadArgs& args,
-                        const std::string& source) try {
-  PreparedLoad p = prepare_load(catalog, args, source);
+                        const std::string& source, TensorCatalog* own = nullptr) try {
+  PreparedLoad p = prepare_load(catalog, args, source, own);
   load_into(*p.loader, p.loader->root(), "", module);
   return finish_load(p, args, type_name<M>());
 } catch (const Error& e) {
@@ -236,7 +240,8 @@ LoadReport load(M& module, const TensorCatalog& catalog, const LoadArgs& args = 
 /// the report and errors name `path`.
 template <Module M>
 LoadReport load(M& module, const std::filesystem::path& path, const LoadArgs& args = {}) {
-  return detail::load_catalog(module, open(path, args.open_options()), args, path.string());
+  TensorCatalog catalog = open(path, args.open_options());
+  return detail::load_catalog(module, catalog, args, path.string(), &catalog);
 }
 
 /// Loads a record from a value tree as it is (no remapping, no adapter):
