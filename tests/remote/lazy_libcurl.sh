@@ -3,9 +3,12 @@
 # name it (readelf), a run that reads a local file never loads it (the
 # loader's own log, LD_DEBUG=files), and a run that opens a URL loads it and
 # gets as far as the connection (refused: nothing listens on port 9 here).
-# Usage: lazy_libcurl.sh TOOL LOCAL_CHECKPOINT
+# A libcurl.so.4 that lacks a function, or is older than 7.85, is refused
+# (exit 1) with the reason, before any call into it: two fakes
+# (fake_libcurl_*.cpp), each found first through LD_LIBRARY_PATH.
+# Usage: lazy_libcurl.sh TOOL LOCAL_CHECKPOINT MISSING_DIR OLD_DIR
 set -euo pipefail
-tool=$1 local=$2
+tool=$1 local=$2 missing=$3 old=$4
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 fail() { echo "lazy_libcurl: $*"; exit 1; }
@@ -21,4 +24,13 @@ LD_DEBUG=files "$tool" inspect http://127.0.0.1:9/model.pt > /dev/null 2> "$log"
 grep -q 'file=libcurl.so.4.*dynamically loaded' "$log" || fail "opening a URL did not load libcurl"
 grep -v '^ *[0-9]*:' "$log" | grep -q "Couldn't connect" ||
   fail "opening a URL did not reach the connection: $(grep -v '^ *[0-9]*:' "$log" | tail -3)"
-echo "lazy_libcurl: not linked, not loaded for a local file, loaded for a URL"
+
+refused() {  # DIR WHAT: the fake in DIR is refused, saying WHAT
+  local rc=0
+  LD_LIBRARY_PATH=$1 "$tool" inspect http://127.0.0.1:9/model.pt > /dev/null 2> "$log" || rc=$?
+  [ "$rc" = 1 ] || fail "a libcurl from $1 exited $rc, not 1 (refused): $(tail -3 "$log")"
+  grep -qF "$2" "$log" || fail "a libcurl from $1 was not refused with \"$2\": $(tail -3 "$log")"
+}
+refused "$missing" "remote sources need libcurl's curl_version_info, which libcurl.so.4 does not have"
+refused "$old" "remote sources need libcurl 7.85 or later; libcurl.so.4 is 7.84.0"
+echo "lazy_libcurl: not linked, not loaded for a local file, loaded for a URL, refused when incomplete or old"
