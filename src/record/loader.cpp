@@ -24,19 +24,40 @@ namespace torchport::detail {
 
 namespace {
 
+// Whether `v` is a scalar or may hold one (what collect_scalars keeps or
+// walks into): the rest (tensors above all, a state_dict's every value)
+// is passed by without making its path, two strings a tensor.
+bool may_hold_scalars(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::Dict:
+    case Value::Kind::List:
+    case Value::Kind::Tuple:
+    case Value::Kind::Bool:
+    case Value::Kind::Int:
+    case Value::Kind::Float:
+    case Value::Kind::Str:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Scalars of the root reachable through dicts and lists (configs and
 // counters), with the catalogue's naming rules.
 void collect_scalars(const Value& v, const std::string& prefix,
                      std::vector<std::pair<std::string, Value>>& out) {
   switch (v.kind()) {
     case Value::Kind::Dict:
-      for (const auto& [k, x] : v.pairs()) collect_scalars(x, join_path(prefix, key_text(k)), out);
+      for (const auto& [k, x] : v.pairs())
+        if (may_hold_scalars(x)) collect_scalars(x, join_path(prefix, key_text(k)), out);
       break;
     case Value::Kind::List:
     case Value::Kind::Tuple: {
       std::size_t i = 0;
-      for (const auto& x : v.items())
-        collect_scalars(x, join_path(prefix, std::to_string(i++)), out);
+      for (const auto& x : v.items()) {
+        if (may_hold_scalars(x)) collect_scalars(x, join_path(prefix, std::to_string(i)), out);
+        ++i;
+      }
       break;
     }
     case Value::Kind::Bool:

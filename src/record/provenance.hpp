@@ -65,20 +65,40 @@ class Trie {
   void reserve(std::size_t leaves) { nodes_.reserve(leaves + leaves / 16 + 1); }
 
   // Adds leaf `leaf` (an index of the provenance) under its key.
+  //
+  // The segments it shares with the last key inserted are not looked up
+  // again: a state_dict's keys come grouped (layers.3.experts.5.w, then
+  // layers.3.experts.6.w), so most of a key's segments are its
+  // predecessor's, and each lookup is a probe into a table as large as the
+  // file's keys (a cache miss a segment, which made the load grow faster
+  // than the number of tensors).
   void insert(std::uint32_t leaf) {
     const std::string_view key = key_of(leaf);
     if (key.size() > UINT32_MAX) throw Error(ErrorCode::limit_exceeded, "a key of 4 GiB or more");
+    const std::string_view last = last_path_.empty() ? std::string_view() : key_of(last_leaf_);
     std::uint32_t node = 0;
     std::uint32_t prefix = kNone;  // the shallowest ancestor that is a value
+    std::size_t depth = 0;
+    bool shared = true;  // every segment so far is the last key's
     for (std::size_t start = 0;;) {
       const std::size_t dot = key.find('.', start);
       const std::size_t end = dot == std::string_view::npos ? key.size() : dot;
       if (node != 0 && prefix == kNone && nodes_[node].leaf != kNone) prefix = node;
-      node = child(node, leaf, static_cast<std::uint32_t>(start),
-                   static_cast<std::uint32_t>(end - start));
+      // Segment `depth` is the last key's when it ends where that one's did
+      // with the same bytes (the bytes before it being the same already).
+      shared = shared && depth < last_path_.size() && last_path_[depth].end == end &&
+               key.substr(start, end - start) == last.substr(start, end - start);
+      node = shared ? last_path_[depth].node
+                    : child(node, leaf, static_cast<std::uint32_t>(start),
+                            static_cast<std::uint32_t>(end - start));
+      if (depth == path_.size()) path_.emplace_back();
+      path_[depth++] = {node, static_cast<std::uint32_t>(end)};
       if (dot == std::string_view::npos) break;
       start = dot + 1;
     }
+    path_.resize(depth);
+    std::swap(path_, last_path_);
+    last_leaf_ = leaf;
     if (prefix != kNone)
       throw Error(ErrorCode::corrupt,
                   "key is both a value and the prefix of '" + std::string(key) + "'", path(prefix));
@@ -238,6 +258,14 @@ class Trie {
   const Provenance& keys_;
   std::vector<Node> nodes_;
   std::vector<std::uint32_t> slots_;  // node index + 1; 0 is empty
+  // The last key inserted (`last_leaf_`'s), as the node each of its
+  // segments led to and the offset the segment ended at; `path_` is the
+  // key being inserted (kept to reuse its memory).
+  struct Step {
+    std::uint32_t node, end;
+  };
+  std::vector<Step> last_path_, path_;
+  std::uint32_t last_leaf_ = kNone;
   std::vector<std::uint32_t> lists_;  // for each list level: its size, then its children
 };
 
