@@ -145,9 +145,16 @@ class Trie {
   std::uint32_t list_item(std::uint32_t node, std::size_t i) const {
     return i < list_size(node) ? lists_[nodes_[node].last + 1 + i] : kNone;
   }
-  // The child named `seg` (kNone when there is none).
+  // The child named `seg` (kNone when there is none). A level of a few
+  // children (a module's fields) is searched in its list, made next to it
+  // and compared by length first; a probe into the table, as large as the
+  // file's keys, would be a cache miss a field.
   std::uint32_t find(std::uint32_t parent, std::string_view seg) const {
-    if (slots_.empty()) return kNone;
+    constexpr int kListed = 8;
+    std::uint32_t c = nodes_[parent].first;
+    for (int i = 0; i < kListed && c != kNone; ++i, c = nodes_[c].next)
+      if (nodes_[c].size == seg.size() && segment(nodes_[c]) == seg) return c;
+    if (c == kNone || slots_.empty()) return kNone;
     const std::size_t mask = slots_.size() - 1;
     for (std::size_t s = hash(parent, seg) & mask; slots_[s] != 0; s = (s + 1) & mask) {
       const Node& n = nodes_[slots_[s] - 1];
