@@ -69,9 +69,9 @@ class Trie {
   // The segments it shares with the last key inserted are not looked up
   // again: a state_dict's keys come grouped (layers.3.experts.5.w, then
   // layers.3.experts.6.w), so most of a key's segments are its
-  // predecessor's, and each lookup is a probe into a table as large as the
-  // file's keys (a cache miss a segment, which made the load grow faster
-  // than the number of tensors).
+  // predecessor's, and each lookup hashes the segment, probes a table as
+  // large as the file's keys and compares key text (at 80,000 keys of five
+  // segments: two lookups a key instead of five).
   void insert(std::uint32_t leaf) {
     const std::string_view key = key_of(leaf);
     if (key.size() > UINT32_MAX) throw Error(ErrorCode::limit_exceeded, "a key of 4 GiB or more");
@@ -146,9 +146,8 @@ class Trie {
     return i < list_size(node) ? lists_[nodes_[node].last + 1 + i] : kNone;
   }
   // The child named `seg` (kNone when there is none). A level of a few
-  // children (a module's fields) is searched in its list, made next to it
-  // and compared by length first; a probe into the table, as large as the
-  // file's keys, would be a cache miss a field.
+  // children (a module's fields) is searched in its list, compared by
+  // length first, without hashing or probing the table of every key.
   std::uint32_t find(std::uint32_t parent, std::string_view seg) const {
     constexpr int kListed = 8;
     std::uint32_t c = nodes_[parent].first;
