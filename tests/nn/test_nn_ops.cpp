@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nn/parity.hpp"
+#include "support/expect_error.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/nn/ops.hpp"
 
@@ -20,19 +21,6 @@ namespace nn = torchport::nn;
 
 constexpr Tolerance kExact{0, 0};
 constexpr Tolerance kTight{1e-6, 1e-6};
-
-// Runs `f`, expects an Error with `code` whose message contains `needle`.
-template <class F>
-void expect_error(F&& f, ErrorCode code, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected " << error_code_name(code) << " containing '" << needle
-                  << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
-  }
-}
 
 Tensor iota(Shape shape, float start = 0, float step = 1) {
   std::vector<float> v(static_cast<std::size_t>(shape_numel(shape)));

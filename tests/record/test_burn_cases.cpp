@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "burn_modules.hpp"
+#include "support/expect_error.hpp"
 #include "support/fixtures.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/open.hpp"
@@ -17,6 +18,7 @@
 #include "torchport/record/load.hpp"
 
 using namespace torchport;
+using torchport::test::expect_error;
 using namespace burn_cases;
 
 namespace {
@@ -71,17 +73,6 @@ const Tensor& at(const TensorCatalog& c, const char* name) {
   const Tensor* t = c.find(name);
   if (t == nullptr) throw std::runtime_error(std::string("fixture lacks ") + name);
   return *t;
-}
-
-template <class F>
-void expect_error(F&& f, ErrorCode code, const std::string& text) {
-  try {
-    f();
-    FAIL() << "no error; wanted " << error_code_name(code) << ": " << text;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
 }
 
 // --- batch_norm ---------------------------------------------------------------

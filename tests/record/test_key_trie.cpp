@@ -10,11 +10,13 @@
 
 #include <gtest/gtest.h>
 
+#include "support/expect_error.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/catalog.hpp"
 #include "torchport/record/load.hpp"
 
 using namespace torchport;
+using torchport::test::expect_error;
 
 namespace {
 
@@ -45,17 +47,6 @@ TensorCatalog named(const std::vector<std::string>& keys) {
   for (std::size_t i = 0; i < keys.size(); ++i)
     t.push_back({keys[i], scalar(static_cast<float>(i))});
   return TensorCatalog::from_tensors(Format::state_dict, std::move(t));
-}
-
-template <class F>
-void expect_error(F&& f, ErrorCode code, const std::string& text) {
-  try {
-    f();
-    FAIL() << "no error; wanted " << error_code_name(code) << ": " << text;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
 }
 
 TEST(KeyTrie, KeysInAnyOrderReachTheirOwnPlace) {

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/expect_error.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/catalog.hpp"
 #include "torchport/record/export.hpp"
@@ -17,6 +18,7 @@
 #include "torchport/record/load.hpp"
 
 using namespace torchport;
+using torchport::test::expect_error;
 
 namespace user {
 
@@ -116,17 +118,6 @@ TensorCatalog torch_state_dict(std::int64_t gate_rows = 4) {
   t.push_back({"block.experts_l1", counting(2, 3, 400)});
   t.push_back({"block.scale", counting(1, 3, 500).reshape({3})});
   return TensorCatalog::from_tensors(Format::pytorch_zip, std::move(t));
-}
-
-template <class F>
-void expect_error(F&& f, ErrorCode code, const std::string& text) {
-  try {
-    f();
-    FAIL() << "no error; wanted " << error_code_name(code) << ": " << text;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
 }
 
 TEST(Layout, LoadsAUserModuleByItsOwnDeclarations) {

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "../record/burn_modules.hpp"
+#include "support/expect_error.hpp"
 #include "support/fixtures.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/formats/open.hpp"
@@ -19,6 +20,7 @@
 #include "torchport/record/load.hpp"
 
 using namespace torchport;
+using torchport::test::expect_error;
 using namespace burn_cases;
 namespace fs = std::filesystem;
 
@@ -31,17 +33,6 @@ const std::vector<std::pair<std::string, Recorder>>& every_recorder() {
       {"model.tpb", CompactBin{}},  {"model.tpb.gz", CompactBinGz{}},
   };
   return r;
-}
-
-template <class F>
-void expect_error(F&& f, ErrorCode code, const std::string& text) {
-  try {
-    f();
-    FAIL() << "no error; wanted " << error_code_name(code) << ": " << text;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
 }
 
 // Loads `M` from a case file, saves it in every recorder (and to bytes),
