@@ -274,12 +274,13 @@ namespace detail_ops {
 [[noreturn]] void run_too_long(const ByteReader& r, const OpInfo& op, std::uint64_t at,
                                std::uint64_t n, std::uint64_t max_run);
 
-// A fixed-width little-endian field of `width` bytes.
-inline std::uint64_t fixed(ByteReader& r, const OpInfo& op, std::string_view field,
-                           std::size_t width) {
-  if (r.remaining() < width) truncated(r, op, field, width);
+// A fixed-width little-endian field of `Width` bytes (a constant, so the
+// copy is one load, not a call to memcpy: the VM reads one per opcode).
+template <std::size_t Width>
+std::uint64_t fixed(ByteReader& r, const OpInfo& op, std::string_view field) {
+  if (r.remaining() < Width) truncated(r, op, field, Width);
   std::uint64_t v = 0;
-  std::memcpy(&v, r.take(width, op.name).data(), width);
+  std::memcpy(&v, r.take(Width, op.name).data(), Width);
   return v;
 }
 inline std::string_view line(ByteReader& r, const OpInfo& op, std::string_view field) {
@@ -309,32 +310,34 @@ inline std::string_view run(ByteReader& r, const OpInfo& op, std::uint64_t at, s
 // signed length, Error(limit_exceeded) past `max_run`. A run's length
 // checks are said at the opcode's offset, a missing field where it is
 // missing; each names `r.what()`.
-inline Operand read_operand(ByteReader& r, const OpInfo& op,
-                            std::uint64_t max_run = std::numeric_limits<std::uint64_t>::max()) {
+// Inlined where it is called (the VM, once an opcode): as a call, its
+// entry, exit and 56-byte result cost more than the decoding.
+[[gnu::always_inline]] inline Operand read_operand(
+    ByteReader& r, const OpInfo& op,
+    std::uint64_t max_run = std::numeric_limits<std::uint64_t>::max()) {
   using namespace detail_ops;
   const std::uint64_t at = r.file_offset() - 1;  // the opcode byte's
-  const unsigned w = fixed_width(op.arg);
   Operand a;
   switch (op.arg) {
     case Arg::none:
       break;
     case Arg::u8:
-      a.number = fixed(r, op, {}, w);
+      a.number = fixed<1>(r, op, {});
       break;
     case Arg::u16:
-      a.number = fixed(r, op, {}, w);
+      a.number = fixed<2>(r, op, {});
       break;
     case Arg::i32:
-      a.signed_number = static_cast<std::int32_t>(static_cast<std::uint32_t>(fixed(r, op, {}, w)));
+      a.signed_number = static_cast<std::int32_t>(static_cast<std::uint32_t>(fixed<4>(r, op, {})));
       break;
     case Arg::u32:
-      a.number = fixed(r, op, {}, w);
+      a.number = fixed<4>(r, op, {});
       break;
     case Arg::u64:
-      a.number = fixed(r, op, {}, w);
+      a.number = fixed<8>(r, op, {});
       break;
     case Arg::f64_be: {
-      const std::uint64_t bits = __builtin_bswap64(fixed(r, op, {}, w));
+      const std::uint64_t bits = __builtin_bswap64(fixed<8>(r, op, {}));
       std::memcpy(&a.real, &bits, sizeof bits);
       break;
     }
@@ -346,23 +349,23 @@ inline Operand read_operand(ByteReader& r, const OpInfo& op,
       a.second = line(r, op, "name");
       break;
     case Arg::run_u8:
-      a.number = fixed(r, op, "length", w);
+      a.number = fixed<1>(r, op, "length");
       a.text = run(r, op, at, a.number, max_run);
       break;
     case Arg::run_i32: {
       const auto n =
-          static_cast<std::int32_t>(static_cast<std::uint32_t>(fixed(r, op, "length", w)));
+          static_cast<std::int32_t>(static_cast<std::uint32_t>(fixed<4>(r, op, "length")));
       if (n < 0) negative_length(r, op, at, n);
       a.number = static_cast<std::uint64_t>(n);
       a.text = run(r, op, at, a.number, max_run);
       break;
     }
     case Arg::run_u32:
-      a.number = fixed(r, op, "length", w);
+      a.number = fixed<4>(r, op, "length");
       a.text = run(r, op, at, a.number, max_run);
       break;
     case Arg::run_u64:
-      a.number = fixed(r, op, "length", w);
+      a.number = fixed<8>(r, op, "length");
       a.text = run(r, op, at, a.number, max_run);
       break;
   }

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -10,6 +11,28 @@
 namespace torchport {
 
 namespace {
+
+__extension__ typedef unsigned __int128 SortKey;
+
+// Sorts keys that start in the order of their low 32 bits (each key's
+// place) by their upper 96 bits, ties in that order: a stable LSD radix
+// sort over the bytes that differ between keys (an address within one file
+// differs in 3 or 4). std::sort of 80,000 128-bit keys took 70 M
+// instructions, 4% of a whole `load` of them; this takes a few M.
+void sort_keys(std::vector<SortKey>& keys) {
+  if (keys.size() < 2) return;
+  SortKey varying = 0;
+  for (const SortKey k : keys) varying |= k ^ keys.front();
+  std::vector<SortKey> out(keys.size());
+  for (unsigned shift = 32; shift < 128; shift += 8) {
+    if (((varying >> shift) & 0xFF) == 0) continue;
+    std::array<std::size_t, 257> start{};
+    for (const SortKey k : keys) ++start[static_cast<std::size_t>((k >> shift) & 0xFF) + 1];
+    for (std::size_t d = 1; d < start.size(); ++d) start[d] += start[d - 1];
+    for (const SortKey k : keys) out[start[static_cast<std::size_t>((k >> shift) & 0xFF)]++] = k;
+    keys.swap(out);
+  }
+}
 
 // Makes the storages of `tensors` ready and points the tensors at them, in
 // place (a file storage is released when its last view moves off it).
@@ -106,11 +129,10 @@ void materialize_tensors(std::vector<NamedTensor>& tensors, Residence residence,
                 [&](std::uint32_t a, std::uint32_t b) { return groups[a] < groups[b]; });
       for (std::uint32_t r = 0; r < by.size(); ++r) rank[by[r]] = r;
     }
-    __extension__ typedef unsigned __int128 Key;
-    std::vector<Key> keys(storages.size());
+    std::vector<SortKey> keys(storages.size());
     for (std::size_t i = 0; i < storages.size(); ++i)
-      keys[i] = (Key{rank[group_of[i]]} << 96) | (Key{where[i]} << 32) | Key{i};
-    if (!std::is_sorted(keys.begin(), keys.end())) std::sort(keys.begin(), keys.end());
+      keys[i] = (SortKey{rank[group_of[i]]} << 96) | (SortKey{where[i]} << 32) | SortKey{i};
+    if (!std::is_sorted(keys.begin(), keys.end())) sort_keys(keys);
     {
       std::vector<std::uint32_t> sorted(storages.size());
       for (std::size_t i = 0; i < keys.size(); ++i)
