@@ -10,6 +10,7 @@
 #include <nanobind/nanobind.h>
 
 #include "torchport/read.hpp"
+#include "torchport/detail/hash.hpp"
 
 namespace torchport::python {
 
@@ -65,7 +66,7 @@ class ValueConverter {
   std::unordered_map<const void*, nb::object> memo_;
   TorchBases bases_;
   // A view's identity: storage, offset, dtype, sizes and strides.
-  std::unordered_map<std::string, Tensor> replace_;
+  detail::StringMap<Tensor> replace_;
 };
 
 /// The Python class torchport.TorchportError (set once the module loads).

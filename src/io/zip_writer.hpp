@@ -11,6 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "torchport/detail/hash.hpp"
 #include "torchport/io/atomic_file.hpp"
 
 namespace torchport {
@@ -93,7 +94,7 @@ class ZipWriter {
   AtomicFile& file_;
   ZipWriterOptions options_;
   std::vector<Entry> entries_;
-  std::unordered_set<std::string> names_;
+  detail::StringSet names_;
   bool open_ = false;
   bool finished_ = false;
   std::uint64_t data_start_ = 0;

@@ -39,7 +39,7 @@ OpcodeWalk walk_opcodes(ByteReader& r, const Limits& limits) {
   OpcodeWalk w;
   std::deque<std::optional<std::string_view>> last;  // the last two pushes, unknown ones as nullopt
   std::unordered_map<std::uint64_t, std::optional<std::string_view>, detail::SeededHash> memo;
-  std::unordered_map<std::string, std::size_t> index;
+  detail::StringMap<std::size_t> index;
   std::uint64_t memo_count = 0;
   auto push = [&](std::optional<std::string_view> s) {
     last.push_back(s);

@@ -300,7 +300,7 @@ class Machine {
     std::size_t use;
     Value value;
   };
-  std::unordered_map<std::string, NamedGlobal> global_index_;
+  detail::StringMap<NamedGlobal> global_index_;
   // What a global the pickle named is, kept once per distinct global: its
   // one Value (find_class gives the same object each time, so every
   // reference pushes the same node) and, by that node, its statistics and

@@ -16,6 +16,7 @@
 
 #include "record/provenance.hpp"
 #include "record/suggest.hpp"
+#include "torchport/detail/hash.hpp"
 #include "torchport/detail/page_release.hpp"
 #include "torchport/formats/slice.hpp"
 #include "torchport/version.hpp"
@@ -483,7 +484,7 @@ PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args,
   // Remapped -> original, to name both keys the rules turn into one
   // (without rules the keys are the catalogue's names: the trie refuses a
   // repeat).
-  std::unordered_map<std::string, std::string> taken;
+  detail::StringMap<std::string> taken;
   // As `torchport convert` does (see transform()): filters see the file's
   // names, then the remap rules rename what is kept. `index`: the tensor's
   // in the catalogue; the key of a scalar (undefined `t`) is its path.
@@ -527,7 +528,7 @@ PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args,
   for (std::uint32_t i = 0; i < cat->size(); ++i)
     add(cat->tensors()[i].name, i, cat->tensors()[i].tensor, Value());
   for (auto& [name, v] : scalars) add(name, 0, Tensor(), std::move(v));
-  std::unordered_map<std::string, std::string>().swap(taken);
+  detail::StringMap<std::string>().swap(taken);
   provenance->finish();
   p.report.loaded.reserve(provenance->size());  // a field a key, at most
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "torchport/detail/hash.hpp"
 #include "torchport/record/load.hpp"
 
 namespace torchport::detail {
@@ -175,7 +176,7 @@ class Trie {
   // one string value. For the adapters, and for messages.
   template <class LeafValue>
   Value build(std::uint32_t node, const LeafValue& leaf_value) const {
-    std::unordered_map<std::string_view, Value> names;
+    detail::StringViewMap<Value> names;
     return build(node, leaf_value, names);
   }
 
@@ -190,7 +191,8 @@ class Trie {
   std::string_view key_of(std::uint32_t leaf) const;  // the provenance's key
   std::string_view segment(const Node& n) const { return key_of(n.key).substr(n.offset, n.size); }
   static std::size_t hash(std::uint32_t parent, std::string_view seg) {
-    return std::hash<std::string_view>{}(seg) ^ (std::size_t{parent} * 0x9E3779B97F4A7C15ULL);
+    return static_cast<std::size_t>(detail::seeded_hash(seg)) ^
+           (std::size_t{parent} * 0x9E3779B97F4A7C15ULL);
   }
 
   // The child of `parent` named by `size` bytes at `offset` of key `key`,
@@ -242,7 +244,7 @@ class Trie {
 
   template <class LeafValue>
   Value build(std::uint32_t node, const LeafValue& leaf_value,
-              std::unordered_map<std::string_view, Value>& names) const {
+              detail::StringViewMap<Value>& names) const {
     const Node& n = nodes_[node];
     if (n.leaf != kNone) return leaf_value(n.leaf);
     if (is_list(node)) {
@@ -401,8 +403,8 @@ class Provenance : public AdapterContext {
   std::deque<std::string> owned_;                       // keys no catalogue name holds
   std::unordered_map<std::uint32_t, Tensor> replaced_;  // a rank's slices
   std::unordered_map<std::uint32_t, std::pair<std::string_view, Value>> scalars_;
-  std::unordered_map<std::string, std::uint32_t> by_path_;  // scalars
-  std::unordered_map<std::uint32_t, Value> values_;         // leaves made values for adapters
+  detail::StringMap<std::uint32_t> by_path_;         // scalars
+  std::unordered_map<std::uint32_t, Value> values_;  // leaves made values for adapters
   std::unordered_map<const void*, std::uint32_t> origin_;
   Trie trie_;
 };

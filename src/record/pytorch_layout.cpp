@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "torchport/core/error.hpp"
+#include "torchport/detail/hash.hpp"
 #include "torchport/formats/format.hpp"
 #include "torchport/record/adapter.hpp"
 #include "torchport/record/export.hpp"
@@ -149,7 +150,7 @@ Value convert(const Value& v, const std::string& path, const ParsedLayouts& p,
 Value nest(const TensorCatalog& catalog) {
   struct Node {
     std::vector<std::pair<std::string, std::unique_ptr<Node>>> children;  // in order
-    std::unordered_map<std::string, std::size_t> index;                   // name -> child
+    detail::StringMap<std::size_t> index;                                 // name -> child
     std::optional<Tensor> tensor;
   };
   Node root;

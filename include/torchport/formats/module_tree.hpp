@@ -7,10 +7,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -77,7 +78,10 @@ class NameTree {
   std::vector<Node> nodes_;
   /// (parent index, segment) -> child index; keys are the parent's index in
   /// 8 bytes followed by the segment.
-  std::unordered_map<std::string, std::size_t> children_;
+  // Ordered, not hashed: the names are a file's, and a hash a file can
+  // predict lets it make every lookup a scan (detail/hash.hpp, not
+  // installed, has the seeded tables).
+  std::map<std::string, std::size_t, std::less<>> children_;
 };
 
 /// A catalogue's nested module structure: the tensor names unflattened at

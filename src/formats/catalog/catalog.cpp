@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "torchport/core/error.hpp"
+#include "torchport/detail/hash.hpp"
 
 namespace torchport {
 namespace {
@@ -192,7 +193,7 @@ class Flattener {
   // Names as torch.nn.Module.state_dict() gives them: parameters, then
   // persistent buffers, then each submodule, recursively; None entries skipped.
   void module(const Value& state, std::string& name) {
-    std::unordered_set<std::string> non_persistent;
+    detail::StringSet non_persistent;
     if (const Value* np = state.find("_non_persistent_buffers_set");
         np && (np->is(Value::Kind::Set) || np->is(Value::Kind::List)))
       for (const auto& x : np->items())
@@ -304,7 +305,7 @@ void TensorCatalog::index(const char* duplicate_message) {
   slots_.assign(cap, 0);
   for (std::size_t i = 0; i < tensors_.size(); ++i) {
     const std::string& name = tensors_[i].name;
-    for (std::size_t s = std::hash<std::string_view>{}(name) & (cap - 1);;
+    for (std::size_t s = static_cast<std::size_t>(detail::seeded_hash(name)) & (cap - 1);;
          s = (s + 1) & (cap - 1)) {
       if (slots_[s] == 0) {
         slots_[s] = static_cast<std::uint32_t>(i + 1);
@@ -319,7 +320,8 @@ void TensorCatalog::index(const char* duplicate_message) {
 const Tensor* TensorCatalog::find(std::string_view name) const {
   if (slots_.empty()) return nullptr;
   const std::size_t mask = slots_.size() - 1;
-  for (std::size_t s = std::hash<std::string_view>{}(name)&mask; slots_[s] != 0; s = (s + 1) & mask)
+  for (std::size_t s = static_cast<std::size_t>(detail::seeded_hash(name)) & mask; slots_[s] != 0;
+       s = (s + 1) & mask)
     if (tensors_[slots_[s] - 1].name == name) return &tensors_[slots_[s] - 1].tensor;
   return nullptr;
 }
@@ -340,7 +342,7 @@ std::uint64_t TensorCatalog::storage_bytes() const {
 
 std::vector<std::string> TensorCatalog::top_level_keys() const {
   std::vector<std::string> keys;
-  std::unordered_set<std::string> seen;
+  detail::StringSet seen;
   for (const auto& t : tensors_) {
     std::string k = t.name.substr(0, t.name.find('.'));
     if (seen.insert(k).second) keys.push_back(std::move(k));

@@ -40,8 +40,7 @@ TensorCatalog transform(const TensorCatalog& catalog, const TransformOptions& op
 
   std::vector<NamedTensor> out;
   out.reserve(selected.size());
-  std::unordered_map<std::string, std::string, detail::SeededHash, std::equal_to<>>
-      origin;  // new name -> old name
+  detail::StringMap<std::string> origin;  // new name -> old name
   for (const auto& [name, t] : selected.tensors()) {
     if (options.keep && !options.keep(name)) continue;
     // A catalogue's names are unique: only a rename can make two meet.

@@ -40,6 +40,7 @@
 #include "formats/read/torch_common.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
+#include "torchport/detail/hash.hpp"
 
 namespace torchport::formats {
 
@@ -111,10 +112,10 @@ std::string index_key(const std::string& fqn, const Shape* offsets) {
   return k;
 }
 
-std::unordered_map<std::string, Blob> storage_index(Folder& f, const Value& storage_data) {
+detail::StringMap<Blob> storage_index(Folder& f, const Value& storage_data) {
   if (!storage_data.is(Value::Kind::Dict))
     f.fail(ErrorCode::corrupt, "storage_data is " + storage_data.repr(2) + ", not a dict");
-  std::unordered_map<std::string, Blob> out;
+  detail::StringMap<Blob> out;
   for (const auto& [k, v] : storage_data.pairs()) {
     const Object& index = object_of(f, k, kMetadataModule, "MetadataIndex", {});
     const Value& fqn = need(f, index, "fqn", {});
@@ -157,7 +158,7 @@ std::unordered_map<std::string, Blob> storage_index(Folder& f, const Value& stor
 // --- tensors ---------------------------------------------------------------
 
 TensorPlan tensor_plan(Folder& f, const Object& meta, const std::string& fqn,
-                       const std::unordered_map<std::string, Blob>& index) {
+                       const detail::StringMap<Blob>& index) {
   TensorPlan t;
   const Object& props =
       object_of(f, need(f, meta, "properties", fqn), kMetadataModule, "TensorProperties", fqn);
@@ -219,7 +220,7 @@ struct Node {
   enum class Kind { leaf, dict, list } kind = Kind::leaf;
   Value leaf;
   std::vector<std::pair<std::string, std::unique_ptr<Node>>> entries;  // dict
-  std::unordered_map<std::string, std::size_t> where;                  // dict key -> entry
+  detail::StringMap<std::size_t> where;                                // dict key -> entry
   std::vector<std::unique_ptr<Node>> items;                            // list (null: None)
 
   Value value() const {
@@ -376,8 +377,7 @@ TensorCatalog read_dcp_metadata(const std::shared_ptr<Folder>& f, const Source& 
   const Value& sdm = need(*f, m, "state_dict_metadata", {});
   if (!sdm.is(Value::Kind::Dict))
     f->fail(ErrorCode::corrupt, "state_dict_metadata is " + sdm.repr(2) + ", not a dict");
-  const std::unordered_map<std::string, Blob> index =
-      storage_index(*f, need(*f, m, "storage_data", {}));
+  const detail::StringMap<Blob> index = storage_index(*f, need(*f, m, "storage_data", {}));
   const Value* planner = field(m, "planner_data");
   if (planner != nullptr && !planner->is_none() && !planner->is(Value::Kind::Dict))
     f->fail(ErrorCode::corrupt, "planner_data is " + planner->repr(2) + ", not a dict");

@@ -92,12 +92,12 @@ TensorCatalog read_legacy(const Source& source, const Source& prefix, const Open
   // Pass 1: learn which storages the object declares (their dtypes tell how
   // to step over the data records) and where the object's pickle ends.
   const std::uint64_t object_start = r.pos();
-  std::unordered_map<std::string, Record, detail::SeededHash, std::equal_to<>> records;
+  detail::StringMap<Record> records;
   // As torch's persistent_load: the first reference to a root key makes its
   // storage (dtype and size); later references get that storage whatever
   // they declare. Views share torch's one table of keys with the roots;
   // a view key that is also a root key is refused.
-  std::unordered_set<std::string> view_keys;
+  detail::StringSet view_keys;
   auto declare = [&](const Value& pid, std::uint64_t) -> Value {
     if (pid.is(Value::Kind::Tuple) && pid.size() >= 2 && pid.items()[0].is(Value::Kind::Str) &&
         pid.items()[0].as_str() == "module")
@@ -182,7 +182,7 @@ TensorCatalog read_legacy(const Source& source, const Source& prefix, const Open
           r.file_offset(), source.name());
 
   // Pass 2: the object again, now with real storages.
-  std::unordered_map<std::string, Value, detail::SeededHash, std::equal_to<>> made;
+  detail::StringMap<Value> made;
   std::uint64_t distinct_bytes = 0, view_bytes = 0;  // for Limits::max_materialized_bytes
   for (const auto& [key, rec] : records) distinct_bytes += rec.numel * dtype_size(rec.dtype);
   auto resolve = [&](const Value& pid, std::uint64_t) -> Value {

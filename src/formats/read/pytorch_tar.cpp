@@ -109,8 +109,7 @@ TensorCatalog read_pytorch_tar(const Source& file, const OpenOptions& options, W
                   "sys_info", m->data_offset, source.name());
   }
 
-  std::unordered_map<std::string, Value, detail::SeededHash, std::equal_to<>>
-      objects;  // storages and tensors by key
+  detail::StringMap<Value> objects;  // storages and tensors by key
   ByteReader sr(storages_src.bytes(), storages_src.name(), base(storages_src));
   const std::uint64_t n_storages =
       count(run_pickle(walker, "tar:storages:count", sr, options), "storage count");

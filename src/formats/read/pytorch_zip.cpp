@@ -30,6 +30,7 @@
 #include "io/compression.hpp"
 #include "io/zip.hpp"
 #include "torchport/core/error.hpp"
+#include "torchport/detail/hash.hpp"
 
 namespace torchport::formats {
 namespace {
@@ -324,7 +325,7 @@ class StorageResolver {
     int packed_bits = 0;
   };
   std::vector<Cached> cache_;
-  std::unordered_map<std::string, Cached> other_case_;  // keys spelt unlike their record
+  detail::StringMap<Cached> other_case_;  // keys spelt unlike their record
 };
 
 Value read_pickle(const std::shared_ptr<const Archive>& a, const ZipEntry& entry,
@@ -590,7 +591,7 @@ TensorCatalog read_pytorch_zip(const Source& source, const OpenOptions& options,
   const auto unread_storages = [&] {
     if (!parts) return;
     std::vector<bool> resolved(entries.size(), false);
-    std::unordered_map<std::string, std::size_t> index;
+    detail::StringMap<std::size_t> index;
     for (std::size_t i = 0; i < entries.size(); ++i) index.emplace(entries[i].name, i);
     for (const std::string& name : named_storages)
       if (const auto it = index.find(name); it != index.end()) resolved[it->second] = true;

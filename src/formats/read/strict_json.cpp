@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "torchport/core/error.hpp"
+#include "torchport/detail/hash.hpp"
 
 namespace torchport::formats {
 
@@ -168,7 +169,7 @@ class StrictBuilder : public nlohmann::json_sax<json> {
     constexpr std::size_t kLinear = 16;
     const auto& members =
         static_cast<const json::object_t::Container&>(stack_.back()->get_ref<json::object_t&>());
-    std::unordered_set<std::string>& seen = keys_.back();
+    detail::StringSet& seen = keys_.back();
     if (member && stack_.size() == 1) return !seen.insert(k).second;  // members not kept
     if (members.size() < kLinear) {
       for (const auto& m : members)
@@ -188,7 +189,7 @@ class StrictBuilder : public nlohmann::json_sax<json> {
   std::uint64_t max_values_;
   std::uint64_t values_ = 0;
   std::vector<json*> stack_;
-  std::vector<std::unordered_set<std::string>> keys_;
+  std::vector<detail::StringSet> keys_;
   std::string key_;
   std::string pending_key_;
   json pending_;

@@ -13,6 +13,7 @@
 #include "formats/read/sparse.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
+#include "torchport/detail/hash.hpp"
 
 namespace torchport::formats {
 
@@ -395,8 +396,8 @@ const Tensor& storage_arg(const Value& v, const char* where) {
   return st;
 }
 
-const std::unordered_set<std::string_view>& layout_names() {
-  static const std::unordered_set<std::string_view> names = {
+const detail::StringViewSet& layout_names() {
+  static const detail::StringViewSet names = {
       "torch.strided",    "torch.sparse_coo", "torch.sparse_csr", "torch.sparse_csc",
       "torch.sparse_bsr", "torch.sparse_bsc", "torch._mkldnn",    "torch.jagged",
   };

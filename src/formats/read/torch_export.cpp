@@ -61,6 +61,7 @@
 #include "io/byte_reader.hpp"
 #include "pickle/unpickler.hpp"
 #include "torchport/core/error.hpp"
+#include "torchport/detail/hash.hpp"
 
 namespace torchport::formats {
 namespace {
@@ -369,7 +370,7 @@ Value::Pairs Pt2Archive::payloads(const std::string& model, bool constants) {
     DType dtype = DType::U8;
     std::string first;  // the tensor whose dtype the blob is viewed as
   };
-  std::unordered_map<std::string, Blob> blobs;  // by path_name
+  detail::StringMap<Blob> blobs;  // by path_name
   Value::Pairs out;
   for (const auto& item : cfg["config"].items()) {
     // (named, not bound: clang 14's lambdas cannot capture structured bindings)
@@ -569,7 +570,7 @@ TensorCatalog Pt2Archive::read() {
     // The weights, then the constants, each under its own name; a name in
     // both would make the two readings of the archive differ.
     Value::Pairs mine = payloads(model, false);
-    std::unordered_set<std::string> seen;
+    detail::StringSet seen;
     for (const auto& kv : mine)
       if (kv.first.is(Value::Kind::Str)) seen.insert(kv.first.as_str());
     for (auto& [k, v] : payloads(model, true)) {
@@ -692,7 +693,7 @@ TensorCatalog read_torch_export(const std::shared_ptr<const ZipArchive>& archive
   // The weights, then the constants, each under its own name; a name in
   // both would make the two readings of the archive differ.
   Value::Pairs all;
-  std::unordered_set<std::string> names;
+  detail::StringSet names;
   for (const ZipEntry* e : {state, constants}) {
     if (e == nullptr) continue;
     const TensorCatalog part = nested(zip, *e, options, walker);

@@ -32,6 +32,7 @@
 #include "io/byte_reader.hpp"
 #include "torchport/core/error.hpp"
 #include "torchport/detail/checked.hpp"
+#include "torchport/detail/hash.hpp"
 #include "torchport/detail/python_literal.hpp"
 #include "torchport/detail/utf8.hpp"
 #include "torchport/detail/work.hpp"
@@ -85,7 +86,7 @@ void count_run(const pickle::Stats& st) {
 // A folded entry's globals by name (kept with the entry: rebuilt at each
 // merge they made many pickles of distinct globals quadratic).
 struct FoldIndex {
-  std::unordered_map<std::string, std::size_t> uses, judged;
+  detail::StringMap<std::size_t> uses, judged;
 };
 
 class Scanner;
@@ -266,7 +267,7 @@ TorchWeightsOnlyRange weights_only_at(const ScanReport& r, Format f, int minor) 
   } else if (f == Format::torchscript) {
     t.why = "weights_only=True refuses TorchScript archives (torch.jit.load reads them)";
   }
-  std::unordered_set<std::string> needed;  // (a search of `needs` made many globals quadratic)
+  detail::StringSet needed;  // (a search of `needs` made many globals quadratic)
   const auto need = [&](const std::string& name) {
     if (needed.insert(name).second) t.needs.push_back(name);
   };

@@ -32,6 +32,7 @@
 #include "io/zip_writer.hpp"
 #include "pickle/unpickler.hpp"
 #include "torchport/core/error.hpp"
+#include "torchport/detail/hash.hpp"
 
 namespace torchport::formats {
 namespace {
@@ -201,7 +202,7 @@ class Pickler {
   }
 
   std::string out_;
-  std::unordered_map<std::string, std::uint32_t> memo_;
+  detail::StringMap<std::uint32_t> memo_;
   std::uint32_t next_id_ = 0;
 };
 
@@ -404,7 +405,7 @@ std::vector<Nested> nested_groups(const std::vector<NamedTensor>& tensors,
                                   const std::map<std::string, std::string>& metadata) {
   std::vector<Nested> out;
   constexpr std::string_view kKey = "torchport.nested.";
-  std::unordered_map<std::string_view, std::size_t> count;
+  detail::StringViewMap<std::size_t> count;
   for (auto it = metadata.lower_bound(std::string(kKey));
        it != metadata.end() && it->first.starts_with(kKey); ++it) {
     std::size_t n = 0;

@@ -4,13 +4,14 @@
 /// the file's tree, and the `load_into` templates that walk a module's fields.
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -118,8 +119,10 @@ class Loader {
   LoadSettings settings_;
   LoadReport* report_;
   std::shared_ptr<Provenance> provenance_;
-  std::vector<std::uint64_t> consumed_;             // bit per provenance index
-  std::unordered_set<std::string> consumed_paths_;  // leaves of no known index, by path
+  std::vector<std::uint64_t> consumed_;  // bit per provenance index
+  // Leaves of no known index, by path (ordered: a file's names, see
+  // formats/module_tree.hpp).
+  std::set<std::string, std::less<>> consumed_paths_;
   std::unique_ptr<Pending> pending_;
   bool trial_ = false;
 };
