@@ -2,25 +2,13 @@
 """Self-test of scripts/check-hashes.py: small source trees that keep or
 break each rule, and the verdict and message for each."""
 
-import os
-import subprocess
-import sys
-import tempfile
 import unittest
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
-                      "check-hashes.py")
+from check_tree import run_checker
 
 
 def run(files):
-    with tempfile.TemporaryDirectory() as root:
-        for rel, text in files.items():
-            path = os.path.join(root, rel)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w") as f:
-                f.write(text)
-        p = subprocess.run([sys.executable, SCRIPT, "--root", root], capture_output=True, text=True)
-        return p.returncode, p.stdout + p.stderr
+    return run_checker("check-hashes.py", files)
 
 
 # Seeded tables, pointer-keyed tables, and the words in comments and strings.
