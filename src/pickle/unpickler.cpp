@@ -643,6 +643,34 @@ void Machine::persistent(Value pid) {
   push(std::move(v));
 }
 
+// What scan_reads needs of each opcode byte, from kOpcodes: how to step
+// over its argument, and whether it reads the memo or ends the pickle.
+struct ScanStep {
+  enum Kind : std::uint8_t { invalid, fixed, run, run_i32, lines, get, stop };
+  Kind kind = invalid;
+  std::uint8_t width = 0;  // the fixed argument's, or a run's length field's
+};
+constexpr std::array<ScanStep, 256> kScanSteps = [] {
+  std::array<ScanStep, 256> steps{};
+  for (const OpInfo& info : kOpcodes) {
+    ScanStep& s = steps[info.code];
+    s.width = static_cast<std::uint8_t>(fixed_width(info.arg));
+    if (info.code == STOP)
+      s.kind = ScanStep::stop;
+    else if (info.code == BINGET || info.code == LONG_BINGET)
+      s.kind = ScanStep::get;
+    else if (info.arg == Arg::run_i32)
+      s.kind = ScanStep::run_i32;
+    else if (is_run(info.arg))
+      s.kind = ScanStep::run;
+    else if (info.arg == Arg::line || info.arg == Arg::lines2)
+      s.kind = ScanStep::lines;
+    else
+      s.kind = ScanStep::fixed;
+  }
+  return steps;
+}();
+
 // Walks the opcodes from the reader's position to STOP, reading each
 // argument as `run` does (read_operand) but building nothing, and lists
 // the memo indices GET, BINGET and LONG_BINGET read. False when the walk
@@ -666,41 +694,68 @@ bool Machine::scan_reads() {
   const std::span<const std::byte> all = r.all();
   const auto* data = reinterpret_cast<const unsigned char*>(all.data());
   const std::uint64_t size = all.size();
-  const auto le = [&](std::uint64_t at, std::uint64_t width) {
-    std::uint64_t v = 0;
-    std::memcpy(&v, data + at, static_cast<std::size_t>(width));
-    return v;
+  // Widths 1, 2, 4 and 8, each a constant (a memcpy of a variable width
+  // is a call).
+  const auto le = [&](std::uint64_t at, unsigned width) -> std::uint64_t {
+    const unsigned char* p = data + at;
+    switch (width) {
+      case 1:
+        return p[0];
+      case 2: {
+        std::uint16_t v;
+        std::memcpy(&v, p, 2);
+        return v;
+      }
+      case 4: {
+        std::uint32_t v;
+        std::memcpy(&v, p, 4);
+        return v;
+      }
+      default: {
+        std::uint64_t v;
+        std::memcpy(&v, p, 8);
+        return v;
+      }
+    }
   };
   std::uint64_t pos = r.pos();
   try {
     for (;;) {
       if (pos >= size) return false;
       const std::uint8_t op = data[pos];
-      const OpInfo* info = opcode_info(op);
-      if (info == nullptr) return false;
-      const std::uint64_t left = size - pos - 1;     // bytes after the opcode
-      std::uint64_t width = fixed_width(info->arg);  // of its argument
-      if (is_run(info->arg)) {
-        const std::uint64_t lw = width;
-        if (left < lw) return false;
-        const std::uint64_t n = le(pos + 1, lw);
-        if (info->arg == Arg::run_i32 && (n & 0x80000000u) != 0) return false;  // negative
-        if (n > left - lw) return false;
-        width = lw + n;
-      } else if (info->arg == Arg::line || info->arg == Arg::lines2) {
-        r.seek(pos + 1);
-        const Operand a = read_operand(r, *info);
-        if (op == GET) {
-          const std::int64_t i = parse_decimal(a.text, "GET index");
-          if (i < 0) return false;
-          read(static_cast<std::uint64_t>(i));
+      const ScanStep step = kScanSteps[op];
+      const std::uint64_t left = size - pos - 1;  // bytes after the opcode
+      std::uint64_t width = step.width;           // of its argument
+      switch (step.kind) {
+        case ScanStep::invalid:
+          return false;
+        case ScanStep::fixed:
+          break;
+        case ScanStep::run:
+        case ScanStep::run_i32: {
+          if (left < width) return false;
+          const std::uint64_t n = le(pos + 1, step.width);
+          if (step.kind == ScanStep::run_i32 && (n & 0x80000000u) != 0) return false;  // negative
+          if (n > left - width) return false;
+          width += n;
+          break;
         }
-        pos = r.pos();
-        continue;
-      }
-      if (width > left) return false;
-      switch (op) {
-        case STOP:
+        case ScanStep::lines: {
+          r.seek(pos + 1);
+          const Operand a = read_operand(r, *opcode_info(op));
+          if (op == GET) {
+            const std::int64_t i = parse_decimal(a.text, "GET index");
+            if (i < 0) return false;
+            read(static_cast<std::uint64_t>(i));
+          }
+          pos = r.pos();
+          continue;
+        }
+        case ScanStep::get:
+          if (width > left) return false;
+          read(le(pos + 1, step.width));
+          break;
+        case ScanStep::stop:
           for (std::size_t w = 0; w < bits.size(); ++w)
             for (std::uint64_t b = bits[w]; b != 0; b &= b - 1)
               reads_.push_back(w * 64 + static_cast<std::uint64_t>(__builtin_ctzll(b)));
@@ -708,13 +763,8 @@ bool Machine::scan_reads() {
           reads_.erase(std::unique(reads_.begin(), reads_.end()), reads_.end());
           read_values_.resize(reads_.size());
           return true;
-        case BINGET:
-        case LONG_BINGET:
-          read(le(pos + 1, width));
-          break;
-        default:
-          break;
       }
+      if (width > left) return false;
       pos += 1 + width;
     }
   } catch (const Error&) {
