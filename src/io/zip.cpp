@@ -362,14 +362,6 @@ char ascii_lower(char c) noexcept {
   return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
 }
 
-// miniz's mz_zip_filename_compare: bytes equal after ASCII lower-casing.
-bool same_name(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (ascii_lower(a[i]) != ascii_lower(b[i])) return false;
-  return true;
-}
-
 std::size_t hash_name(std::string_view s) {
   // Seeded (a file cannot aim for collisions), over the lower-cased bytes
   // (names are looked up without case, as miniz does); short names (all of
@@ -712,7 +704,7 @@ void ZipArchive::index_names() {
         break;
       }
       const ZipEntry& other = entries_[slots_[s] - 1];
-      if (same_name(other.name, name))
+      if (zip_same_name(other.name, name))
         throw Error(ErrorCode::ambiguous,
                     other.name == name
                         ? "the zip directory lists '" + name +
@@ -730,7 +722,7 @@ const ZipEntry* ZipArchive::find(std::string_view name) const {
   if (slots_.empty()) return nullptr;
   const std::size_t mask = slots_.size() - 1;
   for (std::size_t s = hash_name(name) & mask; slots_[s] != 0; s = (s + 1) & mask)
-    if (same_name(entries_[slots_[s] - 1].name, name)) return &entries_[slots_[s] - 1];
+    if (zip_same_name(entries_[slots_[s] - 1].name, name)) return &entries_[slots_[s] - 1];
   return nullptr;
 }
 
@@ -786,6 +778,13 @@ void ZipArchive::verify_crc(const ZipEntry& e) const {
   if (crc != e.crc32)
     throw Error(ErrorCode::corrupt, "CRC-32 mismatch: the entry's data was altered or damaged",
                 e.name, e.data_offset, source_.name());
+}
+
+bool zip_same_name(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (ascii_lower(a[i]) != ascii_lower(b[i])) return false;
+  return true;
 }
 
 }  // namespace torchport

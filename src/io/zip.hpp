@@ -34,6 +34,9 @@ struct ZipEntry {
 /// when it reads the central directory: general purpose bit 13 ("unsupported
 /// encryption"); Python's zipfile ignores the bit.
 bool zip_torch_refuses_archive(const ZipEntry& e) noexcept;
+/// Whether two entry names are one to torch's reader: miniz's
+/// mz_zip_filename_compare, bytes equal after ASCII lower-casing.
+bool zip_same_name(std::string_view a, std::string_view b) noexcept;
 
 /// A validated zip directory.
 ///

@@ -356,23 +356,15 @@ Value read_pickle(const std::shared_ptr<const Archive>& a, const ZipEntry& entry
   return v;
 }
 
-// ASCII case-insensitive comparisons, without a lowered copy: every
-// record's kind is asked, and a checkpoint may hold 100,000 records.
-char lower_ascii(char c) {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
-bool equals_ci(std::string_view s, std::string_view lower_text) {
-  if (s.size() != lower_text.size()) return false;
-  for (std::size_t i = 0; i < s.size(); ++i)
-    if (lower_ascii(s[i]) != lower_text[i]) return false;
-  return true;
-}
+// A name's start and end as miniz compares names (zip_same_name), without
+// a lowered copy: every record's kind is asked, and a checkpoint may hold
+// 100,000 records.
 bool starts_ci(std::string_view s, std::string_view lower_text) {
-  return s.size() >= lower_text.size() && equals_ci(s.substr(0, lower_text.size()), lower_text);
+  return s.size() >= lower_text.size() && zip_same_name(s.substr(0, lower_text.size()), lower_text);
 }
 bool ends_ci(std::string_view s, std::string_view lower_text) {
   return s.size() >= lower_text.size() &&
-         equals_ci(s.substr(s.size() - lower_text.size()), lower_text);
+         zip_same_name(s.substr(s.size() - lower_text.size()), lower_text);
 }
 
 // What a record is to torch's readers, by its path below the archive's
@@ -383,12 +375,12 @@ Kind record_kind(std::string_view all) {
   const auto slash = all.find('/');
   const std::string_view rel = slash == std::string_view::npos ? all : all.substr(slash + 1);
   if (starts_ci(rel, "data/") || starts_ci(rel, "constants/")) return Kind::storage;
-  if (equals_ci(rel, "data.pkl") || equals_ci(rel, "constants.pkl")) return Kind::pickle;
+  if (zip_same_name(rel, "data.pkl") || zip_same_name(rel, "constants.pkl")) return Kind::pickle;
   // TorchScript's code (and its debug pickles, which torch.jit.load reads
   // with the code), and the Python sources of a torch.package archive.
   if (starts_ci(rel, "code/") || ends_ci(all, ".py")) return Kind::code;
-  if (equals_ci(rel, "version") || equals_ci(rel, "byteorder") ||
-      equals_ci(rel, ".format_version") || equals_ci(rel, ".storage_alignment") ||
+  if (zip_same_name(rel, "version") || zip_same_name(rel, "byteorder") ||
+      zip_same_name(rel, ".format_version") || zip_same_name(rel, ".storage_alignment") ||
       starts_ci(rel, ".data/"))
     return Kind::metadata;
   return Kind::other;
