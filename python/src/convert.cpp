@@ -80,7 +80,8 @@ nb::dict convert(const fs::path& in, const fs::path& out, const ConvertArgs& a) 
     if (!is_record(*format)) opened = to_pytorch_layout(opened);
     if (a.top_level_key) opened = opened.select(*a.top_level_key);
     if (!a.tensors_only) {
-      const DroppedValues dropped = dropped_values(opened.root());
+      const DroppedValues dropped =
+          opened.root_is_tensors() ? DroppedValues{} : dropped_values(opened.root());
       std::size_t count = dropped.count;
       const bool changes_tensors = a.dtype || a.dequantize || a.keep_quantized || a.densify;
       if (count > 0 && (format == SaveFormat::pytorch || is_record(*format))) {

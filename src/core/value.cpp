@@ -12,6 +12,7 @@
 
 #include "torchport/core/error.hpp"
 #include "torchport/detail/hash.hpp"
+#include "torchport/detail/take_tensors.hpp"
 #include "torchport/detail/work.hpp"
 
 namespace torchport {
@@ -114,6 +115,30 @@ std::size_t slot_index(std::uint64_t slot) {
 
 // Hashing and comparing keys; a friend of Value for the node's hash cache.
 struct ValueAccess {
+  // detail::take_tensor_dict: every condition is checked before anything
+  // is moved.
+  static bool take_tensor_dict(Value& root, bool& ordered,
+                               const std::function<void(std::string&&, Tensor&&)>& take) {
+    if (root.kind_ != Value::Kind::Dict || root.node_.use_count() != 1) return false;
+    auto& d = static_cast<Value::DictNode&>(*root.node_);
+    for (const auto& [k, x] : d.pairs) {
+      if (k.kind_ != Value::Kind::Str || x.kind_ != Value::Kind::Tensor || x.node_.use_count() != 1)
+        return false;
+      const Value::Node& n = *x.node_;
+      if (n.storage || n.numpy || n.numpy2) return false;
+    }
+    ordered = d.ordered;
+    for (auto& [k, x] : d.pairs) {
+      auto& key = static_cast<Value::StrNode&>(*k.node_);
+      std::string name = k.node_.use_count() == 1 ? std::move(key.s) : key.s;
+      take(std::move(name), std::move(static_cast<Value::TensorNode&>(*x.node_).t));
+      k = Value();
+      x = Value();
+    }
+    root = Value();
+    return true;
+  }
+
   // The seeded hash of a key. A node's hash is computed once (its children's
   // are cached too), so hashing any key DAG costs its distinct nodes.
   static std::uint64_t hash(const Value& k) {
@@ -666,5 +691,12 @@ void Value::set_state(Value state) {
   absorb(state);
   node_as<ObjectNode>(kind_).o.state = std::move(state);
 }
+
+namespace detail {
+bool take_tensor_dict(Value& root, bool& ordered,
+                      const std::function<void(std::string&&, Tensor&&)>& take) {
+  return ValueAccess::take_tensor_dict(root, ordered, take);
+}
+}  // namespace detail
 
 }  // namespace torchport

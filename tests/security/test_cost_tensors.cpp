@@ -238,6 +238,16 @@ struct Experts {
 // releases that tree before building the trie: its peak is open()'s (0 at
 // 1k, 4k and 16k tensors); the margin is for the allocator's rounding.
 constexpr double kTypedBeyondOpen = 16;
+// And open() itself at most this many bytes a tensor at its peak, the end
+// of the pickle: the tree the pickle builds (a dict entry, a key string
+// and a tensor node, 270 bytes a tensor) and the tensors in it (a tensor,
+// its shape and strides, its storage: 250). At 16k tensors: 617 while
+// from_value kept the tree beside its list, 605 since it takes a state
+// dict apart as it lists it (and a convert's peak, later, went from 689 to
+// 623). Issue 40 wants 200 with the typed load: tensors without their own
+// shape and stride vectors, and a pickle that does not build a node a
+// tensor.
+constexpr double kOpenPeak = 660;
 
 TEST_F(CostPerTensor, TypedLoad) {
   std::array<Experts, 3> modules;
@@ -268,6 +278,7 @@ TEST_F(CostPerTensor, TypedLoad) {
                 static_cast<double>(opened[i].peak) / n);
     if (i == 2) {
       EXPECT_LE(beyond, kTypedBeyondOpen) << "bytes a tensor beyond open()'s peak";
+      EXPECT_LE(static_cast<double>(opened[i].peak) / n, kOpenPeak) << "open()'s peak a tensor";
     }
   }
 }

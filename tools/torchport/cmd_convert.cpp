@@ -178,8 +178,10 @@ int run_convert(const ConvertArgs& a) {
   if (!a.tensors_only) {
     // Nothing dropped silently: a .pt keeps the whole object (its values
     // where they were); values a tensor file cannot hold refuse the convert.
+    // (A root of tensors alone drops nothing, and is not made to find that out.)
     const DroppedValues dropped =
-        filter->empty()
+        opened.root_is_tensors() ? DroppedValues{}
+        : filter->empty()
             ? dropped_values(opened.root())
             : dropped_values(opened.root(), [&](std::string_view n) { return filter->accepts(n); });
     std::size_t count = dropped.count;

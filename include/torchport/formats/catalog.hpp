@@ -54,7 +54,9 @@ class TensorCatalog {
   /// dict keys joined with '.', list items by index, a pickled nn.Module by
   /// its state_dict names; a root that is itself a tensor is named
   /// `kRootTensorName`). `format`: what the tensors were read from
-  /// (`Format::value` for a catalogue made in memory). \throws
+  /// (`Format::value` for a catalogue made in memory). A state dict (string
+  /// keys, tensor values) that no one else holds is taken apart as it is
+  /// listed; `root()` then makes an equal dict again, if asked. \throws
   /// Error(corrupt) on duplicate names, Error(limit_exceeded) past
   /// `max_tensors` or `max_name_bytes`.
   static TensorCatalog from_value(Format format, Value root, const Limits& limits = {},
@@ -87,8 +89,8 @@ class TensorCatalog {
   /// The whole object the file holds, tensors included.
   const Value& root() const;
   /// True when `root()` is only the tensors by name (a catalogue made of
-  /// named tensors, whose root is made when first asked for): it holds no
-  /// other value.
+  /// named tensors, or of a state dict, whose root is made when first asked
+  /// for): it holds no other value.
   bool root_is_tensors() const noexcept { return lazy_root_ != nullptr; }
   /// The non-tensor values (`prune_tensors(root())`).
   Value values() const { return prune_tensors(root()); }
@@ -126,11 +128,13 @@ class TensorCatalog {
   std::vector<std::uint32_t> slots_;  ///< hash of names: tensor index + 1, 0 when empty
   Value root_;
   // The dict of the tensors by name, made when root() is first asked for a
-  // catalogue made of named tensors (most never are: a materialized or
-  // converted catalogue would otherwise pay a tree node per tensor).
+  // catalogue made of named tensors or of a state dict (most never are: a
+  // materialized or converted catalogue, or a state dict's, would otherwise
+  // pay a tree node per tensor).
   struct LazyRoot {
     std::once_flag once;
     Value value;
+    bool ordered = false;  ///< an OrderedDict (a state dict taken apart by from_value)
   };
   std::shared_ptr<LazyRoot> lazy_root_;
   std::map<std::string, std::string> metadata_;

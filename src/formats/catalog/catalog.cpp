@@ -7,6 +7,7 @@
 
 #include "torchport/core/error.hpp"
 #include "torchport/detail/hash.hpp"
+#include "torchport/detail/take_tensors.hpp"
 
 namespace torchport {
 namespace {
@@ -79,6 +80,20 @@ class Flattener {
     walk(root, name);
     return std::move(out_);
   }
+  // A state dict, taken apart as it is listed (detail::take_tensor_dict):
+  // its names are the keys, moved rather than copied, and each key's and
+  // tensor's nodes are freed as they are listed. Then the tree and the list
+  // are never both whole at a load's peak (a node of a string and one of a
+  // tensor, and a copy of the name, each tensor). False for any other tree.
+  bool take(Value& root, bool& ordered) {
+    if (!root.is(Value::Kind::Dict)) return false;
+    out_.reserve(std::min<std::size_t>(root.size(), limits_.max_tensors));
+    return detail::take_tensor_dict(root, ordered, [this](std::string&& name, Tensor&& t) {
+      add(std::move(name), std::move(t));
+    });
+  }
+  std::vector<NamedTensor> take_list() { return std::move(out_); }
+
   /// The nested tensors met, as metadata: `torchport.nested.NAME` = the
   /// count of components (NAME.0, NAME.1, ...); and the tensor subclasses:
   /// `torchport.subclass.NAME` = the class ("torchao.quantization.Int8Tensor"),
@@ -116,7 +131,7 @@ class Flattener {
     }
   }
 
-  void add(const std::string& name, const Tensor& t) {
+  void add(std::string name, Tensor t) {
     if (name.size() > limits_.max_name_bytes)
       throw Error(
           ErrorCode::limit_exceeded,
@@ -126,7 +141,7 @@ class Flattener {
     if (out_.size() >= limits_.max_tensors)
       throw Error(ErrorCode::limit_exceeded,
                   "more tensors than Limits::max_tensors = " + std::to_string(limits_.max_tensors));
-    out_.push_back({name, t});  // duplicates are found by TensorCatalog::index
+    out_.push_back({std::move(name), std::move(t)});  // duplicates: TensorCatalog::index
   }
 
   void walk(const Value& v, std::string& name) {
@@ -235,9 +250,16 @@ TensorCatalog TensorCatalog::from_value(Format format, Value root, const Limits&
   TensorCatalog c;
   c.format_ = format;
   Flattener flat(limits);
-  c.tensors_ = flat.run(root);
-  flat.add_nested(metadata);
-  c.root_ = std::move(root);
+  bool ordered = false;
+  if (flat.take(root, ordered)) {
+    c.tensors_ = flat.take_list();
+    c.lazy_root_ = std::make_shared<LazyRoot>();
+    c.lazy_root_->ordered = ordered;
+  } else {
+    c.tensors_ = flat.run(root);
+    flat.add_nested(metadata);
+    c.root_ = std::move(root);
+  }
   c.metadata_ = std::move(metadata);
   c.index("two tensors have the same name (a dotted key collides with a nested one)");
   return c;
@@ -286,7 +308,7 @@ std::vector<NamedTensor> TensorCatalog::take_tensors() && {
 const Value& TensorCatalog::root() const {
   if (!lazy_root_) return root_;
   std::call_once(lazy_root_->once, [this] {
-    Value root = Value::dict();
+    Value root = lazy_root_->ordered ? Value::ordered_dict() : Value::dict();
     for (const auto& t : tensors_) root.insert(Value::str(t.name), Value::tensor(t.tensor));
     lazy_root_->value = std::move(root);
   });
