@@ -45,18 +45,24 @@ bool may_hold_scalars(const Value& v) {
 
 // Scalars of the root reachable through dicts and lists (configs and
 // counters), with the catalogue's naming rules.
-void collect_scalars(const Value& v, const std::string& prefix,
+void collect_scalars(const Value& v, std::string& prefix,
                      std::vector<std::pair<std::string, Value>>& out) {
   switch (v.kind()) {
     case Value::Kind::Dict:
       for (const auto& [k, x] : v.pairs())
-        if (may_hold_scalars(x)) collect_scalars(x, join_path(prefix, key_text(k)), out);
+        if (may_hold_scalars(x)) {
+          const PathSegment segment(prefix, key_text(k));
+          collect_scalars(x, prefix, out);
+        }
       break;
     case Value::Kind::List:
     case Value::Kind::Tuple: {
       std::size_t i = 0;
       for (const auto& x : v.items()) {
-        if (may_hold_scalars(x)) collect_scalars(x, join_path(prefix, std::to_string(i)), out);
+        if (may_hold_scalars(x)) {
+          const PathSegment segment(prefix, std::to_string(i));
+          collect_scalars(x, prefix, out);
+        }
         ++i;
       }
       break;
@@ -477,7 +483,10 @@ PreparedLoad prepare_load(const TensorCatalog& catalog, const LoadArgs& args,
   auto provenance = std::make_shared<Provenance>(*cat, renames);
   if (selected) provenance->keep(std::move(selected));
   std::vector<std::pair<std::string, Value>> scalars;
-  if (!cat->root_is_tensors()) collect_scalars(cat->root(), "", scalars);
+  if (!cat->root_is_tensors()) {
+    std::string path;
+    collect_scalars(cat->root(), path, scalars);
+  }
   if (own != nullptr) CatalogAccess::release_tree(*own);
   if (made != nullptr) CatalogAccess::release_tree(*made);
   provenance->reserve(cat->size() + scalars.size());

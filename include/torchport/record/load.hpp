@@ -212,7 +212,8 @@ template <Module M>
 LoadReport load_catalog(M& module, const TensorCatalog& catalog, const LoadArgs& args,
                         const std::string& source, TensorCatalog* own = nullptr) try {
   PreparedLoad p = prepare_load(catalog, args, source, own);
-  load_into(*p.loader, p.loader->root(), "", module);
+  std::string path;
+  load_into(*p.loader, p.loader->root(), path, module);
   return finish_load(p, args, type_name<M>());
 } catch (const Error& e) {
   // A field's error names its key path; the file too.
@@ -251,7 +252,8 @@ LoadReport load_value(T& target, const Value& tree,
                       const LoadArgs& args = LoadArgs{}.layout(Layout::Native)) {
   const TensorCatalog catalog = TensorCatalog::from_value(Format::value, tree);
   detail::PreparedLoad p = detail::prepare_load(catalog, args);
-  detail::load_into(*p.loader, p.loader->root(), "", target);
+  std::string path;
+  detail::load_into(*p.loader, p.loader->root(), path, target);
   return detail::finish_load(p, args);
 }
 
