@@ -189,6 +189,11 @@ std::uint64_t Tensor::nbytes() const noexcept {
   return static_cast<std::uint64_t>(body().numel) * dtype_size(body().dtype);
 }
 
+bool Tensor::is_unshared() const noexcept {
+  return body_ && body_.use_count() == 1 && body_->storage.use_count() == 1 && !body_->extras &&
+         !body_->meta && body_->view_bits == 0;
+}
+
 bool Tensor::is_contiguous() const noexcept {
   std::int64_t expected = 1;
   for (std::size_t i = body().shape.size(); i-- > 0;) {

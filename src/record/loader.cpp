@@ -88,6 +88,10 @@ void collect_scalars(const Value& v, std::string& prefix,
 struct Loader::Pending {
   static constexpr std::uint64_t kChunk = std::uint64_t{256} << 10;
   static constexpr std::uint64_t kSmall = std::uint64_t{16} << 10;  // from a chunk below this
+  // A small tensor of a mapped file is copied from the mapping (its pages
+  // go in batches, `released`): a pread each would be a system call a
+  // tensor. From 1 MiB on, one pread reads it without faulting the mapping in.
+  static constexpr std::uint64_t kFromMapping = std::uint64_t{1} << 20;
 
   PageReleaser released;
   std::shared_ptr<Storage> chunk;
@@ -339,14 +343,24 @@ void Loader::tensor(LoadNode node, const std::string& path, Tensor& field) {
         static_cast<std::uint64_t>(source.storage_offset()) * dtype_size(source.dtype());
     if (t.dtype() != target || !t.is_contiguous()) {
       t = t.to(target);
-    } else if (settings_.residence == Residence::owned && !t.storage()->writable()) {
-      // A small tensor of a mapped file is copied from the mapping (its
-      // pages go in batches below): a pread each would be a system call a
-      // tensor. From 1 MiB on, one pread reads it without faulting the
-      // mapping in.
-      constexpr std::uint64_t kFromMapping = std::uint64_t{1} << 20;
+    } else if (settings_.residence == Residence::owned && !t.storage()->writable() &&
+               field.defined() && field.dtype() == t.dtype() && field.is_contiguous() &&
+               field.is_unshared() && field.storage()->writable()) {
+      // A field no other handle shares takes the bytes where it has them, as
+      // torch's load_state_dict copies into a parameter (param.copy_): no
+      // tensor, storage and shape made, and none freed, a tensor (the field's
+      // shape is the file's, checked above). Small tensors are copied from
+      // the mapping, as below.
       const Storage& from = *t.storage();
-      if (from.reads_file() && t.nbytes() < kFromMapping) {
+      const std::span<std::byte> to = field.mutable_bytes();
+      if (!to.empty() && from.reads_file() && t.nbytes() < Pending::kFromMapping)
+        std::memcpy(to.data(), from.file_data() + offset, to.size());
+      else
+        t.copy_to(to);
+      t = field;
+    } else if (settings_.residence == Residence::owned && !t.storage()->writable()) {
+      const Storage& from = *t.storage();
+      if (from.reads_file() && t.nbytes() < Pending::kFromMapping) {
         auto room = pending_->room(t.nbytes());
         std::memcpy(room->mutable_bytes().data(), from.file_data() + offset,
                     static_cast<std::size_t>(t.nbytes()));

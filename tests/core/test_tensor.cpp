@@ -36,6 +36,26 @@ TEST(Tensor, TransposeAndNarrowAreViews) {
   EXPECT_EQ(values(m.permute(std::vector<std::int64_t>{1, 0})), values(t));
 }
 
+// Whether writing a tensor's bytes could change another handle's (what an
+// owned typed load asks before copying into a field in place).
+TEST(Tensor, IsUnsharedUntilAnotherHandleOrViewShares) {
+  Tensor t = Tensor::zeros(DType::F32, {2, 3});
+  EXPECT_TRUE(t.is_unshared());
+  {
+    const Tensor copy = t;
+    EXPECT_FALSE(t.is_unshared());
+    EXPECT_FALSE(copy.is_unshared());
+  }
+  EXPECT_TRUE(t.is_unshared());
+  {
+    const Tensor view = t.reshape({3, 2});  // a new body over the same storage
+    EXPECT_FALSE(t.is_unshared());
+    EXPECT_FALSE(view.is_unshared());
+  }
+  EXPECT_TRUE(t.is_unshared());
+  EXPECT_FALSE(Tensor().is_unshared());
+}
+
 TEST(Tensor, ZeroStrideExpands) {
   const Tensor col = arange(3);
   const Tensor e(DType::F32, {3, 2}, {1, 0}, 0, col.storage());

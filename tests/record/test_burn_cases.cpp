@@ -3,7 +3,9 @@
 // tensor against the values torch holds (in our layout), and runs the
 // forward pass against torch's output.
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -572,6 +574,35 @@ TEST(BurnCases, ZeroCopyWhenDtypeAndLayoutMatch) {
       load(net, case_file("conv2d.pt"), LoadArgs{}.residence(Residence::owned));
   EXPECT_EQ(owned.zero_copy_bytes, 0u);
   EXPECT_TRUE(net.conv1.weight.storage()->writable());
+}
+
+// An owned load copies into a field no other handle shares, as torch's
+// load_state_dict copies into a parameter; a field another handle shares (a
+// copy kept, a view, a tied weight) is replaced, and the other handle keeps
+// its values.
+TEST(BurnCases, OwnedLoadCopiesIntoUnsharedFieldsAndReplacesShared) {
+  TwoConvs<nn::Conv2d> net{nn::Conv2d(2, 2, 2), nn::Conv2d(2, 2, 2, 1, 0, 1, 1, false)};
+  for (Tensor* t : {&net.conv1.weight, &net.conv2.weight})
+    for (float& x : t->mutable_span<float>()) x = 7.f;
+  const std::byte* conv1_before = net.conv1.weight.bytes().data();
+  const Tensor kept = net.conv2.weight;
+  const LoadReport r = load(net, case_file("conv2d.pt"), LoadArgs{}.residence(Residence::owned));
+  EXPECT_TRUE(r.missing.empty() && r.mismatched.empty()) << r.summary();
+  EXPECT_EQ(net.conv1.weight.bytes().data(), conv1_before);         // in place
+  EXPECT_NE(net.conv2.weight.bytes().data(), kept.bytes().data());  // replaced
+  for (const float x : kept.span<float>()) EXPECT_EQ(x, 7.f);
+  const TensorCatalog file = open(case_file("conv2d.pt"));
+  for (const auto& [name, field] :
+       {std::pair{"conv1.weight", &net.conv1.weight}, std::pair{"conv2.weight", &net.conv2.weight},
+        std::pair{"conv1.bias", &*net.conv1.bias}}) {
+    const Tensor* want = file.find(name);
+    ASSERT_NE(want, nullptr) << name;
+    EXPECT_TRUE(field->storage()->writable()) << name;
+    EXPECT_FALSE(field->storage()->borrowed()) << name;
+    const auto got = field->span<float>();
+    const auto expected = want->span<float>();
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), expected.begin(), expected.end())) << name;
+  }
 }
 
 TEST(BurnCases, SummaryListsMissingAndUnused) {

@@ -171,6 +171,11 @@ class Tensor {
   /// True when the elements are densely laid out in C order (0- and
   /// 1-element tensors always are).
   bool is_contiguous() const noexcept;
+  /// True when this handle is the only one on its elements: no other tensor
+  /// shares its body (a copy of the handle) or its storage (a view, a slice,
+  /// a tied weight), and it is a plain dense tensor. Writing its bytes then
+  /// changes no other tensor.
+  bool is_unshared() const noexcept;
 
   /// The view's bytes. \throws Error(invalid_argument) when not contiguous.
   /// Not callable on a temporary tensor, whose storage could die with it.

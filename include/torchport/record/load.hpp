@@ -225,8 +225,11 @@ LoadReport load_catalog(M& module, const TensorCatalog& catalog, const LoadArgs&
 
 }  // namespace detail
 
-/// Loads `catalog` into `module`. Fields present in the file are replaced;
-/// the others keep their initial values.
+/// Loads `catalog` into `module`. Fields present in the file get its values:
+/// an owned load writes them into a field's own bytes when no other handle
+/// shares them (`Tensor::is_unshared()`, as torch's load_state_dict copies into
+/// a parameter), and otherwise gives the field a new tensor, so that a copy
+/// of it kept elsewhere keeps its values. The others keep their initial values.
 /// \throws Error(shape_mismatch) when a tensor's shape differs from the
 /// field's initial one, Error(missing_key) for missing fields unless
 /// `allow_partial`, Error(unused_key) for unused keys when `strict`,
