@@ -172,9 +172,11 @@ class Tensor {
   /// 1-element tensors always are).
   bool is_contiguous() const noexcept;
   /// True when this handle is the only one on its elements: no other tensor
-  /// shares its body (a copy of the handle) or its storage (a view, a slice,
-  /// a tied weight), and it is a plain dense tensor. Writing its bytes then
-  /// changes no other tensor.
+  /// shares its body (a copy of the handle) or its `Storage` (a view, a
+  /// slice, a tied weight), and it is a plain dense tensor. Writing its
+  /// bytes then changes no other tensor, unless memory given to
+  /// `Storage::borrow_mutable` is also another storage's (the caller's to
+  /// keep apart).
   bool is_unshared() const noexcept;
 
   /// The view's bytes. \throws Error(invalid_argument) when not contiguous.
