@@ -43,7 +43,12 @@ TEST(CatalogFromValue, AStateDictIsTakenApartAndMadeAgainAlike) {
     EXPECT_EQ(c.root().repr(), expected.repr());
     EXPECT_EQ(to_json(c.root()), to_json(expected));
     EXPECT_EQ(c.root().find("b")->as_tensor().data<float>(), b.data<float>());
+    EXPECT_EQ(c.values().repr(), prune_tensors(expected).repr());
   }
+  // With no tensors at all, as prune_tensors has it too.
+  const TensorCatalog none = TensorCatalog::from_tensors(Format::value, {});
+  ASSERT_TRUE(none.root_is_tensors());
+  EXPECT_EQ(none.values().repr(), prune_tensors(Value::dict()).repr());
 }
 
 TEST(CatalogFromValue, ATreeTheCallerStillHoldsIsKept) {

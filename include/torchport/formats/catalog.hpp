@@ -93,7 +93,7 @@ class TensorCatalog {
   /// for): it holds no other value.
   bool root_is_tensors() const noexcept { return lazy_root_ != nullptr; }
   /// The non-tensor values (`prune_tensors(root())`).
-  Value values() const { return prune_tensors(root()); }
+  Value values() const;
   /// String metadata (safetensors' `__metadata__`, ours); empty for formats without it.
   const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
   /// Sets one metadata entry (a reader notes where the catalogue came from).

@@ -315,6 +315,13 @@ const Value& TensorCatalog::root() const {
   return lazy_root_->value;
 }
 
+Value TensorCatalog::values() const {
+  // A root of tensors alone is not made only to be pruned: prune_tensors
+  // gives None for it (an empty dict when there are no tensors).
+  if (root_is_tensors()) return tensors_.empty() ? Value::dict() : Value();
+  return prune_tensors(root());
+}
+
 // Open addressing over tensor indices (stored + 1; 0 is an empty slot), at
 // most half full: no copy of the names, and copies of the catalogue keep a
 // valid index.
