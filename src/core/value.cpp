@@ -17,11 +17,15 @@
 
 namespace torchport {
 
-// Every node is made by std::make_shared of its own type, whose control
-// block destroys it as that type: no virtual destructor, so no vtable
-// pointer. 24 bytes, a third of a key string's or a tensor value's node (a
-// file of many small tensors holds a few of these a tensor).
-struct Value::Node {
+// Every node is made by `new` of its own type and counts its references in
+// its head (detail::ValueNodeHead); `type` says what to delete it as when
+// the last goes. No virtual destructor, so no vtable pointer, and no
+// control block: 32 bytes with the count, the same as a key string's
+// std::string (a file of many small tensors holds a few nodes a tensor).
+struct Value::Node : detail::ValueNodeHead {
+  enum class Type : std::uint8_t { str, list, dict, global, object, tensor };
+  explicit Node(Type t) noexcept : type(t) {}
+  const Type type;
   mutable bool sealed = false;
   bool storage = false;  // a tensor node made by Value::storage()
   bool ordered = false;  // a dict made by Value::ordered_dict()
@@ -33,12 +37,15 @@ struct Value::Node {
   std::uint64_t weight = 1;
 };
 struct Value::StrNode : Node {
+  StrNode() noexcept : Node(Type::str) {}
   std::string s;
 };
 struct Value::ListNode : Node {
+  ListNode() noexcept : Node(Type::list) {}
   Items items;
 };
 struct Value::DictNode : Node {
+  DictNode() noexcept : Node(Type::dict) {}
   Pairs pairs;
   // Position of each key (pair index + 1 in the low half, 0 for an empty
   // slot; the key hash's high half in the high half, so that a probe
@@ -48,14 +55,21 @@ struct Value::DictNode : Node {
   std::vector<std::uint64_t> slots;
 };
 struct Value::GlobalNode : Node {
+  GlobalNode() noexcept : Node(Type::global) {}
   Global g;
 };
 struct Value::ObjectNode : Node {
+  ObjectNode() noexcept : Node(Type::object) {}
   Object o;
 };
 struct Value::TensorNode : Node {
+  TensorNode() noexcept : Node(Type::tensor) {}
   Tensor t;
 };
+
+inline Value::Node* Value::node() const noexcept {
+  return static_cast<Node*>(node_.get());
+}
 
 namespace {
 
@@ -115,23 +129,51 @@ std::size_t slot_index(std::uint64_t slot) {
 
 // Hashing and comparing keys; a friend of Value for the node's hash cache.
 struct ValueAccess {
+  static_assert(sizeof(Value::Node) == 32 || sizeof(void*) != 8, "a node's head grew");
+  // A kind, a scalar and a node reference: a dict pair is 48 bytes.
+  static_assert(sizeof(Value) == 24 || sizeof(void*) != 8, "a value grew");
+
+  static void destroy(const detail::ValueNodeHead* head) noexcept {
+    const auto* n = static_cast<const Value::Node*>(head);
+    switch (n->type) {
+      case Value::Node::Type::str:
+        delete static_cast<const Value::StrNode*>(n);
+        return;
+      case Value::Node::Type::list:
+        delete static_cast<const Value::ListNode*>(n);
+        return;
+      case Value::Node::Type::dict:
+        delete static_cast<const Value::DictNode*>(n);
+        return;
+      case Value::Node::Type::global:
+        delete static_cast<const Value::GlobalNode*>(n);
+        return;
+      case Value::Node::Type::object:
+        delete static_cast<const Value::ObjectNode*>(n);
+        return;
+      case Value::Node::Type::tensor:
+        delete static_cast<const Value::TensorNode*>(n);
+        return;
+    }
+  }
+
   // detail::take_tensor_dict: every condition is checked before anything
   // is moved.
   static bool take_tensor_dict(Value& root, bool& ordered,
                                const std::function<void(std::string&&, Tensor&&)>& take) {
     if (root.kind_ != Value::Kind::Dict || root.node_.use_count() != 1) return false;
-    auto& d = static_cast<Value::DictNode&>(*root.node_);
+    auto& d = static_cast<Value::DictNode&>(*root.node());
     for (const auto& [k, x] : d.pairs) {
       if (k.kind_ != Value::Kind::Str || x.kind_ != Value::Kind::Tensor || x.node_.use_count() != 1)
         return false;
-      const Value::Node& n = *x.node_;
+      const Value::Node& n = *x.node();
       if (n.storage || n.numpy || n.numpy2) return false;
     }
     ordered = d.ordered;
     for (auto& [k, x] : d.pairs) {
-      auto& key = static_cast<Value::StrNode&>(*k.node_);
+      auto& key = static_cast<Value::StrNode&>(*k.node());
       std::string name = k.node_.use_count() == 1 ? std::move(key.s) : key.s;
-      take(std::move(name), std::move(static_cast<Value::TensorNode&>(*x.node_).t));
+      take(std::move(name), std::move(static_cast<Value::TensorNode&>(*x.node()).t));
       k = Value();
       x = Value();
     }
@@ -153,7 +195,7 @@ struct ValueAccess {
       }
       return detail::seeded_hash(std::uint64_t{0x4e6f6e65});  // None
     }
-    const std::uint64_t cached = k.node_->hash.load(std::memory_order_relaxed);
+    const std::uint64_t cached = k.node()->hash.load(std::memory_order_relaxed);
     if (cached != 0) return cached;
     std::uint64_t h = 0;
     switch (k.kind_) {
@@ -191,7 +233,7 @@ struct ValueAccess {
         break;
     }
     if (h == 0) h = 1;
-    k.node_->hash.store(h, std::memory_order_relaxed);
+    k.node()->hash.store(h, std::memory_order_relaxed);
     return h;
   }
 
@@ -204,7 +246,7 @@ struct ValueAccess {
     const KeyClass ca = key_class(a, x), cb = key_class(b, y);
     if (ca != cb) return false;
     if (ca == KeyClass::Number) return x == y;
-    if (a.node_ && a.node_ == b.node_) return true;
+    if (a.node_ && a.node_.get() == b.node_.get()) return true;
     if (a.kind_ != b.kind_) return false;
     if (hash(a) != hash(b)) return false;
     switch (a.kind_) {
@@ -269,7 +311,7 @@ bool key_equal(const Value& a, const Value& b) {
 template <class N>
 N& Value::node_as(Kind k) const {
   (void)k;
-  return *static_cast<N*>(node_.get());
+  return *static_cast<N*>(node());
 }
 
 Value Value::boolean(bool b) {
@@ -287,9 +329,9 @@ Value Value::integer(std::int64_t i) {
 Value Value::big_integer(std::string le_bytes) {
   Value v;
   v.kind_ = Kind::BigInt;
-  auto n = std::make_shared<StrNode>();
+  auto* n = new StrNode();
+  v.node_ = detail::ValueNodeRef(n);
   n->s = std::move(le_bytes);
-  v.node_ = std::move(n);
   return v;
 }
 Value Value::real(double d) {
@@ -306,9 +348,9 @@ Value Value::complex(double re, double im) {
 Value Value::str(std::string s) {
   Value v;
   v.kind_ = Kind::Str;
-  auto n = std::make_shared<StrNode>();
+  auto* n = new StrNode();
+  v.node_ = detail::ValueNodeRef(n);
   n->s = std::move(s);
-  v.node_ = std::move(n);
   return v;
 }
 Value Value::bytes(std::string b) {
@@ -319,9 +361,9 @@ Value Value::bytes(std::string b) {
 Value Value::list(Items items) {
   Value v;
   v.kind_ = Kind::List;
-  auto node = std::make_shared<ListNode>();
+  auto* node = new ListNode();
+  v.node_ = detail::ValueNodeRef(node);
   node->depth = 1;
-  v.node_ = node;
   // The node adopts the vector: one allocation for the items, whatever
   // their number. A fresh node cannot be one of them.
   for (const auto& i : items) v.absorb(i);
@@ -341,33 +383,33 @@ Value Value::set(Items items) {
 Value Value::dict(Pairs pairs) {
   Value v;
   v.kind_ = Kind::Dict;
-  v.node_ = std::make_shared<DictNode>();
-  v.node_->depth = 1;
+  v.node_ = detail::ValueNodeRef(new DictNode());
+  v.node()->depth = 1;
   for (auto& [k, x] : pairs) v.insert(std::move(k), std::move(x));
   return v;
 }
 Value Value::ordered_dict() {
   Value v = dict();
-  v.node_->ordered = true;
+  v.node()->ordered = true;
   return v;
 }
 Value Value::global(std::string module, std::string name) {
   Value v;
   v.kind_ = Kind::Global;
-  auto n = std::make_shared<GlobalNode>();
+  auto* n = new GlobalNode();
+  v.node_ = detail::ValueNodeRef(n);
   n->g = Global{std::move(module), std::move(name)};
-  v.node_ = std::move(n);
   return v;
 }
 Value Value::object(Global cls, Value args, std::uint64_t offset, bool newobj) {
   Value v;
   v.kind_ = Kind::Object;
-  auto n = std::make_shared<ObjectNode>();
+  auto* n = new ObjectNode();
+  v.node_ = detail::ValueNodeRef(n);
   n->depth = 1;
   n->o.cls = std::move(cls);
   n->o.offset = offset;
   n->o.newobj = newobj;
-  v.node_ = std::move(n);
   v.absorb(args);
   v.node_as<ObjectNode>(Kind::Object).o.args = std::move(args);
   return v;
@@ -375,35 +417,35 @@ Value Value::object(Global cls, Value args, std::uint64_t offset, bool newobj) {
 Value Value::tensor(Tensor t) {
   Value v;
   v.kind_ = Kind::Tensor;
-  auto n = std::make_shared<TensorNode>();
+  auto* n = new TensorNode();
+  v.node_ = detail::ValueNodeRef(n);
   n->t = std::move(t);
-  v.node_ = std::move(n);
   return v;
 }
 
 Value Value::storage(Tensor t) {
   Value v = tensor(std::move(t));
-  v.node_->storage = true;
+  v.node()->storage = true;
   return v;
 }
 
 Value Value::numpy_array(Tensor t, bool numpy2) {
   Value v = tensor(std::move(t));
-  v.node_->numpy = true;
-  v.node_->numpy2 = numpy2;
+  v.node()->numpy = true;
+  v.node()->numpy2 = numpy2;
   return v;
 }
 bool Value::is_numpy_array() const noexcept {
-  return kind_ == Kind::Tensor && node_->numpy;
+  return kind_ == Kind::Tensor && node()->numpy;
 }
 std::string_view Value::numpy_core_module() const noexcept {
-  return is_numpy_array() && node_->numpy2 ? "numpy._core" : "numpy.core";
+  return is_numpy_array() && node()->numpy2 ? "numpy._core" : "numpy.core";
 }
 bool Value::is_ordered_dict() const noexcept {
-  return kind_ == Kind::Dict && node_->ordered;
+  return kind_ == Kind::Dict && node()->ordered;
 }
 bool Value::is_storage() const noexcept {
-  return kind_ == Kind::Tensor && node_->storage;
+  return kind_ == Kind::Tensor && node()->storage;
 }
 
 bool Value::is_container() const noexcept {
@@ -539,14 +581,14 @@ std::size_t Value::size() const noexcept {
 }
 
 void Value::seal() const noexcept {
-  if (node_) node_->sealed = true;
+  if (node_) node()->sealed = true;
 }
 
 std::uint32_t Value::depth() const noexcept {
-  return node_ ? node_->depth : 0;
+  return node_ ? node()->depth : 0;
 }
 std::uint64_t Value::weight() const noexcept {
-  return node_ ? node_->weight : 1;
+  return node_ ? node()->weight : 1;
 }
 
 // Self-references and containers changed after they are nested are what
@@ -557,25 +599,25 @@ void Value::absorb(const Value& child) {
   // an unsealed container can only close a cycle through the container itself.
   // (Read through the node here, not seal(), weight() and depth(): a
   // container of n items calls this n times.)
-  const Node* c = child.node_.get();
+  const Node* c = child.node();
   if (c == nullptr) {  // a scalar: weight 1, depth 0
-    node_->weight = sat_add(node_->weight, 1);
-    if (node_->depth < 1) node_->depth = 1;
+    node()->weight = sat_add(node()->weight, 1);
+    if (node()->depth < 1) node()->depth = 1;
     return;
   }
-  if (c == node_.get())
+  if (c == node())
     throw Error(ErrorCode::unsupported,
                 "a " + std::string(kind_name()) +
                     " is put inside itself (self-references are not supported)");
   c->sealed = true;
-  node_->weight = sat_add(node_->weight, c->weight);
-  if (c->depth + 1 > node_->depth) node_->depth = c->depth + 1;
+  node()->weight = sat_add(node()->weight, c->weight);
+  if (c->depth + 1 > node()->depth) node()->depth = c->depth + 1;
 }
 
 void Value::append(Value item) {
   if (kind_ != Kind::List && kind_ != Kind::Set && kind_ != Kind::Tuple)
     wrong_kind("list or set", *this);
-  if (node_->sealed)
+  if (node()->sealed)
     throw Error(ErrorCode::unsupported,
                 "a " + std::string(kind_name()) +
                     " is modified after being nested in another value (self-references are not "
@@ -589,7 +631,7 @@ void Value::append(Value item) {
 
 void Value::set_item(std::size_t i, Value item) {
   if (kind_ != Kind::List) wrong_kind("list", *this);
-  if (node_->sealed)
+  if (node()->sealed)
     throw Error(ErrorCode::unsupported,
                 "a list is modified after being nested in another value (self-references are not "
                 "supported)");
@@ -602,7 +644,7 @@ void Value::set_item(std::size_t i, Value item) {
 
 void Value::insert(Value key, Value value) {
   if (kind_ != Kind::Dict) wrong_kind("dict", *this);
-  if (node_->sealed)
+  if (node()->sealed)
     throw Error(ErrorCode::unsupported,
                 "a dict is modified after being nested in another value (self-references are not "
                 "supported)");
@@ -660,7 +702,7 @@ void grow_to(V& v, std::size_t n) {
 }  // namespace
 
 void Value::reserve(std::size_t n) {
-  if (!node_ || node_->sealed) return;
+  if (!node_ || node()->sealed) return;
   switch (kind_) {
     case Kind::List:
     case Kind::Tuple:
@@ -677,7 +719,7 @@ void Value::reserve(std::size_t n) {
 
 void Value::set_tensor(Tensor t) {
   if (kind_ != Kind::Tensor) wrong_kind("tensor", *this);
-  if (node_->sealed)
+  if (node()->sealed)
     throw Error(ErrorCode::unsupported,
                 "a tensor is given state after being nested in another value");
   node_as<TensorNode>(kind_).t = std::move(t);
@@ -685,7 +727,7 @@ void Value::set_tensor(Tensor t) {
 
 void Value::set_state(Value state) {
   if (kind_ != Kind::Object) wrong_kind("object", *this);
-  if (node_->sealed)
+  if (node()->sealed)
     throw Error(ErrorCode::unsupported,
                 "an object is given state after being nested in another value");
   absorb(state);
@@ -693,6 +735,10 @@ void Value::set_state(Value state) {
 }
 
 namespace detail {
+void destroy_value_node(const ValueNodeHead* node) noexcept {
+  ValueAccess::destroy(node);
+}
+
 bool take_tensor_dict(Value& root, bool& ordered,
                       const std::function<void(std::string&&, Tensor&&)>& take) {
   return ValueAccess::take_tensor_dict(root, ordered, take);

@@ -7,6 +7,7 @@
 /// value_repr.cpp, `to_json` in value_json.cpp; the "values" view that hides
 /// tensors (`prune_tensors`) is in torchport/formats/prune.hpp.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,6 +20,53 @@
 namespace torchport {
 
 class Value;
+
+namespace detail {
+/// The reference count at the start of every node of a `Value` tree (the
+/// rest of the node is private to value.cpp). Counted in the node itself,
+/// not in a separate control block as `std::shared_ptr` does: a file of
+/// many small tensors holds a few nodes a tensor, and the block was a
+/// quarter of each.
+struct ValueNodeHead {
+  mutable std::atomic<std::uint32_t> refs{1};
+};
+/// Destroys a node whose last reference went (value.cpp knows its type).
+void destroy_value_node(const ValueNodeHead* node) noexcept;
+
+/// A counted reference to a node; copies share it, as shared_ptr's do.
+class ValueNodeRef {
+ public:
+  ValueNodeRef() noexcept = default;
+  /// Adopts a new node (its count starts at 1).
+  explicit ValueNodeRef(ValueNodeHead* node) noexcept : p_(node) {}
+  ValueNodeRef(const ValueNodeRef& o) noexcept : p_(o.p_) {
+    if (p_ != nullptr) p_->refs.fetch_add(1, std::memory_order_relaxed);
+  }
+  ValueNodeRef(ValueNodeRef&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  ValueNodeRef& operator=(const ValueNodeRef& o) noexcept {
+    ValueNodeRef(o).swap(*this);
+    return *this;
+  }
+  ValueNodeRef& operator=(ValueNodeRef&& o) noexcept {
+    ValueNodeRef(std::move(o)).swap(*this);
+    return *this;
+  }
+  ~ValueNodeRef() {
+    if (p_ != nullptr && p_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      destroy_value_node(p_);
+  }
+  void swap(ValueNodeRef& o) noexcept { std::swap(p_, o.p_); }
+  ValueNodeHead* get() const noexcept { return p_; }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+  /// References to the node (0 for none).
+  std::uint32_t use_count() const noexcept {
+    return p_ != nullptr ? p_->refs.load(std::memory_order_acquire) : 0;
+  }
+
+ private:
+  ValueNodeHead* p_ = nullptr;
+};
+}  // namespace detail
 
 /// A reference to a Python global (`module.name`), never resolved.
 struct Global {
@@ -192,6 +240,10 @@ class Value {
   struct GlobalNode;
   template <class N>
   N& node_as(Kind k) const;
+  // The node, typed (null for scalars). Inline, and defined in value.cpp,
+  // the only user: an exported function of a shared library is not
+  // inlined (it could be interposed), and this is called per node.
+  inline Node* node() const noexcept;
   void absorb(const Value& child);
   friend struct ValueAccess;  // key hashing and equality in value.cpp
 
@@ -201,7 +253,7 @@ class Value {
     std::int64_t i_;
     double f_;
   };
-  std::shared_ptr<Node> node_;
+  detail::ValueNodeRef node_;
 };
 
 /// An inert Python object: the class (or callable) it names, the arguments it
