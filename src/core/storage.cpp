@@ -24,6 +24,8 @@ struct Storage::Deferred {
   std::once_flag once;
   std::shared_ptr<Storage> made;
   std::atomic<bool> done{false};
+  std::shared_ptr<const RangeReader> ranged;  // a ranged storage's reader
+  std::uint64_t range_offset = 0;             // where the storage starts in what it reads
 };
 
 namespace {
@@ -180,15 +182,20 @@ void check_range(std::uint64_t offset, std::uint64_t n, std::uint64_t nbytes) {
 }  // namespace
 
 const RangeReader* Storage::range_reader() const noexcept {
-  if (!ranged_ || deferred_->done.load(std::memory_order_acquire)) return nullptr;
-  return ranged_.get();
+  if (!deferred_ || !deferred_->ranged || deferred_->done.load(std::memory_order_acquire))
+    return nullptr;
+  return deferred_->ranged.get();
+}
+
+std::uint64_t Storage::range_offset() const noexcept {
+  return deferred_ ? deferred_->range_offset : 0;
 }
 
 void Storage::read_many(std::span<const RangeRead> reads) const {
   for (const RangeRead& r : reads) check_range(r.offset, r.dst.size(), nbytes_);
   if (const RangeReader* reader = range_reader()) {
     std::vector<RangeRead> shifted(reads.begin(), reads.end());
-    for (RangeRead& r : shifted) r.offset += range_offset_;
+    for (RangeRead& r : shifted) r.offset += deferred_->range_offset;
     reader->read_many(shifted);
     return;
   }
@@ -199,7 +206,7 @@ void Storage::read_into(std::uint64_t offset, std::span<std::byte> dst) const {
   check_range(offset, dst.size(), nbytes_);
   if (dst.empty()) return;
   if (const RangeReader* reader = range_reader()) {
-    reader->read(range_offset_ + offset, dst);
+    reader->read(deferred_->range_offset + offset, dst);
     return;
   }
   // A deferred copy reads its source (data_) until the copy is made.
@@ -275,13 +282,14 @@ std::shared_ptr<Storage> Storage::ranged(std::shared_ptr<const RangeReader> read
                                          std::uint64_t offset, std::uint64_t nbytes) {
   auto s = std::make_shared<Storage>(Private{});
   s->nbytes_ = nbytes;
-  s->ranged_ = std::move(reader);
-  s->range_offset_ = offset;
   s->deferred_ = std::make_unique<Deferred>();
+  s->deferred_->ranged = std::move(reader);
+  s->deferred_->range_offset = offset;
   const Storage* self = s.get();  // the loader lives inside *self: no cycle
   s->deferred_->loader = [self] {
     auto out = Storage::allocate(self->nbytes_);
-    if (self->nbytes_ != 0) self->ranged_->read(self->range_offset_, out->mutable_bytes());
+    if (self->nbytes_ != 0)
+      self->deferred_->ranged->read(self->deferred_->range_offset, out->mutable_bytes());
     return out;
   };
   return s;
@@ -317,7 +325,7 @@ bool Storage::pending() const noexcept {
 bool Storage::addressable() const noexcept {
   // A deferred copy knows where its bytes lie (data_), a ranged storage who
   // reads them; a made storage is memory.
-  return !deferred_ || data_ != nullptr || ranged_ ||
+  return !deferred_ || data_ != nullptr || deferred_->ranged ||
          deferred_->done.load(std::memory_order_acquire);
 }
 

@@ -139,7 +139,7 @@ class Storage {
   /// otherwise), and where the storage starts in what it reads: lets a
   /// caller batch the reads of many storages of one source.
   const RangeReader* range_reader() const noexcept;
-  std::uint64_t range_offset() const noexcept { return range_offset_; }  ///< see range_reader()
+  std::uint64_t range_offset() const noexcept;  ///< see range_reader()
   /// True for a deferred storage whose loader has not run yet.
   bool pending() const noexcept;
   /// True when `read_into` reads any range of the storage without making
@@ -184,9 +184,10 @@ class Storage {
   std::shared_ptr<const FileBacking> file_;
   bool writable_ = false;
   bool borrowed_ = false;
-  std::unique_ptr<Deferred> deferred_;         // deferred storages only
-  std::shared_ptr<const RangeReader> ranged_;  // ranged storages only
-  std::uint64_t range_offset_ = 0;
+  // Deferred and ranged storages only (a ranged storage's reader lives in
+  // it too): a file of many small tensors has a storage a tensor, and most
+  // are neither.
+  std::unique_ptr<Deferred> deferred_;
 };
 
 }  // namespace torchport

@@ -263,7 +263,7 @@ class StorageResolver {
         return s;
       });
     }
-    cached = Cached{st, ref.dtype, ref.numel, ref.packed_bits};
+    cached = Cached{st, ref.numel, ref.dtype, static_cast<std::uint8_t>(ref.packed_bits)};
     return storage_value(ref.dtype, ref.numel, std::move(st), ref.packed_bits);
   }
 
@@ -318,11 +318,12 @@ class StorageResolver {
   // By directory entry: the typed storage its first reference built (a
   // vector, not a map by key: 32 bytes a record instead of a node and a key
   // string each, for files of many small tensors).
+  // One a record, for the whole pickle: 32 bytes.
   struct Cached {
     std::shared_ptr<Storage> storage;
-    DType dtype = DType::U8;
     std::uint64_t numel = 0;
-    int packed_bits = 0;
+    DType dtype = DType::U8;
+    std::uint8_t packed_bits = 0;  // 0, or 4 or 2 (a packed quantized storage)
   };
   std::vector<Cached> cache_;
   detail::StringMap<Cached> other_case_;  // keys spelt unlike their record
