@@ -249,7 +249,10 @@ std::shared_ptr<Storage> Storage::borrow_mutable(std::span<std::byte> bytes,
   return s;
 }
 
-Storage::Storage(const Private&) {}
+Storage::Storage(const Private&) {
+  // A file of many small tensors has a storage a tensor.
+  static_assert(sizeof(Storage) == 64 || sizeof(void*) != 8, "a storage grew");
+}
 Storage::~Storage() = default;
 
 std::shared_ptr<Storage> Storage::deferred(std::uint64_t nbytes, Loader loader) {

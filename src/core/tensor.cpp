@@ -111,7 +111,7 @@ std::string shape_to_string(std::span<const std::int64_t> shape) {
 
 Tensor::Tensor(DType dtype, Shape shape, Shape strides, std::int64_t storage_offset,
                std::shared_ptr<Storage> storage)
-    : body_(std::make_shared<Body>()) {
+    : body_(new Body()) {
   Body& w = *body_;
   w.dtype = dtype;
   w.shape = std::move(shape);
@@ -450,10 +450,14 @@ const Tensor::Body& Tensor::empty_body() noexcept {
 // A body is shared by the copies of a tensor: one that changes gets its
 // own first. Only this tensor can add owners, so a count of one stays one.
 Tensor::Body& Tensor::mut() {
+  // A file of many small tensors has a body a tensor, held in a catalogue
+  // and often in a tree too.
+  static_assert(sizeof(Tensor) == sizeof(void*), "a tensor handle is one pointer");
+  static_assert(sizeof(Body) == 104 || sizeof(void*) != 8, "a tensor's body grew");
   if (!body_)
-    body_ = std::make_shared<Body>();
+    body_ = detail::CountedRef<Body>(new Body());
   else if (body_.use_count() != 1)
-    body_ = std::make_shared<Body>(*body_);
+    body_ = detail::CountedRef<Body>(new Body(*body_));
   return *body_;
 }
 

@@ -2,7 +2,9 @@
 /// \file
 /// `Tensor`: a typed, strided view of a `Storage`.
 
+#include <atomic>
 #include <complex>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -88,6 +90,60 @@ class TensorSlicer {
 struct SparseParts;  // defined after Tensor
 
 namespace detail {
+/// The reference count inside a block that `CountedRef` shares: counted in
+/// the block itself, not in a separate control block as `std::shared_ptr`
+/// does (16 bytes more a block, and a file of many small tensors has a few
+/// blocks a tensor). A copy of the block starts with a count of its own.
+struct RefCount {
+  mutable std::atomic<std::uint32_t> n{1};
+  RefCount() noexcept = default;
+  RefCount(const RefCount&) noexcept {}
+  RefCount& operator=(const RefCount&) noexcept { return *this; }
+};
+
+/// A counted reference to a `T` whose member `refs` is a `RefCount`; copies
+/// share the block, as shared_ptr's do, with its memory orders. The last
+/// reference deletes it, or calls `Destroy` when given (for a block whose
+/// type is known only where it was made).
+template <class T, auto Destroy = nullptr>
+class CountedRef {
+ public:
+  CountedRef() noexcept = default;
+  /// Adopts a new block (its count starts at 1).
+  explicit CountedRef(T* p) noexcept : p_(p) {}
+  CountedRef(const CountedRef& o) noexcept : p_(o.p_) {
+    if (p_ != nullptr) p_->refs.n.fetch_add(1, std::memory_order_relaxed);
+  }
+  CountedRef(CountedRef&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  CountedRef& operator=(const CountedRef& o) noexcept {
+    CountedRef(o).swap(*this);
+    return *this;
+  }
+  CountedRef& operator=(CountedRef&& o) noexcept {
+    CountedRef(std::move(o)).swap(*this);
+    return *this;
+  }
+  ~CountedRef() {
+    if (p_ == nullptr || p_->refs.n.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    if constexpr (std::is_same_v<decltype(Destroy), std::nullptr_t>)
+      delete p_;
+    else
+      Destroy(p_);
+  }
+  void swap(CountedRef& o) noexcept { std::swap(p_, o.p_); }
+  T* get() const noexcept { return p_; }
+  T& operator*() const noexcept { return *p_; }
+  T* operator->() const noexcept { return p_; }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+  /// References to the block (0 for none).
+  std::uint32_t use_count() const noexcept {
+    return p_ != nullptr ? p_->refs.n.load(std::memory_order_acquire) : 0;
+  }
+
+ private:
+  T* p_ = nullptr;
+};
+
 /// What few tensors have (a quantizer, sparse parts, the storage as the file
 /// holds it), in one block a tensor shares with its copies.
 struct TensorExtras {
@@ -374,6 +430,7 @@ class Tensor {
   // copy costs one reference, not two shape vectors (checkpoints hold tens
   // of thousands of tensors, each listed in a tree and in a catalogue).
   struct Body {
+    detail::RefCount refs;
     DType dtype = DType::F32;
     bool meta = false;
     std::uint8_t view_bits = 0;  // 1 conj, 2 neg
@@ -390,7 +447,7 @@ class Tensor {
   const Body& body() const noexcept { return body_ ? *body_ : empty_body(); }
   Body& mut();  // this tensor's own body (copied first when shared)
 
-  std::shared_ptr<Body> body_;
+  detail::CountedRef<Body> body_;
 };
 
 /// torch's affine quantizers (`Tensor::quantization()`).

@@ -7,7 +7,6 @@
 /// value_repr.cpp, `to_json` in value_json.cpp; the "values" view that hides
 /// tensors (`prune_tensors`) is in torchport/formats/prune.hpp.
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -22,50 +21,15 @@ namespace torchport {
 class Value;
 
 namespace detail {
-/// The reference count at the start of every node of a `Value` tree (the
-/// rest of the node is private to value.cpp). Counted in the node itself,
-/// not in a separate control block as `std::shared_ptr` does: a file of
-/// many small tensors holds a few nodes a tensor, and the block was a
-/// quarter of each.
+/// The head of every node of a `Value` tree (the rest of the node is
+/// private to value.cpp): its reference count (see `CountedRef`).
 struct ValueNodeHead {
-  mutable std::atomic<std::uint32_t> refs{1};
+  RefCount refs;
 };
-/// Destroys a node whose last reference went (value.cpp knows its type).
+/// Deletes a node whose last reference went (value.cpp knows its type).
 void destroy_value_node(const ValueNodeHead* node) noexcept;
-
-/// A counted reference to a node; copies share it, as shared_ptr's do.
-class ValueNodeRef {
- public:
-  ValueNodeRef() noexcept = default;
-  /// Adopts a new node (its count starts at 1).
-  explicit ValueNodeRef(ValueNodeHead* node) noexcept : p_(node) {}
-  ValueNodeRef(const ValueNodeRef& o) noexcept : p_(o.p_) {
-    if (p_ != nullptr) p_->refs.fetch_add(1, std::memory_order_relaxed);
-  }
-  ValueNodeRef(ValueNodeRef&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
-  ValueNodeRef& operator=(const ValueNodeRef& o) noexcept {
-    ValueNodeRef(o).swap(*this);
-    return *this;
-  }
-  ValueNodeRef& operator=(ValueNodeRef&& o) noexcept {
-    ValueNodeRef(std::move(o)).swap(*this);
-    return *this;
-  }
-  ~ValueNodeRef() {
-    if (p_ != nullptr && p_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
-      destroy_value_node(p_);
-  }
-  void swap(ValueNodeRef& o) noexcept { std::swap(p_, o.p_); }
-  ValueNodeHead* get() const noexcept { return p_; }
-  explicit operator bool() const noexcept { return p_ != nullptr; }
-  /// References to the node (0 for none).
-  std::uint32_t use_count() const noexcept {
-    return p_ != nullptr ? p_->refs.load(std::memory_order_acquire) : 0;
-  }
-
- private:
-  ValueNodeHead* p_ = nullptr;
-};
+/// A counted reference to a node; copies share it.
+using ValueNodeRef = CountedRef<ValueNodeHead, destroy_value_node>;
 }  // namespace detail
 
 /// A reference to a Python global (`module.name`), never resolved.

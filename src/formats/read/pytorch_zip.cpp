@@ -318,7 +318,6 @@ class StorageResolver {
   // By directory entry: the typed storage its first reference built (a
   // vector, not a map by key: 32 bytes a record instead of a node and a key
   // string each, for files of many small tensors).
-  // One a record, for the whole pickle: 32 bytes.
   struct Cached {
     std::shared_ptr<Storage> storage;
     std::uint64_t numel = 0;
